@@ -1,0 +1,80 @@
+"""What the destination object carries: the source's headers, metadata, tags, class and encryption.
+
+S3 copies preserve nothing the caller does not ask for, so every request that creates an
+object (PutObject, CreateMultipartUpload, CopyObject) gets its attributes from here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+from .models import CopyPolicy
+from .source import SourceInfo
+
+CONTENT_HEADERS = ("ContentType", "ContentEncoding", "ContentDisposition", "ContentLanguage", "CacheControl", "Expires")
+
+
+def encryption_args(info: SourceInfo, policy: CopyPolicy) -> dict[str, Any]:
+    """A configured destination key wins; otherwise keep the source's kind of encryption.
+
+    A source KMS key is usually not usable in another account, so a KMS source without a
+    configured key is written with the destination's default KMS key.
+    """
+    if policy.dest_kms_key_id:
+        return {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": policy.dest_kms_key_id}
+    encryption = info.encryption
+    if encryption and encryption.startswith("aws:kms"):
+        return {"ServerSideEncryption": encryption}
+    if encryption == "AES256":
+        return {"ServerSideEncryption": "AES256"}
+    return {}
+
+
+def storage_class_args(info: SourceInfo, policy: CopyPolicy) -> dict[str, str]:
+    storage_class = policy.storage_class or info.storage_class
+    return {"StorageClass": storage_class} if storage_class and storage_class != "STANDARD" else {}
+
+
+def content_args(info: SourceInfo) -> dict[str, Any]:
+    return {name: info.head[name] for name in CONTENT_HEADERS if info.head.get(name) is not None}
+
+
+def metadata(info: SourceInfo, policy: CopyPolicy) -> dict[str, str]:
+    return dict(policy.metadata) if policy.metadata is not None else dict(info.head.get("Metadata") or {})
+
+
+def tagging_string(tags: dict[str, str]) -> str:
+    return urlencode(sorted(tags.items()))
+
+
+def new_object_args(info: SourceInfo, policy: CopyPolicy, tags: dict[str, str] | None) -> dict[str, Any]:
+    """Arguments for PutObject or CreateMultipartUpload: everything is stated explicitly."""
+    args: dict[str, Any] = {**content_args(info), "Metadata": metadata(info, policy)}
+    args.update(storage_class_args(info, policy))
+    args.update(encryption_args(info, policy))
+    if tags:
+        args["Tagging"] = tagging_string(tags)
+    return args
+
+
+def copy_object_args(info: SourceInfo, policy: CopyPolicy) -> dict[str, Any]:
+    """Arguments for CopyObject: S3 copies metadata and tags itself unless told to replace them."""
+    args: dict[str, Any] = {}
+    if policy.metadata is not None:
+        args.update(content_args(info))
+        args["Metadata"] = dict(policy.metadata)
+        args["MetadataDirective"] = "REPLACE"
+    else:
+        args["MetadataDirective"] = "COPY"
+    if policy.tags is not None:
+        args["TaggingDirective"] = "REPLACE"
+        args["Tagging"] = tagging_string(policy.tags)
+    elif not policy.preserve_tags:
+        args["TaggingDirective"] = "REPLACE"
+        args["Tagging"] = ""
+    else:
+        args["TaggingDirective"] = "COPY"
+    args.update(storage_class_args(info, policy))
+    args.update(encryption_args(info, policy))
+    return args

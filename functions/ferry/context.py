@@ -1,0 +1,39 @@
+"""What every strategy needs for one job: the two clients, the policy and the shared resources."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from .budget import ByteBudget
+from .checkpoints import CheckpointStore
+from .checksums import CRC_ALGORITHMS
+from .models import CopyPolicy, Endpoint
+from .source import SourceInfo
+
+
+@dataclass
+class TransferContext:
+    source: Endpoint
+    destination: Endpoint
+    source_client: Any
+    dest_client: Any
+    policy: CopyPolicy
+    part_executor: ThreadPoolExecutor
+    part_concurrency: int
+    memory: ByteBudget
+    checkpoints: CheckpointStore | None
+
+    def payer_args(self) -> dict[str, str]:
+        """Server-side requests go through the destination client but also bill the source."""
+        return {"RequestPayer": "requester"} if self.source.requester_pays else {}
+
+    def upload_algorithm(self, info: SourceInfo) -> str:
+        """The caller's choice; else the source's own full-object CRC, so the two can be compared."""
+        if self.policy.checksum_algorithm:
+            return self.policy.checksum_algorithm
+        src = info.checksum
+        if src is not None and src.is_full_object and src.algorithm in CRC_ALGORITHMS:
+            return src.algorithm
+        return "CRC32C"

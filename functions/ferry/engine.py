@@ -1,0 +1,212 @@
+"""The copy engine's public face: copy one object, or a batch of them before a deadline.
+
+Every door calls this: the CLI, the Lambda batch worker and the Fargate worker. It never
+raises for an object: each one comes back copied, skipped, failed or pending, with a reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import statistics
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from .archive import archived_outcome
+from .budget import ByteBudget
+from .checkpoints import CheckpointStore
+from .clients import make_client
+from .context import TransferContext
+from .errors import FerryError, is_access_denied
+from .limits import MAX_OBJECT_SIZE, MiB, format_size
+from .models import CopyPolicy, CopyResult, Endpoint, Mode, SourceObject, Status, Target
+from .outcome import Outcome
+from .server_side import server_side_copy
+from .skip import identical_reason
+from .source import SourceInfo, inspect
+from .streaming import stream_copy
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MEMORY_LIMIT = 256 * MiB
+Pair = tuple[SourceObject, Target]
+
+
+def default_concurrency(sizes: Sequence[int | None], cpus: int | None = None) -> int:
+    """Small objects are bound by requests per second, large ones by bandwidth and memory.
+
+    Many threads hide request latency for small objects; large objects get their parallelism
+    from parts instead, so fewer of them run at once.
+    """
+    cpus = cpus or os.cpu_count() or 2
+    known = [s for s in sizes if s is not None]
+    if known and statistics.median(known) > 8 * MiB:
+        return max(2, min(16, 2 * cpus))
+    return max(8, min(128, 32 * cpus))
+
+
+def deadline_in(seconds: float) -> float:
+    """A deadline as the engine takes it (a time.monotonic() value)."""
+    return time.monotonic() + seconds
+
+
+class Copier:
+    """Copies objects from one side to another under one policy.
+
+    `concurrency` is how many objects are copied at once; `part_concurrency` how many parts
+    run at once across all of them; `memory_limit` caps object bytes held in memory by
+    streaming copies (part size x parts in flight).
+    """
+
+    def __init__(
+        self,
+        source: Endpoint,
+        destination: Endpoint,
+        policy: CopyPolicy | None = None,
+        *,
+        concurrency: int | None = None,
+        part_concurrency: int | None = None,
+        memory_limit: int = DEFAULT_MEMORY_LIMIT,
+        checkpoints: CheckpointStore | None = None,
+        source_client: Any = None,
+        dest_client: Any = None,
+    ) -> None:
+        self.policy = policy or CopyPolicy()
+        self.concurrency = concurrency
+        self.part_concurrency = part_concurrency or max(4, min(64, 8 * (os.cpu_count() or 2)))
+        pool = (concurrency or 128) + self.part_concurrency
+        self._executor = ThreadPoolExecutor(self.part_concurrency, thread_name_prefix="ferry-part")
+        self.ctx = TransferContext(
+            source=source,
+            destination=destination,
+            source_client=source_client or make_client(source, pool),
+            dest_client=dest_client or make_client(destination, pool),
+            policy=self.policy,
+            part_executor=self._executor,
+            part_concurrency=self.part_concurrency,
+            memory=ByteBudget(memory_limit),
+            checkpoints=checkpoints,
+        )
+        self._server_side_denied = threading.Event()
+
+    def __enter__(self) -> Copier:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+
+    @property
+    def memory_peak(self) -> int:
+        return self.ctx.memory.peak
+
+    # -- one object ---------------------------------------------------------------------------
+
+    def copy(self, obj: SourceObject, target: Target, deadline: float | None = None) -> CopyResult:
+        started = time.monotonic()
+        result = CopyResult(
+            source_key=obj.key, dest_key=target.key, status=Status.FAILED, source_bucket=obj.bucket, dest_bucket=target.bucket
+        )
+        try:
+            outcome, info = self._copy(obj, target, deadline)
+            result.status = outcome.status
+            result.strategy = outcome.strategy
+            result.reason = outcome.reason
+            result.verified_by = outcome.verified_by
+            result.checksum = outcome.checksum
+            result.version_id = outcome.version_id
+            result.parts_resumed = outcome.parts_resumed
+            result.bytes = info.size if info else 0
+            result.note = outcome.note
+        except FerryError as error:
+            result.reason = str(error)
+        except Exception as error:  # nothing lost: an unexpected fault fails this object, not the batch
+            log.exception("unexpected error copying s3://%s/%s", obj.bucket, obj.key)
+            result.reason = f"unexpected {type(error).__name__}: {error}"
+        result.seconds = round(time.monotonic() - started, 3)
+        return result
+
+    def _copy(self, obj: SourceObject, target: Target, deadline: float | None) -> tuple[Outcome, SourceInfo | None]:
+        info = inspect(self.ctx.source_client, obj)
+        if info.size > MAX_OBJECT_SIZE:
+            return Outcome(Status.FAILED, "none", reason=f"object of {format_size(info.size)} exceeds S3's 5 TiB"), info
+        if self.policy.skip_existing:
+            reason = identical_reason(self.ctx.dest_client, info, target, self.policy.compare)
+            if reason:
+                return Outcome(Status.SKIPPED, "none", reason=reason), info
+        archived = archived_outcome(self.ctx.source_client, info, self.policy)
+        if archived is not None:
+            return archived, info
+        server_side = self._use_server_side()
+        if self.policy.dry_run:
+            how = "server-side" if server_side else "stream"
+            return Outcome(Status.PENDING, how, reason=f"dry run: would copy ({how})"), info
+        if not server_side:
+            outcome = stream_copy(self.ctx, info, target, deadline)
+            if self.policy.mode == Mode.AUTO:
+                outcome.note = self._stream_note()
+            return outcome, info
+        try:
+            return server_side_copy(self.ctx, info, target, deadline), info
+        except FerryError as error:
+            denied = is_access_denied(error.__cause__) if error.__cause__ else False
+            if self.policy.mode != Mode.AUTO or not denied:
+                raise
+            # The destination identity cannot read the source: stream it, and stop trying.
+            self._server_side_denied.set()
+            outcome = stream_copy(self.ctx, info, target, deadline)
+            outcome.note = f"server-side copy was denied ({error}); streamed instead"
+            return outcome, info
+
+    def _use_server_side(self) -> bool:
+        if self.policy.mode == Mode.SERVER_SIDE:
+            return True
+        if self.policy.mode == Mode.STREAM:
+            return False
+        same_endpoint = self.ctx.source.endpoint_url == self.ctx.destination.endpoint_url
+        return same_endpoint and not self._server_side_denied.is_set()
+
+    def _stream_note(self) -> str:
+        if self._server_side_denied.is_set():
+            return "streamed: an earlier server-side copy was denied to the destination identity"
+        return "streamed: source and destination are different endpoints"
+
+    # -- many objects -------------------------------------------------------------------------
+
+    def copy_batch(
+        self,
+        pairs: Iterable[Pair],
+        deadline: float | None = None,
+        on_result: Callable[[CopyResult], None] | None = None,
+    ) -> list[CopyResult]:
+        """Copy all pairs; objects not started before the deadline come back `pending`."""
+        items = list(pairs)
+        workers = self.concurrency or default_concurrency([obj.size for obj, _ in items])
+        results: list[CopyResult | None] = [None] * len(items)
+
+        def run(index: int) -> None:
+            obj, target = items[index]
+            if deadline is not None and time.monotonic() >= deadline:
+                result = CopyResult(
+                    source_key=obj.key,
+                    dest_key=target.key,
+                    status=Status.PENDING,
+                    reason="not started: deadline reached",
+                    source_bucket=obj.bucket,
+                    dest_bucket=target.bucket,
+                )
+            else:
+                result = self.copy(obj, target, deadline)
+            results[index] = result
+            if on_result:
+                on_result(result)
+
+        with ThreadPoolExecutor(max(1, min(workers, len(items) or 1)), thread_name_prefix="ferry-object") as pool:
+            for future in [pool.submit(run, i) for i in range(len(items))]:
+                future.result()
+        return [r for r in results if r is not None]

@@ -1,0 +1,106 @@
+"""Named failures, and the sentences that tell a user what to fix.
+
+Each door maps these to its own surface: the CLI to an exit code and one line on stderr,
+the Lambda handlers (later) to a Step Functions error name.
+"""
+
+from __future__ import annotations
+
+from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+
+
+class FerryError(Exception):
+    """Base of every error Ferry raises on purpose."""
+
+
+class ConfigError(FerryError):
+    """The request itself is wrong (a size out of range, a bucket that does not exist)."""
+
+
+class CopyFailed(FerryError):
+    """One object cannot be copied; the message is the reason recorded for it."""
+
+
+class VerificationFailed(CopyFailed):
+    """The bytes written do not match the source: the destination was removed."""
+
+
+class TruncatedBody(FerryError):
+    """A GET returned fewer or more bytes than its range: retried, never trusted."""
+
+
+_HINTS = {
+    "AccessDenied": "grant the {side} identity {action} on {where}",
+    "AllAccessDisabled": "access to {where} is disabled for the {side} identity",
+    "NoSuchBucket": "bucket {bucket!r} does not exist (check the name and the {side} endpoint/region)",
+    "NoSuchKey": "the source object no longer exists",
+    "NoSuchVersion": "the source version does not exist",
+    "InvalidObjectState": "the object is in an archive storage class: restore it first (ferry --restore bulk)",
+    "ObjectNotInActiveTierError": "the object is in an archive storage class: restore it first (ferry --restore bulk)",
+    "PermanentRedirect": "bucket {bucket!r} is in another region: set --{side_flag}-region",
+    "AuthorizationHeaderMalformed": "wrong region for bucket {bucket!r}: set --{side_flag}-region",
+    "InvalidAccessKeyId": "the {side} credentials are not known to the endpoint",
+    "SignatureDoesNotMatch": "the {side} secret key does not match its access key",
+    "ExpiredToken": "the {side} credentials have expired: refresh them",
+    "SlowDown": "S3 kept throttling after retries: lower --concurrency",
+}
+
+
+def error_code(error: BaseException) -> str:
+    if isinstance(error, ClientError):
+        return str(error.response.get("Error", {}).get("Code", "Unknown"))
+    return type(error).__name__
+
+
+def describe(error: BaseException, *, side: str, action: str, bucket: str, key: str | None = None) -> str:
+    """One sentence: what failed, and what the user can do about it."""
+    where = f"s3://{bucket}/{key}" if key is not None else f"s3://{bucket}"
+    if isinstance(error, FerryError):
+        return str(error)
+    if isinstance(error, EndpointConnectionError):
+        return f"could not connect to the {side} endpoint: {error}"
+    if isinstance(error, ClientError):
+        code = error_code(error)
+        message = error.response.get("Error", {}).get("Message", "")
+        side_flag = "source" if side == "source" else "dest"
+        if code.startswith("KMS") or "kms" in message.lower():
+            need = "kms:Decrypt on the source key" if side == "source" else "kms:GenerateDataKey and kms:Decrypt on the destination key"
+            return f"KMS denied {action} on {where} ({code}): grant the {side} identity {need}"
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if code in ("403", "Forbidden") or status == 403 and code not in _HINTS:
+            code = "AccessDenied"
+        if code in ("404", "NotFound") and key is not None:
+            code = "NoSuchKey"
+        hint = _HINTS.get(code)
+        text = f"{code} on {action} {where}"
+        if hint:
+            text += ": " + hint.format(side=side, action=action, where=where, bucket=bucket, side_flag=side_flag)
+        elif message:
+            text += f": {message}"
+        return text
+    if isinstance(error, BotoCoreError):
+        return f"{type(error).__name__} on {action} {where}: {error}"
+    return f"{type(error).__name__} on {action} {where}: {error}"
+
+
+PERMANENT_CODES = frozenset(
+    {
+        "AccessDenied",
+        "AllAccessDisabled",
+        "NoSuchBucket",
+        "NoSuchKey",
+        "NoSuchVersion",
+        "InvalidObjectState",
+        "ObjectNotInActiveTierError",
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+    }
+)
+
+
+def is_access_denied(error: BaseException) -> bool:
+    if not isinstance(error, ClientError):
+        return False
+    code = error_code(error)
+    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return code in ("AccessDenied", "403", "Forbidden", "AllAccessDisabled") or status == 403

@@ -1,0 +1,117 @@
+"""Every S3 size limit Ferry respects, and the part plans derived from them.
+
+Kept in one place (as s3transfer's chunk-size adjuster does) so that no strategy can
+disagree with another about what S3 accepts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from .errors import ConfigError
+
+KiB = 1024
+MiB = 1024 * KiB
+GiB = 1024 * MiB
+TiB = 1024 * GiB
+
+MIN_PART_SIZE = 5 * MiB
+MAX_PART_SIZE = 5 * GiB
+MAX_PARTS = 10_000
+MAX_OBJECT_SIZE = 5 * TiB
+MAX_SINGLE_COPY = 5 * GiB  # CopyObject and PutObject accept at most this in one request.
+
+DEFAULT_STREAM_PART_SIZE = 8 * MiB
+DEFAULT_COPY_PART_SIZE = 256 * MiB
+DEFAULT_MULTIPART_THRESHOLD = 16 * MiB
+MAX_REPRODUCED_STREAM_PART = 256 * MiB
+
+_UNITS = {
+    "": 1,
+    "B": 1,
+    "K": KiB,
+    "KB": 1000,
+    "KIB": KiB,
+    "M": MiB,
+    "MB": 1000**2,
+    "MIB": MiB,
+    "G": GiB,
+    "GB": 1000**3,
+    "GIB": GiB,
+    "T": TiB,
+    "TB": 1000**4,
+    "TIB": TiB,
+}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
+
+
+def parse_size(text: str) -> int:
+    """Read sizes the way people write them: `8MiB`, `16MB`, `5G`, `1048576`."""
+    match = _SIZE_RE.match(text)
+    unit = match.group(2).upper() if match else None
+    if not match or unit not in _UNITS:
+        raise ConfigError(f"cannot read size {text!r}: write a number with an optional unit, such as 8MiB or 16MB")
+    return int(float(match.group(1)) * _UNITS[unit])
+
+
+def format_size(n: float) -> str:
+    for unit, scale in (("TiB", TiB), ("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{int(n)} B"
+
+
+def check_part_size(part_size: int) -> int:
+    if not MIN_PART_SIZE <= part_size <= MAX_PART_SIZE:
+        raise ConfigError(
+            f"part size {format_size(part_size)} is out of range: S3 accepts parts from 5 MiB to 5 GiB"
+        )
+    return part_size
+
+
+def choose_part_size(object_size: int, preferred: int) -> int:
+    """Grow the preferred part size until the object fits in 10,000 parts.
+
+    A 5 TiB object needs parts of at least 525 MiB; rounding up to whole MiB keeps part
+    boundaries readable in logs and reports.
+    """
+    part = max(preferred, MIN_PART_SIZE)
+    if math.ceil(object_size / part) > MAX_PARTS:
+        part = math.ceil(object_size / MAX_PARTS / MiB) * MiB
+    return min(part, MAX_PART_SIZE)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a multipart upload: bytes [start, end) of the object."""
+
+    number: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return self.end - self.start
+
+    @property
+    def http_range(self) -> str:
+        return f"bytes={self.start}-{self.end - 1}"
+
+
+def uniform_parts(object_size: int, part_size: int) -> list[Part]:
+    count = max(1, math.ceil(object_size / part_size))
+    if count > MAX_PARTS:
+        raise ConfigError(f"{count} parts exceed S3's 10,000: use a part size of at least {format_size(object_size / MAX_PARTS)}")
+    return [
+        Part(n + 1, n * part_size, min((n + 1) * part_size, object_size)) for n in range(count)
+    ]
+
+
+def parts_from_sizes(sizes: list[int]) -> list[Part]:
+    parts, offset = [], 0
+    for number, size in enumerate(sizes, start=1):
+        parts.append(Part(number, offset, offset + size))
+        offset += size
+    return parts

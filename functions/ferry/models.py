@@ -1,0 +1,146 @@
+"""The engine's typed vocabulary: where objects are, what to copy, how, and what happened.
+
+Every door (CLI, Lambda, Fargate) builds these same values, so a job means the same thing
+wherever it runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from .errors import ConfigError
+from .limits import DEFAULT_MULTIPART_THRESHOLD, MAX_SINGLE_COPY, check_part_size, format_size
+
+CHECKSUM_ALGORITHMS = ("CRC32C", "CRC32", "CRC64NVME", "SHA256", "SHA1")
+ARCHIVE_CLASSES = frozenset({"GLACIER", "DEEP_ARCHIVE"})
+RESTORE_TIERS = {"bulk": "Bulk", "standard": "Standard", "expedited": "Expedited"}
+
+
+class Mode(StrEnum):
+    AUTO = "auto"
+    SERVER_SIDE = "server-side"
+    STREAM = "stream"
+
+
+class Status(StrEnum):
+    COPIED = "copied"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+    PENDING = "pending"
+
+
+class Strategy(StrEnum):
+    COPY_OBJECT = "server-side"
+    COPY_MULTIPART = "server-side-multipart"
+    STREAM_PUT = "stream"
+    STREAM_MULTIPART = "stream-multipart"
+
+
+class Compare(StrEnum):
+    CHECKSUM = "checksum"
+    SIZE_MTIME = "size-mtime"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """How to reach one side of a copy: each side can be another account, region or service."""
+
+    endpoint_url: str | None = None
+    region: str | None = None
+    profile: str | None = None
+    role_arn: str | None = None
+    requester_pays: bool = False
+
+    def identity(self) -> tuple[str | None, str | None, str | None]:
+        """Two sides with the same identity can copy server-side (one caller reads and writes)."""
+        return (self.endpoint_url, self.profile, self.role_arn)
+
+
+@dataclass(frozen=True)
+class SourceObject:
+    """An object to copy; size, ETag and class come free from a listing and save a request later."""
+
+    bucket: str
+    key: str
+    version_id: str | None = None
+    size: int | None = None
+    etag: str | None = None
+    storage_class: str | None = None
+    last_modified: dt.datetime | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    bucket: str
+    key: str
+
+
+@dataclass(frozen=True)
+class CopyPolicy:
+    """What a caller asks of every copy. Defaults preserve everything and skip what is there."""
+
+    mode: Mode = Mode.AUTO
+    part_size: int | None = None
+    multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD
+    checksum_algorithm: str | None = None
+    storage_class: str | None = None
+    metadata: dict[str, str] | None = None
+    tags: dict[str, str] | None = None
+    preserve_tags: bool = True
+    dest_kms_key_id: str | None = None
+    skip_existing: bool = True
+    compare: Compare = Compare.CHECKSUM
+    restore: str | None = None
+    restore_days: int = 7
+    dry_run: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "mode", Mode(self.mode))
+        object.__setattr__(self, "compare", Compare(self.compare))
+        if self.part_size is not None:
+            check_part_size(self.part_size)
+        if self.checksum_algorithm is not None:
+            algorithm = self.checksum_algorithm.upper()
+            if algorithm not in CHECKSUM_ALGORITHMS:
+                raise ConfigError(
+                    f"checksum algorithm {self.checksum_algorithm!r} is not one S3 knows: use one of {', '.join(CHECKSUM_ALGORITHMS)}"
+                )
+            object.__setattr__(self, "checksum_algorithm", algorithm)
+        if self.restore is not None and self.restore not in RESTORE_TIERS:
+            raise ConfigError(f"restore tier {self.restore!r} is unknown: use bulk, standard or expedited")
+        if not 5 * 1024 * 1024 <= self.multipart_threshold <= MAX_SINGLE_COPY:
+            raise ConfigError(
+                f"multipart threshold {format_size(self.multipart_threshold)} is out of range: 5 MiB to 5 GiB"
+            )
+        if self.storage_class is not None:
+            object.__setattr__(self, "storage_class", self.storage_class.upper())
+
+
+@dataclass
+class CopyResult:
+    """What happened to one object. Every object listed ends as exactly one of these."""
+
+    source_key: str
+    dest_key: str
+    status: Status
+    reason: str | None = None
+    strategy: str | None = None
+    bytes: int = 0
+    seconds: float = 0.0
+    checksum: str | None = None
+    verified_by: str | None = None
+    version_id: str | None = None
+    note: str | None = None
+    parts_resumed: int = 0
+    source_bucket: str | None = None
+    dest_bucket: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {k: v for k, v in asdict(self).items() if v not in (None, {}, 0) or k in ("bytes", "status")}
+        data["status"] = str(self.status)
+        data["key"] = data.pop("source_key")
+        return data

@@ -1,0 +1,19 @@
+"""What a strategy reports back to the engine about one object it handled."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .models import Status
+
+
+@dataclass
+class Outcome:
+    status: Status
+    strategy: str
+    verified_by: str | None = None
+    checksum: str | None = None
+    version_id: str | None = None
+    reason: str | None = None
+    parts_resumed: int = 0
+    note: str | None = None

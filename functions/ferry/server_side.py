@@ -1,0 +1,182 @@
+"""Server-side copy: S3 moves the bytes; Ferry sends requests and checks what S3 reports.
+
+CopyObject when one request can do it and its result can be verified; otherwise parallel
+UploadPartCopy, reproducing the source's part layout so that the ETags match.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import checksums
+from .attributes import copy_object_args, new_object_args
+from .budget import SlotGate
+from .checkpoints import copy_id
+from .context import TransferContext
+from .errors import CopyFailed, VerificationFailed, describe
+from .limits import DEFAULT_COPY_PART_SIZE, MAX_PART_SIZE, MAX_SINGLE_COPY, Part, choose_part_size, uniform_parts
+from .models import Status, Strategy, Target
+from .multipart import MultipartUpload
+from .outcome import Outcome
+from .source import SourceInfo, learn_layout, read_tags
+from .streaming import remove_object
+from .verify import PartProof, verify_server_copy
+
+
+def server_side_copy(ctx: TransferContext, info: SourceInfo, target: Target, deadline: float | None) -> Outcome:
+    if info.size <= MAX_SINGLE_COPY and _single_request_is_verifiable(ctx, info):
+        return _copy_object(ctx, info, target)
+    return _copy_multipart(ctx, info, target, deadline)
+
+
+def _single_request_is_verifiable(ctx: TransferContext, info: SourceInfo) -> bool:
+    """CopyObject of a multipart source changes its ETag: use it only when a checksum can prove
+    the copy, or when the layout cannot be reproduced anyway. One request is the cheapest copy."""
+    if not info.is_multipart:
+        return True
+    src = info.checksum
+    if src is not None and src.is_full_object and src.algorithm == ctx.upload_algorithm(info):
+        return True
+    return learn_layout(ctx.source_client, info) is None
+
+
+def _copy_object(ctx: TransferContext, info: SourceInfo, target: Target) -> Outcome:
+    algorithm = ctx.upload_algorithm(info)
+    try:
+        response = ctx.dest_client.copy_object(
+            Bucket=target.bucket,
+            Key=target.key,
+            CopySource=info.copy_source(),
+            CopySourceIfMatch=f'"{info.etag}"',
+            ChecksumAlgorithm=algorithm,
+            **copy_object_args(info, ctx.policy),
+            **ctx.payer_args(),
+        )
+    except Exception as error:
+        raise _copy_error(error, info, target) from error
+    result = response.get("CopyObjectResult", {})
+    verified_by = _verify(
+        ctx, info, target, response, result.get("ETag"), checksums.from_response(result), same_layout=not info.is_multipart
+    )
+    dest = checksums.from_response(result)
+    return Outcome(
+        Status.COPIED,
+        Strategy.COPY_OBJECT,
+        verified_by=verified_by,
+        checksum=str(dest) if dest else None,
+        version_id=response.get("VersionId"),
+    )
+
+
+def _plan(ctx: TransferContext, info: SourceInfo) -> tuple[list[Part], bool]:
+    layout = learn_layout(ctx.source_client, info) if ctx.policy.part_size is None else None
+    if layout and max(p.size for p in layout) <= MAX_PART_SIZE:
+        return layout, True
+    part_size = choose_part_size(info.size, ctx.policy.part_size or DEFAULT_COPY_PART_SIZE)
+    return uniform_parts(info.size, part_size), False
+
+
+def _copy_multipart(ctx: TransferContext, info: SourceInfo, target: Target, deadline: float | None) -> Outcome:
+    algorithm = ctx.upload_algorithm(info)
+    plan, reproduced = _plan(ctx, info)
+    tags = dict(ctx.policy.tags) if ctx.policy.tags is not None else None
+    if tags is None:
+        tags = read_tags(ctx.source_client, info) if ctx.policy.preserve_tags else {}
+    upload = MultipartUpload(
+        client=ctx.dest_client,
+        bucket=target.bucket,
+        key=target.key,
+        create_args=new_object_args(info, ctx.policy, tags),
+        algorithm=algorithm,
+        checksum_type=checksums.default_type(algorithm),
+        plan=plan,
+        strategy=Strategy.COPY_MULTIPART,
+        source_etag=info.etag,
+        source_size=info.size,
+        copy_id=copy_id(info.obj.bucket, info.obj.key, info.version_id, target.bucket, target.key),
+        store=ctx.checkpoints,
+    )
+    upload.start()
+
+    def copy_part(part: Part, upload_id: str) -> PartProof:
+        try:
+            response = ctx.dest_client.upload_part_copy(
+                Bucket=target.bucket,
+                Key=target.key,
+                UploadId=upload_id,
+                PartNumber=part.number,
+                CopySource=info.copy_source(),
+                CopySourceRange=part.http_range,
+                CopySourceIfMatch=f'"{info.etag}"',
+                **ctx.payer_args(),
+            )
+        except Exception as error:
+            raise _copy_error(error, info, target) from error
+        result = response["CopyPartResult"]
+        value = result.get(f"Checksum{algorithm}")
+        return PartProof(part.number, part.size, {algorithm: value} if value else {}, etag=result["ETag"])
+
+    if not upload.run(copy_part, ctx.part_executor, SlotGate(ctx.part_concurrency), deadline):
+        return Outcome(
+            Status.PENDING,
+            Strategy.COPY_MULTIPART,
+            reason=f"deadline: checkpointed {len(upload.done)} of {len(plan)} parts",
+            parts_resumed=upload.resumed_parts,
+        )
+    response = upload.complete()
+    verified_by = _verify(
+        ctx, info, target, response, response.get("ETag"), checksums.from_response(response), same_layout=reproduced
+    )
+    dest = checksums.from_response(response)
+    return Outcome(
+        Status.COPIED,
+        Strategy.COPY_MULTIPART,
+        verified_by=verified_by,
+        checksum=str(dest) if dest else None,
+        version_id=response.get("VersionId"),
+        parts_resumed=upload.resumed_parts,
+    )
+
+
+def _verify(
+    ctx: TransferContext,
+    info: SourceInfo,
+    target: Target,
+    response: dict[str, Any],
+    etag: str | None,
+    dest_checksum: checksums.Checksum | None,
+    *,
+    same_layout: bool,
+) -> str:
+    """Check what S3 reports; fall back to a HEAD for the size. A mismatch removes the copy."""
+    version_id = response.get("VersionId")
+    encryption = response.get("ServerSideEncryption")
+    try:
+        verified_by = verify_server_copy(
+            info, dest_etag=etag, dest_checksum=dest_checksum, dest_encryption=encryption, same_layout=same_layout, dest_size=None
+        )
+        if verified_by == "unverified":
+            args = {"VersionId": version_id} if version_id else {}
+            head = ctx.dest_client.head_object(Bucket=target.bucket, Key=target.key, **args)
+            verified_by = verify_server_copy(
+                info,
+                dest_etag=None,
+                dest_checksum=None,
+                dest_encryption=encryption,
+                same_layout=same_layout,
+                dest_size=int(head["ContentLength"]),
+            )
+    except VerificationFailed:
+        remove_object(ctx.dest_client, target, version_id)
+        raise
+    return verified_by
+
+
+def _copy_error(error: BaseException, info: SourceInfo, target: Target) -> BaseException:
+    if isinstance(error, CopyFailed):
+        return error
+    failure = CopyFailed(
+        describe(error, side="destination", action="server-side copy (s3:GetObject on the source, s3:PutObject on the destination)", bucket=info.obj.bucket, key=info.obj.key)
+    )
+    failure.__cause__ = error
+    return failure

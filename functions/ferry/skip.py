@@ -1,0 +1,48 @@
+"""Incremental copies: is the destination already identical to the source?
+
+Identical means the same size and the same content evidence (checksum of one algorithm, or
+ETag). Size plus modification time is a weaker test a caller can choose.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from .checksums import from_response
+from .errors import CopyFailed, describe, error_code
+from .models import Compare, Target
+from .source import SourceInfo
+
+
+def identical_reason(client: Any, info: SourceInfo, target: Target, compare: Compare) -> str | None:
+    """Why the destination can be skipped, or None when it must be (re)written."""
+    head = _head(client, target)
+    if head is None or int(head["ContentLength"]) != info.size:
+        return None
+    if compare == Compare.SIZE_MTIME:
+        source_time = info.head.get("LastModified")
+        if source_time is not None and head.get("LastModified") is not None and head["LastModified"] >= source_time:
+            return "destination has the same size and is not older"
+        return None
+    src, dst = info.checksum, from_response(head)
+    if src is not None and dst is not None and src.algorithm == dst.algorithm:
+        comparable = (src.is_full_object and dst.is_full_object) or (src.parts_count == dst.parts_count is not None)
+        if comparable and src.value == dst.value:
+            return f"identical ({src.algorithm.lower()} {src.value})"
+    if head.get("ETag", "").strip('"') == info.etag:
+        return f"identical (ETag {info.etag})"
+    return None
+
+
+def _head(client: Any, target: Target) -> dict[str, Any] | None:
+    try:
+        return client.head_object(Bucket=target.bucket, Key=target.key, ChecksumMode="ENABLED")
+    except ClientError as error:
+        if error_code(error) in ("404", "NoSuchKey", "NotFound"):
+            return None
+        raise CopyFailed(
+            describe(error, side="destination", action="s3:GetObject (to compare)", bucket=target.bucket, key=target.key)
+            + "; or copy with --no-skip-existing"
+        ) from error

@@ -1,0 +1,147 @@
+"""What the source object is: one HEAD, plus the facts later steps need (tags, part layout).
+
+The HEAD is the object's evidence: size, ETag, stored checksum, encryption and class. Every
+later decision (skip, strategy, part plan, verification) is made from it, so a source that
+changes during the copy is caught by `If-Match` on the same ETag.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from .checksums import Checksum, from_response
+from .errors import CopyFailed, describe
+from .limits import Part, parts_from_sizes, uniform_parts
+from .models import ARCHIVE_CLASSES, SourceObject
+
+_MD5_ETAG = re.compile(r"^[0-9a-f]{32}(-\d+)?$")
+
+
+@dataclass
+class SourceInfo:
+    obj: SourceObject
+    head: dict[str, Any]
+    size: int
+    etag: str  # without quotes
+    checksum: Checksum | None
+    storage_class: str
+    version_id: str | None
+    tags: dict[str, str] | None = None
+    layout: list[Part] | None = field(default=None)
+
+    @property
+    def parts_count(self) -> int | None:
+        match = re.search(r"-(\d+)$", self.etag)
+        return int(match.group(1)) if match else None
+
+    @property
+    def is_multipart(self) -> bool:
+        return self.parts_count is not None
+
+    @property
+    def encryption(self) -> str | None:
+        return self.head.get("ServerSideEncryption")
+
+    @property
+    def etag_is_md5(self) -> bool:
+        """ETags are MD5-derived unless KMS or a customer key encrypts the object."""
+        encrypted_by_key = (self.encryption or "").startswith("aws:kms") or self.head.get("SSECustomerAlgorithm")
+        return not encrypted_by_key and bool(_MD5_ETAG.match(self.etag))
+
+    @property
+    def archive_state(self) -> str | None:
+        """None when readable now; `archived` or `restoring` otherwise."""
+        archived = self.storage_class in ARCHIVE_CLASSES or self.head.get("ArchiveStatus") in (
+            "ARCHIVE_ACCESS",
+            "DEEP_ARCHIVE_ACCESS",
+        )
+        if not archived:
+            return None
+        restore = self.head.get("Restore") or ""
+        if 'ongoing-request="false"' in restore:
+            return None
+        if 'ongoing-request="true"' in restore:
+            return "restoring"
+        return "archived"
+
+    def copy_source(self) -> dict[str, str]:
+        source = {"Bucket": self.obj.bucket, "Key": self.obj.key}
+        if self.version_id and self.version_id != "null":
+            source["VersionId"] = self.version_id
+        return source
+
+
+def _version_args(obj: SourceObject) -> dict[str, str]:
+    return {"VersionId": obj.version_id} if obj.version_id else {}
+
+
+def inspect(client: Any, obj: SourceObject) -> SourceInfo:
+    try:
+        head = client.head_object(Bucket=obj.bucket, Key=obj.key, ChecksumMode="ENABLED", **_version_args(obj))
+    except Exception as error:
+        raise CopyFailed(describe(error, side="source", action="s3:GetObject", bucket=obj.bucket, key=obj.key)) from error
+    return SourceInfo(
+        obj=obj,
+        head=head,
+        size=int(head["ContentLength"]),
+        etag=head.get("ETag", "").strip('"'),
+        checksum=from_response(head),
+        storage_class=head.get("StorageClass") or "STANDARD",
+        version_id=head.get("VersionId") or obj.version_id,
+    )
+
+
+def read_tags(client: Any, info: SourceInfo) -> dict[str, str]:
+    """Tags are a separate request; skipped when HEAD already said there are none."""
+    if info.tags is not None:
+        return info.tags
+    if info.head.get("TagCount", None) == 0:
+        info.tags = {}
+        return info.tags
+    obj = info.obj
+    try:
+        response = client.get_object_tagging(Bucket=obj.bucket, Key=obj.key, **_version_args(obj))
+    except Exception as error:
+        reason = describe(error, side="source", action="s3:GetObjectTagging", bucket=obj.bucket, key=obj.key)
+        raise CopyFailed(f"cannot read the source tags to preserve them ({reason}); or copy without tags (--no-tags)") from error
+    info.tags = {t["Key"]: t["Value"] for t in response.get("TagSet", [])}
+    return info.tags
+
+
+def learn_layout(client: Any, info: SourceInfo) -> list[Part] | None:
+    """The source's part boundaries, so a copy can reproduce its ETag; None if unknowable.
+
+    HEAD with PartNumber gives a part's length. Parts are almost always equal but the last,
+    which two HEADs confirm; anything else costs one HEAD per part (still far cheaper than a
+    copy that cannot be verified).
+    """
+    if info.layout is not None or not info.is_multipart:
+        return info.layout
+    count = info.parts_count or 0
+    first = _part_length(client, info, 1)
+    if first is None or (count > 1 and first >= info.size):
+        return None  # the endpoint ignores PartNumber
+    if count == 1:
+        info.layout = [Part(1, 0, info.size)] if first == info.size else None
+        return info.layout
+    last = info.size - (count - 1) * first
+    if 0 < last <= first and _part_length(client, info, count) == last:
+        info.layout = uniform_parts(info.size, first)
+        return info.layout
+    sizes = [_part_length(client, info, n) for n in range(1, count + 1)]
+    if None in sizes or sum(sizes) != info.size:  # type: ignore[arg-type]
+        return None
+    info.layout = parts_from_sizes(sizes)  # type: ignore[arg-type]
+    return info.layout
+
+
+def _part_length(client: Any, info: SourceInfo, number: int) -> int | None:
+    try:
+        head = client.head_object(
+            Bucket=info.obj.bucket, Key=info.obj.key, PartNumber=number, **_version_args(info.obj)
+        )
+    except Exception:
+        return None
+    return int(head["ContentLength"])

@@ -1,0 +1,284 @@
+"""Streaming copy: ranged GETs from the source into the destination, through this process.
+
+Used when no single identity can read the source and write the destination (other account,
+partition or S3-compatible endpoint). Object data in memory is bounded by the shared byte
+budget: a part's buffer is granted before its GET and returned after its UploadPart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import threading
+import time
+from typing import Any
+
+from botocore.exceptions import (
+    ConnectionClosedError,
+    EndpointConnectionError,
+    IncompleteReadError,
+    ReadTimeoutError,
+    ResponseStreamingError,
+)
+from urllib3.exceptions import ProtocolError
+
+from . import checksums
+from .attributes import new_object_args
+from .checkpoints import copy_id
+from .context import TransferContext
+from .errors import CopyFailed, TruncatedBody, VerificationFailed, describe
+from .limits import (
+    DEFAULT_STREAM_PART_SIZE,
+    MAX_REPRODUCED_STREAM_PART,
+    Part,
+    choose_part_size,
+    uniform_parts,
+)
+from .models import Status, Strategy, Target
+from .multipart import MultipartUpload
+from .outcome import Outcome
+from .source import SourceInfo, learn_layout, read_tags
+from .verify import (
+    PartProof,
+    StreamProof,
+    needs_part_md5,
+    needs_whole_md5,
+    source_algorithms,
+    verify_stream,
+    verify_written,
+)
+
+READ_ATTEMPTS = 5
+_READ_ERRORS = (
+    TruncatedBody,
+    ResponseStreamingError,
+    IncompleteReadError,
+    ReadTimeoutError,
+    ConnectionClosedError,
+    EndpointConnectionError,
+    ProtocolError,
+)
+
+
+def read_bytes(client: Any, info: SourceInfo, part: Part | None) -> bytes:
+    """GET the whole object or one range, retrying a body that breaks or comes up short.
+
+    botocore retries the request; only reading the body is retried here. `If-Match` pins the
+    ETag seen at HEAD, so a source replaced mid-copy fails instead of mixing two versions.
+    """
+    args: dict[str, Any] = {"Bucket": info.obj.bucket, "Key": info.obj.key, "IfMatch": f'"{info.etag}"'}
+    if info.version_id and info.version_id != "null":
+        args["VersionId"] = info.version_id
+    expected = info.size
+    if part is not None:
+        args["Range"] = part.http_range
+        expected = part.size
+    last_error: BaseException | None = None
+    for attempt in range(READ_ATTEMPTS):
+        try:
+            body = client.get_object(**args)["Body"]
+            try:
+                data = body.read()
+            finally:
+                body.close()
+            if len(data) != expected:
+                raise TruncatedBody(f"got {len(data)} of {expected} bytes")
+            return data
+        except _READ_ERRORS as error:
+            last_error = error
+            time.sleep(min(8.0, 0.2 * 2**attempt) * random.uniform(0.5, 1.0))
+        except Exception as error:
+            raise CopyFailed(
+                describe(error, side="source", action="s3:GetObject", bucket=info.obj.bucket, key=info.obj.key)
+            ) from error
+    raise CopyFailed(f"reading the source failed {READ_ATTEMPTS} times ({type(last_error).__name__}: {last_error})")
+
+
+class OrderedMd5:
+    """MD5 of a whole object whose parts finish out of order: each part waits for its turn.
+
+    A waiting part keeps its buffer (and its share of the byte budget), so memory stays
+    bounded; parts are submitted in order, so the part being waited for is always running.
+    """
+
+    def __init__(self, first: int = 1) -> None:
+        self._md5 = hashlib.md5()
+        self._next = first
+        self._cancelled = False
+        self._cond = threading.Condition()
+
+    def feed(self, number: int, data: bytes) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: self._next == number or self._cancelled)
+            if self._cancelled:
+                raise CopyFailed("copy cancelled")
+            self._md5.update(data)
+            self._next += 1
+            self._cond.notify_all()
+
+    def cancel(self) -> None:
+        with self._cond:
+            self._cancelled = True
+            self._cond.notify_all()
+
+    def hexdigest(self) -> str:
+        return self._md5.hexdigest()
+
+
+def stream_copy(ctx: TransferContext, info: SourceInfo, target: Target, deadline: float | None) -> Outcome:
+    algorithm = ctx.upload_algorithm(info)
+    tags = _tags(ctx, info)
+    args = new_object_args(info, ctx.policy, tags)
+    if info.size <= ctx.policy.multipart_threshold:
+        return _stream_single(ctx, info, target, algorithm, args)
+    return _stream_multipart(ctx, info, target, algorithm, args, deadline)
+
+
+def _tags(ctx: TransferContext, info: SourceInfo) -> dict[str, str]:
+    if ctx.policy.tags is not None:
+        return dict(ctx.policy.tags)
+    if not ctx.policy.preserve_tags:
+        return {}
+    return read_tags(ctx.source_client, info)
+
+
+def _stream_single(
+    ctx: TransferContext, info: SourceInfo, target: Target, algorithm: str, args: dict[str, Any]
+) -> Outcome:
+    ctx.memory.acquire(info.size)
+    try:
+        data = read_bytes(ctx.source_client, info, None)
+        sums = {a: checksums.b64(checksums.digest(a, data)) for a in source_algorithms(info, algorithm)}
+        whole_md5 = hashlib.md5(data).hexdigest() if needs_whole_md5(info) else None
+        proof = StreamProof([PartProof(1, len(data), sums)], multipart=False, layout_reproduced=False, whole_md5=whole_md5)
+        verified_by = verify_stream(info, proof)
+        try:
+            response = ctx.dest_client.put_object(
+                Bucket=target.bucket, Key=target.key, Body=data, **{f"Checksum{algorithm}": sums[algorithm]}, **args
+            )
+        except Exception as error:
+            raise CopyFailed(
+                describe(error, side="destination", action="s3:PutObject", bucket=target.bucket, key=target.key)
+            ) from error
+    finally:
+        ctx.memory.release(info.size)
+    _check_written(ctx, target, proof, algorithm, response)
+    return Outcome(
+        Status.COPIED,
+        Strategy.STREAM_PUT,
+        verified_by=verified_by,
+        checksum=f"{algorithm}:{sums[algorithm]}",
+        version_id=response.get("VersionId"),
+    )
+
+
+def _plan(ctx: TransferContext, info: SourceInfo) -> tuple[list[Part], bool]:
+    """Reproduce the source's parts when known and affordable, so its ETag can be matched."""
+    if ctx.policy.part_size is None and info.is_multipart:
+        layout = learn_layout(ctx.source_client, info)
+        if layout and max(p.size for p in layout) <= MAX_REPRODUCED_STREAM_PART:
+            return layout, True
+    part_size = choose_part_size(info.size, ctx.policy.part_size or DEFAULT_STREAM_PART_SIZE)
+    return uniform_parts(info.size, part_size), False
+
+
+def _stream_multipart(
+    ctx: TransferContext,
+    info: SourceInfo,
+    target: Target,
+    algorithm: str,
+    args: dict[str, Any],
+    deadline: float | None,
+) -> Outcome:
+    plan, reproduced = _plan(ctx, info)
+    algorithms = source_algorithms(info, algorithm)
+    part_md5 = needs_part_md5(info, reproduced)
+    upload = MultipartUpload(
+        client=ctx.dest_client,
+        bucket=target.bucket,
+        key=target.key,
+        create_args=args,
+        algorithm=algorithm,
+        checksum_type=checksums.default_type(algorithm),
+        plan=plan,
+        strategy=Strategy.STREAM_MULTIPART,
+        source_etag=info.etag,
+        source_size=info.size,
+        copy_id=copy_id(info.obj.bucket, info.obj.key, info.version_id, target.bucket, target.key),
+        store=ctx.checkpoints,
+    )
+    upload.start()
+    ordered = OrderedMd5() if needs_whole_md5(info) and not upload.done else None
+
+    def copy_part(part: Part, upload_id: str) -> PartProof:
+        try:
+            data = read_bytes(ctx.source_client, info, part)
+            sums = {a: checksums.b64(checksums.digest(a, data)) for a in algorithms}
+            md5 = hashlib.md5(data).digest() if part_md5 else None
+            try:
+                response = ctx.dest_client.upload_part(
+                    Bucket=target.bucket,
+                    Key=target.key,
+                    UploadId=upload_id,
+                    PartNumber=part.number,
+                    Body=data,
+                    **{f"Checksum{algorithm}": sums[algorithm]},
+                )
+            except Exception as error:
+                raise CopyFailed(
+                    describe(error, side="destination", action="s3:PutObject (UploadPart)", bucket=target.bucket, key=target.key)
+                ) from error
+            if ordered is not None:
+                ordered.feed(part.number, data)
+            return PartProof(part.number, part.size, sums, md5, response["ETag"])
+        except BaseException:
+            if ordered is not None:
+                ordered.cancel()
+            raise
+
+    if not upload.run(copy_part, ctx.part_executor, ctx.memory, deadline):
+        return Outcome(
+            Status.PENDING,
+            Strategy.STREAM_MULTIPART,
+            reason=f"deadline: checkpointed {len(upload.done)} of {len(plan)} parts",
+            parts_resumed=upload.resumed_parts,
+        )
+    proof = StreamProof(
+        upload.ordered_proofs(),
+        multipart=True,
+        layout_reproduced=reproduced,
+        whole_md5=ordered.hexdigest() if ordered is not None else None,
+    )
+    try:
+        verified_by = verify_stream(info, proof)
+    except VerificationFailed:
+        upload.abort()
+        raise
+    response = upload.complete()
+    _check_written(ctx, target, proof, algorithm, response)
+    full = proof.full_object(algorithm)
+    checksum = f"{algorithm}:{full}" if full else f"{algorithm}:{proof.composite(algorithm)}"
+    return Outcome(
+        Status.COPIED,
+        Strategy.STREAM_MULTIPART,
+        verified_by=verified_by,
+        checksum=checksum,
+        version_id=response.get("VersionId"),
+        parts_resumed=upload.resumed_parts,
+    )
+
+
+def _check_written(
+    ctx: TransferContext, target: Target, proof: StreamProof, algorithm: str, response: dict[str, Any]
+) -> None:
+    try:
+        verify_written(proof, algorithm, checksums.from_response(response))
+    except VerificationFailed:
+        remove_object(ctx.dest_client, target, response.get("VersionId"))
+        raise
+
+
+def remove_object(client: Any, target: Target, version_id: str | None) -> None:
+    """Delete a copy that failed verification: exactly the version Ferry wrote, if versioned."""
+    args = {"VersionId": version_id} if version_id else {}
+    client.delete_object(Bucket=target.bucket, Key=target.key, **args)

@@ -1,0 +1,160 @@
+"""Proof that a copy is identical to its source, from the strongest evidence both sides share.
+
+Order of evidence, strongest first:
+1. the source's full-object checksum, equal to the CRC of the bytes Ferry wrote (combined
+   from part CRCs) or to the destination's value after a server-side copy;
+2. a COMPOSITE source checksum, when the destination reproduces the part layout;
+3. the source ETag, when it is MD5-derived (no KMS, no customer key): the MD5 of the bytes,
+   or the MD5 of part MD5s when the layout is reproduced;
+4. size alone, said so in the result (`verified_by: size`), never passed off as more.
+For bytes that pass through Ferry the proof is made before the object is completed, so a
+mismatch leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import checksums
+from .checksums import Checksum
+from .errors import VerificationFailed
+from .source import SourceInfo
+
+
+@dataclass
+class PartProof:
+    number: int
+    size: int
+    checksums: dict[str, str] = field(default_factory=dict)
+    md5: bytes | None = None
+    etag: str | None = None
+
+
+@dataclass
+class StreamProof:
+    """What Ferry computed from the bytes it read and wrote."""
+
+    parts: list[PartProof]
+    multipart: bool
+    layout_reproduced: bool
+    whole_md5: str | None = None
+
+    def full_object(self, algorithm: str) -> str | None:
+        values = [(p.checksums.get(algorithm), p.size) for p in self.parts]
+        if any(v is None for v, _ in values):
+            return None
+        if algorithm in checksums.CRC_ALGORITHMS:
+            return checksums.combine(algorithm, values)  # type: ignore[arg-type]
+        if not self.multipart:
+            return values[0][0]
+        return None
+
+    def composite(self, algorithm: str) -> str | None:
+        values = [p.checksums.get(algorithm) for p in self.parts]
+        if not self.multipart or any(v is None for v in values):
+            return None
+        return checksums.composite(algorithm, values)  # type: ignore[arg-type]
+
+
+def source_algorithms(info: SourceInfo, upload_algorithm: str) -> list[str]:
+    """Algorithms to compute while streaming: the upload's, and the source's full-object CRC."""
+    algorithms = [upload_algorithm]
+    src = info.checksum
+    if src and src.is_full_object and src.algorithm in checksums.CRC_ALGORITHMS and src.algorithm != upload_algorithm:
+        algorithms.append(src.algorithm)
+    return algorithms
+
+
+def needs_part_md5(info: SourceInfo, layout_reproduced: bool) -> bool:
+    return _needs_etag_evidence(info) and info.is_multipart and layout_reproduced
+
+
+def needs_whole_md5(info: SourceInfo) -> bool:
+    return _needs_etag_evidence(info) and not info.is_multipart
+
+
+def _needs_etag_evidence(info: SourceInfo) -> bool:
+    """MD5 is costly (about 600 MB/s a core): compute it only when no CRC can prove the copy."""
+    src = info.checksum
+    if src is not None and src.is_full_object and src.algorithm in checksums.CRC_ALGORITHMS:
+        return False
+    return info.etag_is_md5
+
+
+def _fail(info: SourceInfo, what: str, expected: str, got: str) -> VerificationFailed:
+    return VerificationFailed(f"verification failed: {what} of the copy is {got}, the source's is {expected}")
+
+
+def verify_stream(info: SourceInfo, proof: StreamProof) -> str:
+    """Prove streamed bytes equal the source before the destination object is made."""
+    total = sum(p.size for p in proof.parts)
+    if total != info.size:
+        raise _fail(info, "size", str(info.size), str(total))
+    src = info.checksum
+    if src is not None:
+        if src.is_full_object:
+            local = proof.full_object(src.algorithm)
+            if local is not None:
+                if local != src.value:
+                    raise _fail(info, f"{src.algorithm} checksum", src.value, local)
+                return f"{src.algorithm.lower()} (full object)"
+        elif proof.layout_reproduced and src.parts_count == len(proof.parts):
+            local = proof.composite(src.algorithm)
+            if local is not None:
+                if local != src.value:
+                    raise _fail(info, f"{src.algorithm} composite checksum", src.value, local)
+                return f"{src.algorithm.lower()} (composite)"
+    if info.etag_is_md5:
+        if not info.is_multipart and proof.whole_md5 is not None:
+            if proof.whole_md5 != info.etag:
+                raise _fail(info, "MD5", info.etag, proof.whole_md5)
+            return "md5"
+        if info.is_multipart and proof.layout_reproduced and all(p.md5 for p in proof.parts):
+            local = checksums.multipart_etag(p.md5 for p in proof.parts)  # type: ignore[misc]
+            if local != info.etag:
+                raise _fail(info, "ETag", info.etag, local)
+            return "etag"
+    return "size"
+
+
+def verify_written(proof: StreamProof, algorithm: str, dest: Checksum | None) -> None:
+    """The destination must store the checksum of what Ferry sent (catches a faulty endpoint)."""
+    if dest is None or dest.algorithm != algorithm:
+        return
+    expected = proof.full_object(algorithm) if dest.is_full_object else proof.composite(algorithm)
+    if expected is not None and expected != dest.value:
+        raise VerificationFailed(
+            f"verification failed: the destination stored {algorithm} {dest.value}, Ferry sent {expected}"
+        )
+
+
+def verify_server_copy(
+    info: SourceInfo,
+    *,
+    dest_etag: str | None,
+    dest_checksum: Checksum | None,
+    dest_encryption: str | None,
+    same_layout: bool,
+    dest_size: int | None,
+) -> str:
+    """Prove a copy S3 made itself. ETags first: they are per-part MD5s where layouts match."""
+    if dest_size is not None and dest_size != info.size:
+        raise _fail(info, "size", str(info.size), str(dest_size))
+    dest_md5 = not (dest_encryption or "").startswith("aws:kms")
+    if info.etag_is_md5 and dest_md5 and same_layout and dest_etag:
+        etag = dest_etag.strip('"')
+        if etag != info.etag:
+            raise _fail(info, "ETag", info.etag, etag)
+        return "etag"
+    src = info.checksum
+    if src is not None and dest_checksum is not None and src.algorithm == dest_checksum.algorithm:
+        comparable = (src.is_full_object and dest_checksum.is_full_object) or (
+            same_layout and src.parts_count is not None and src.parts_count == dest_checksum.parts_count
+        )
+        if comparable:
+            if src.value != dest_checksum.value:
+                raise _fail(info, f"{src.algorithm} checksum", src.value, dest_checksum.value)
+            return f"{src.algorithm.lower()} ({'full object' if src.is_full_object else 'composite'})"
+    if dest_size is None:
+        return "unverified"
+    return "size"
