@@ -6,13 +6,14 @@ raises for an object: each one comes back copied, skipped, failed or pending, wi
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import statistics
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from .archive import archived_outcome
@@ -183,30 +184,59 @@ class Copier:
         pairs: Iterable[Pair],
         deadline: float | None = None,
         on_result: Callable[[CopyResult], None] | None = None,
+        *,
+        collect: bool = True,
     ) -> list[CopyResult]:
-        """Copy all pairs; objects not started before the deadline come back `pending`."""
-        items = list(pairs)
-        workers = self.concurrency or default_concurrency([obj.size for obj, _ in items])
-        results: list[CopyResult | None] = [None] * len(items)
+        """Copy all pairs; objects not started before the deadline come back `pending`.
 
-        def run(index: int) -> None:
-            obj, target = items[index]
-            if deadline is not None and time.monotonic() >= deadline:
-                result = CopyResult(
-                    source_key=obj.key,
-                    dest_key=target.key,
-                    status=Status.PENDING,
-                    reason="not started: deadline reached",
-                    source_bucket=obj.bucket,
-                    dest_bucket=target.bucket,
-                )
-            else:
-                result = self.copy(obj, target, deadline)
-            results[index] = result
-            if on_result:
-                on_result(result)
+        Pairs are read lazily with a bounded number in flight, so a listing of millions of
+        keys streams through. Results come back in input order when `collect` is set.
+        """
+        iterator = iter(pairs)
+        head = list(itertools.islice(iterator, 1000))
+        workers = self.concurrency or default_concurrency([obj.size for obj, _ in head])
+        results: dict[int, CopyResult] = {}
+        in_flight = threading.BoundedSemaphore(workers * 2)
 
-        with ThreadPoolExecutor(max(1, min(workers, len(items) or 1)), thread_name_prefix="ferry-object") as pool:
-            for future in [pool.submit(run, i) for i in range(len(items))]:
+        def run(index: int, obj: SourceObject, target: Target) -> None:
+            try:
+                if deadline is not None and time.monotonic() >= deadline:
+                    result = _not_started(obj, target)
+                else:
+                    result = self.copy(obj, target, deadline)
+                if collect:
+                    results[index] = result
+                if on_result:
+                    on_result(result)
+            finally:
+                in_flight.release()
+
+        with ThreadPoolExecutor(workers, thread_name_prefix="ferry-object") as pool:
+            futures = []
+            for index, (obj, target) in enumerate(itertools.chain(head, iterator)):
+                in_flight.acquire()
+                futures.append(pool.submit(run, index, obj, target))
+                if len(futures) >= 4096:
+                    futures = _drop_finished(futures)
+            for future in futures:
                 future.result()
-        return [r for r in results if r is not None]
+        return [results[i] for i in sorted(results)]
+
+
+def _drop_finished(futures: list[Future[None]]) -> list[Future[None]]:
+    """Forget finished futures (re-raising a callback's error) so a long listing holds few."""
+    for future in futures:
+        if future.done():
+            future.result()
+    return [f for f in futures if not f.done()]
+
+
+def _not_started(obj: SourceObject, target: Target) -> CopyResult:
+    return CopyResult(
+        source_key=obj.key,
+        dest_key=target.key,
+        status=Status.PENDING,
+        reason="not started: deadline reached",
+        source_bucket=obj.bucket,
+        dest_bucket=target.bucket,
+    )

@@ -1,0 +1,260 @@
+"""The `ferry` command: copy S3 prefixes between any endpoints, or run the offline demo.
+
+Exit codes: 0 every object copied or skipped; 2 some object failed (the summary and report
+name them); 3 some object is pending (a restore in progress); 1 a usage or configuration
+error, reported in one line before anything is written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import threading
+from collections.abc import Sequence
+from contextlib import ExitStack
+from typing import IO, NoReturn
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from .clients import make_client
+from .engine import Copier
+from .errors import ConfigError, FerryError
+from .limits import format_size, parse_size
+from .listing import check_bucket, parse_s3_url, plan_pairs
+from .models import CHECKSUM_ALGORITHMS, CopyPolicy, CopyResult, Endpoint, Status
+from .report import ReportWriter, Summary
+
+EXIT_OK, EXIT_USAGE, EXIT_FAILED, EXIT_PENDING = 0, 1, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse exits 2 on usage errors; Ferry keeps 2 for failed objects, so usage is 1."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"ferry: error: {message}\n")
+
+
+def _pairs(values: Sequence[str], what: str) -> dict[str, str]:
+    result = {}
+    for value in values:
+        key, sep, val = value.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"{what} {value!r} must be written KEY=VALUE")
+        result[key] = val
+    return result
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="ferry", description="Copy very many S3 objects, verified.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    copy = commands.add_parser("copy", help="copy a prefix or one object", description="Copy SRC to DST (s3://bucket/prefix).")
+    copy.add_argument("src", metavar="SRC")
+    copy.add_argument("dst", metavar="DST")
+    where = copy.add_argument_group("endpoints and credentials")
+    where.add_argument("--endpoint-url", help="S3 endpoint for both sides (an S3-compatible server)")
+    where.add_argument("--source-endpoint-url")
+    where.add_argument("--dest-endpoint-url")
+    where.add_argument("--region", help="region for both sides")
+    where.add_argument("--source-region")
+    where.add_argument("--dest-region")
+    where.add_argument("--source-profile", help="AWS profile for the source")
+    where.add_argument("--dest-profile", help="AWS profile for the destination")
+    where.add_argument("--source-role-arn", help="role to assume for the source")
+    where.add_argument("--dest-role-arn", help="role to assume for the destination")
+    where.add_argument("--source-requester-pays", action="store_true")
+    where.add_argument("--dest-requester-pays", action="store_true")
+    how = copy.add_argument_group("how to copy")
+    how.add_argument("--mode", choices=["auto", "server-side", "stream"], default="auto")
+    how.add_argument("--concurrency", type=int, help="objects copied at once (default: from CPUs and sizes)")
+    how.add_argument("--part-concurrency", type=int, help="parts in flight across all objects")
+    how.add_argument("--part-size", help="multipart part size, e.g. 8MiB (default: the source's layout, else chosen)")
+    how.add_argument("--multipart-threshold", default="16MiB", help="stream objects above this in parts")
+    how.add_argument("--memory-limit", default="256MiB", help="object bytes held in memory by streaming")
+    how.add_argument("--checksum-algorithm", type=str.upper, choices=CHECKSUM_ALGORITHMS)
+    what = copy.add_argument_group("what to copy")
+    what.add_argument("--include", action="append", default=[], metavar="GLOB")
+    what.add_argument("--exclude", action="append", default=[], metavar="GLOB")
+    what.add_argument("--no-skip-existing", action="store_true", help="copy even when the destination is identical")
+    what.add_argument("--compare", choices=["checksum", "size-mtime"], default="checksum")
+    what.add_argument("--restore", choices=["bulk", "standard", "expedited"], help="restore archived objects")
+    what.add_argument("--restore-days", type=int, default=7)
+    attrs = copy.add_argument_group("destination attributes (default: preserve the source's)")
+    attrs.add_argument("--storage-class")
+    attrs.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE", help="replace user metadata")
+    attrs.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="replace tags")
+    attrs.add_argument("--no-tags", action="store_true", help="do not copy tags")
+    attrs.add_argument("--kms-key-id", help="encrypt the destination with this KMS key")
+    out = copy.add_argument_group("output")
+    out.add_argument("--dry-run", action="store_true", help="list and compare; copy nothing")
+    out.add_argument("--report", metavar="FILE", help="JSON Lines report: one line per object, then a summary")
+    out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    out.add_argument("--quiet", action="store_true", help="no progress line")
+
+    demo = commands.add_parser("demo", help="run a copy on an embedded S3 endpoint (no AWS account)")
+    demo.add_argument("--objects", type=int, default=300, help="small objects to create")
+    demo.add_argument("--large-size", default="80MiB", help="size of the multipart object")
+    return parser
+
+
+def endpoints(args: argparse.Namespace) -> tuple[Endpoint, Endpoint]:
+    source = Endpoint(
+        endpoint_url=args.source_endpoint_url or args.endpoint_url,
+        region=args.source_region or args.region,
+        profile=args.source_profile,
+        role_arn=args.source_role_arn,
+        requester_pays=args.source_requester_pays,
+    )
+    destination = Endpoint(
+        endpoint_url=args.dest_endpoint_url or args.endpoint_url,
+        region=args.dest_region or args.region,
+        profile=args.dest_profile,
+        role_arn=args.dest_role_arn,
+        requester_pays=args.dest_requester_pays,
+    )
+    return source, destination
+
+
+def policy_from(args: argparse.Namespace) -> CopyPolicy:
+    return CopyPolicy(
+        mode=args.mode,
+        part_size=parse_size(args.part_size) if args.part_size else None,
+        multipart_threshold=parse_size(args.multipart_threshold),
+        checksum_algorithm=args.checksum_algorithm,
+        storage_class=args.storage_class,
+        metadata=_pairs(args.metadata, "--metadata") if args.metadata else None,
+        tags=_pairs(args.tag, "--tag") if args.tag else None,
+        preserve_tags=not args.no_tags,
+        dest_kms_key_id=args.kms_key_id,
+        skip_existing=not args.no_skip_existing,
+        compare=args.compare,
+        restore=args.restore,
+        restore_days=args.restore_days,
+        dry_run=args.dry_run,
+    )
+
+
+class Progress:
+    """One line on a terminal, redrawn at most twice a second; silent when not a terminal."""
+
+    def __init__(self, summary: Summary, stream: IO[str], enabled: bool) -> None:
+        self.summary, self.stream, self.enabled = summary, stream, enabled
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Progress:
+        if self.enabled:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self.enabled:
+            self._thread.join()
+            self.stream.write("\r\033[K")
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.5):
+            self.stream.write("\r\033[K" + self.summary.line())
+            self.stream.flush()
+
+
+def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    """`ferry copy`: validate everything, then copy, report and summarise."""
+    policy = policy_from(args)
+    if args.concurrency is not None and args.concurrency < 1:
+        raise ConfigError("--concurrency must be at least 1")
+    src, dst = parse_s3_url(args.src, "SRC"), parse_s3_url(args.dst, "DST")
+    source, destination = endpoints(args)
+    source_client = make_client(source)
+    dest_client = make_client(destination)
+    check_bucket(source_client, src.bucket, "source")
+    check_bucket(dest_client, dst.bucket, "destination")
+    summary = Summary()
+    with ExitStack() as stack:
+        report = None
+        if args.report:
+            try:
+                report_file = stack.enter_context(open(args.report, "w", encoding="utf-8"))  # noqa: SIM115
+            except OSError as error:
+                raise ConfigError(f"cannot write the report {args.report!r}: {error.strerror}") from error
+            report = ReportWriter(report_file)
+        copier = stack.enter_context(
+            Copier(
+                source,
+                destination,
+                policy,
+                concurrency=args.concurrency,
+                part_concurrency=args.part_concurrency,
+                memory_limit=parse_size(args.memory_limit),
+            )
+        )
+        failures: list[CopyResult] = []
+
+        def on_result(result: CopyResult) -> None:
+            summary.add(result)
+            if report:
+                report.write(result)
+            if result.status == Status.FAILED and len(failures) < 20:
+                failures.append(result)
+
+        pairs = plan_pairs(source_client, src, dst, args.include, args.exclude)
+        show = not args.quiet and stderr.isatty()
+        with Progress(summary, stderr, show):
+            copier.copy_batch(pairs, on_result=on_result, collect=False)
+        summary.finish()
+        if report:
+            report.close(summary)
+    _print_summary(args, summary, failures, stdout, stderr)
+    if summary.failed:
+        return EXIT_FAILED
+    if summary.pending and not args.dry_run:
+        return EXIT_PENDING
+    return EXIT_OK
+
+
+def _print_summary(
+    args: argparse.Namespace, summary: Summary, failures: list[CopyResult], stdout: IO[str], stderr: IO[str]
+) -> None:
+    if args.json:
+        stdout.write(json.dumps(summary.to_dict()) + "\n")
+        out = stderr
+    else:
+        out = stdout
+    prefix = "dry run, " if args.dry_run else ""
+    out.write(f"{prefix}{summary.line()}\n")
+    if summary.details():
+        out.write(summary.details() + "\n")
+    for result in failures:
+        out.write(f"  failed: s3://{result.source_bucket}/{result.source_key}: {result.reason}\n")
+    if summary.failed > len(failures):
+        out.write(f"  ... and {summary.failed - len(failures)} more failures" + (f" (see {args.report})" if args.report else "") + "\n")
+
+
+def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
+    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
+    logging.basicConfig(level=os.environ.get("FERRY_LOG_LEVEL", "WARNING"), format="%(levelname)s %(name)s: %(message)s")
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "demo":
+            from .demo import run_demo
+
+            return run_demo(objects=args.objects, large_size=parse_size(args.large_size), stdout=stdout)
+        return run_copy(args, stdout, stderr)
+    except FerryError as error:
+        stderr.write(f"ferry: error: {error}\n")
+        return EXIT_USAGE
+    except (ClientError, BotoCoreError) as error:
+        stderr.write(f"ferry: error: {error}\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        stderr.write("ferry: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""From `s3://bucket/prefix` arguments to (source object, destination key) pairs.
+
+A source naming one object copies that object; otherwise it is a prefix, listed page by page
+(never held whole in memory), and each key lands under the destination prefix with its path
+relative to the source prefix.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from .errors import ConfigError, describe, error_code
+from .models import SourceObject, Target
+
+
+@dataclass(frozen=True)
+class S3Url:
+    bucket: str
+    key: str
+
+    def __str__(self) -> str:
+        return f"s3://{self.bucket}/{self.key}"
+
+
+def parse_s3_url(text: str, what: str) -> S3Url:
+    if not text.startswith("s3://") or not text[5:].split("/", 1)[0]:
+        raise ConfigError(f"{what} {text!r} is not an S3 URL: write s3://bucket or s3://bucket/prefix")
+    bucket, _, key = text[5:].partition("/")
+    return S3Url(bucket, key)
+
+
+def check_bucket(client: Any, bucket: str, side: str) -> None:
+    """Fail before any copy when a bucket is missing or unreachable: nothing is written."""
+    try:
+        client.head_bucket(Bucket=bucket)
+    except ClientError as error:
+        code = error_code(error)
+        if code in ("404", "NoSuchBucket", "NotFound"):
+            raise ConfigError(f"{side} bucket {bucket!r} does not exist (check the name, --{_flag(side)}-region and the endpoint)") from error
+        raise ConfigError(describe(error, side=side, action="s3:ListBucket", bucket=bucket)) from error
+    except Exception as error:
+        raise ConfigError(describe(error, side=side, action="s3:ListBucket", bucket=bucket)) from error
+
+
+def _flag(side: str) -> str:
+    return "source" if side == "source" else "dest"
+
+
+def is_single_object(client: Any, url: S3Url) -> bool:
+    if not url.key or url.key.endswith("/"):
+        return False
+    try:
+        client.head_object(Bucket=url.bucket, Key=url.key)
+    except ClientError as error:
+        if error_code(error) in ("404", "NoSuchKey", "NotFound", "403", "AccessDenied"):
+            return False
+        raise ConfigError(describe(error, side="source", action="s3:GetObject", bucket=url.bucket, key=url.key)) from error
+    return True
+
+
+def list_objects(client: Any, bucket: str, prefix: str) -> Iterator[SourceObject]:
+    paginator = client.get_paginator("list_objects_v2")
+    try:
+        for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+            for item in page.get("Contents", []):
+                yield SourceObject(
+                    bucket=bucket,
+                    key=item["Key"],
+                    size=item.get("Size"),
+                    etag=item.get("ETag", "").strip('"') or None,
+                    storage_class=item.get("StorageClass"),
+                    last_modified=item.get("LastModified"),
+                )
+    except ClientError as error:
+        raise ConfigError(describe(error, side="source", action="s3:ListBucket", bucket=bucket)) from error
+
+
+def matches(relative_key: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
+    """Globs apply to the key relative to the source prefix; excludes win over includes."""
+    if include and not any(fnmatch.fnmatchcase(relative_key, g) for g in include):
+        return False
+    return not any(fnmatch.fnmatchcase(relative_key, g) for g in exclude)
+
+
+def plan_pairs(
+    client: Any, src: S3Url, dst: S3Url, include: Sequence[str] = (), exclude: Sequence[str] = ()
+) -> Iterator[tuple[SourceObject, Target]]:
+    if is_single_object(client, src):
+        name = src.key.rsplit("/", 1)[-1]
+        key = dst.key + name if (not dst.key or dst.key.endswith("/")) else dst.key
+        if matches(name, include, exclude):
+            yield SourceObject(src.bucket, src.key), Target(dst.bucket, key)
+        return
+    prefix = src.key if not src.key or src.key.endswith("/") else src.key + "/"
+    dest_prefix = dst.key if not dst.key or dst.key.endswith("/") else dst.key + "/"
+    for obj in list_objects(client, src.bucket, prefix):
+        relative = obj.key[len(prefix) :]
+        if matches(relative, include, exclude):
+            yield obj, Target(dst.bucket, dest_prefix + relative)

@@ -1,0 +1,104 @@
+"""The job's record: a running summary and a JSON Lines report, one line per object.
+
+Counts always add up: every result lands in exactly one of copied, skipped, failed, pending.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import IO, Any
+
+from .limits import format_size
+from .models import CopyResult, Status
+
+
+@dataclass
+class Summary:
+    copied: int = 0
+    skipped: int = 0
+    failed: int = 0
+    pending: int = 0
+    bytes_copied: int = 0
+    strategies: Counter[str] = field(default_factory=Counter)
+    verified_by: Counter[str] = field(default_factory=Counter)
+    started: float = field(default_factory=time.monotonic)
+    seconds: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, result: CopyResult) -> None:
+        with self._lock:
+            if result.status == Status.COPIED:
+                self.copied += 1
+                self.bytes_copied += result.bytes
+                self.strategies[result.strategy or "unknown"] += 1
+                self.verified_by[result.verified_by or "unverified"] += 1
+            elif result.status == Status.SKIPPED:
+                self.skipped += 1
+            elif result.status == Status.FAILED:
+                self.failed += 1
+            else:
+                self.pending += 1
+            self.seconds = time.monotonic() - self.started
+
+    def finish(self) -> Summary:
+        self.seconds = time.monotonic() - self.started
+        return self
+
+    @property
+    def total(self) -> int:
+        return self.copied + self.skipped + self.failed + self.pending
+
+    @property
+    def throughput(self) -> float:
+        return self.bytes_copied / self.seconds if self.seconds > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "objects": self.total,
+            "copied": self.copied,
+            "skipped": self.skipped,
+            "failed": self.failed,
+            "pending": self.pending,
+            "bytes_copied": self.bytes_copied,
+            "seconds": round(self.seconds, 3),
+            "bytes_per_second": round(self.throughput),
+            "strategies": dict(self.strategies),
+            "verified_by": dict(self.verified_by),
+        }
+
+    def details(self) -> str:
+        """How the copied objects were copied and proved, e.g. `server-side 307, ...`."""
+        if not self.copied:
+            return ""
+        how = ", ".join(f"{k} {v}" for k, v in self.strategies.most_common())
+        proof = ", ".join(f"{k} {v}" for k, v in self.verified_by.most_common())
+        return f"  copied by: {how}\n  verified by: {proof}"
+
+    def line(self) -> str:
+        return (
+            f"{self.total} objects: {self.copied} copied, {self.skipped} skipped, {self.failed} failed, "
+            f"{self.pending} pending | {format_size(self.bytes_copied)} in {self.seconds:.1f}s "
+            f"({format_size(self.throughput)}/s)"
+        )
+
+
+class ReportWriter:
+    """JSON Lines: one object per line (key, status, reason, ...), then one summary line."""
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+        self._lock = threading.Lock()
+
+    def write(self, result: CopyResult) -> None:
+        line = json.dumps(result.to_dict(), ensure_ascii=False, default=str)
+        with self._lock:
+            self._stream.write(line + "\n")
+
+    def close(self, summary: Summary) -> None:
+        with self._lock:
+            self._stream.write(json.dumps({"summary": summary.to_dict()}) + "\n")
+            self._stream.flush()
