@@ -1,0 +1,153 @@
+"""`ferry copy` as a user runs it: the installed executable, its exit codes, output and report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import S3Server, free_port
+
+FERRY = str(Path(sys.executable).with_name("ferry"))
+
+
+def ferry(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([FERRY, *args], capture_output=True, text=True, timeout=300)
+
+
+def put(server: S3Server, bucket: str, keys: list[str], body: bytes = b"payload") -> None:
+    for key in keys:
+        server.client.put_object(Bucket=bucket, Key=key, Body=body)
+
+
+def test_copy_prefix_maps_keys_under_destination_prefix_and_exits_0(versitygw, vgw_buckets, tmp_path):
+    src, dst = vgw_buckets
+    put(versitygw, src, ["photos/a.jpg", "photos/2024/b.jpg", "photosX/not-me.jpg", "other/c.txt"])
+    report = tmp_path / "report.jsonl"
+    run = ferry("copy", f"s3://{src}/photos", f"s3://{dst}/backup", "--endpoint-url", versitygw.url, "--report", str(report))
+    assert run.returncode == 0, run.stderr
+    assert sorted(versitygw.keys(dst)) == ["backup/2024/b.jpg", "backup/a.jpg"]
+    assert "2 objects: 2 copied, 0 skipped, 0 failed" in run.stdout
+    lines = [json.loads(line) for line in report.read_text().splitlines()]
+    assert {line["key"] for line in lines[:-1]} == {"photos/a.jpg", "photos/2024/b.jpg"}
+    assert all(line["status"] == "copied" for line in lines[:-1])
+    assert lines[-1]["summary"]["copied"] == 2 and lines[-1]["summary"]["objects"] == 2
+
+
+def test_single_object_source_copies_to_key_or_into_folder(versitygw, vgw_buckets):
+    src, dst = vgw_buckets
+    put(versitygw, src, ["dir/file.txt"])
+    assert ferry("copy", f"s3://{src}/dir/file.txt", f"s3://{dst}/renamed.txt", "--endpoint-url", versitygw.url).returncode == 0
+    assert ferry("copy", f"s3://{src}/dir/file.txt", f"s3://{dst}/into/", "--endpoint-url", versitygw.url).returncode == 0
+    assert sorted(versitygw.keys(dst)) == ["into/file.txt", "renamed.txt"]
+
+
+def test_whole_bucket_copy_then_rerun_skips_everything_with_json_summary(versitygw, vgw_buckets):
+    src, dst = vgw_buckets
+    put(versitygw, src, [f"k{i}" for i in range(12)])
+    first = ferry("copy", f"s3://{src}", f"s3://{dst}", "--endpoint-url", versitygw.url, "--json")
+    assert first.returncode == 0, first.stderr
+    assert json.loads(first.stdout)["copied"] == 12
+    second = ferry("copy", f"s3://{src}", f"s3://{dst}", "--endpoint-url", versitygw.url, "--json")
+    summary = json.loads(second.stdout)
+    assert (summary["copied"], summary["skipped"], summary["objects"]) == (0, 12, 12)
+    forced = ferry("copy", f"s3://{src}", f"s3://{dst}", "--endpoint-url", versitygw.url, "--json", "--no-skip-existing")
+    assert json.loads(forced.stdout)["copied"] == 12
+
+
+def test_include_and_exclude_globs_filter_relative_keys(versitygw, vgw_buckets):
+    src, dst = vgw_buckets
+    put(versitygw, src, ["logs/a.log", "logs/b.log", "logs/debug.log", "logs/c.txt"])
+    run = ferry(
+        "copy", f"s3://{src}/logs/", f"s3://{dst}/", "--endpoint-url", versitygw.url,
+        "--include", "*.log", "--exclude", "debug*",
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert sorted(versitygw.keys(dst)) == ["a.log", "b.log"]
+
+
+def test_dry_run_writes_nothing(versitygw, vgw_buckets):
+    src, dst = vgw_buckets
+    put(versitygw, src, ["a", "b"])
+    run = ferry("copy", f"s3://{src}", f"s3://{dst}", "--endpoint-url", versitygw.url, "--dry-run")
+    assert run.returncode == 0, run.stderr
+    assert "dry run" in run.stdout and "2 pending" in run.stdout
+    assert versitygw.keys(dst) == []
+
+
+def test_failed_objects_exit_2_and_are_named_in_summary_and_report(versitygw, motoserver, tmp_path):
+    # Server-side copy between two different endpoints cannot work: the destination server
+    # does not have the source bucket. Every object must fail, by name, with a reason.
+    src = versitygw.bucket("src")
+    dst = motoserver.bucket("dst")
+    put(versitygw, src, ["one", "two"])
+    report = tmp_path / "r.jsonl"
+    run = ferry(
+        "copy", f"s3://{src}", f"s3://{dst}", "--source-endpoint-url", versitygw.url,
+        "--dest-endpoint-url", motoserver.url, "--mode", "server-side", "--report", str(report),
+    )  # fmt: skip
+    assert run.returncode == 2
+    assert "2 failed" in run.stdout
+    assert f"failed: s3://{src}/one" in run.stdout
+    lines = [json.loads(line) for line in report.read_text().splitlines()]
+    failed = [line for line in lines if line.get("status") == "failed"]
+    assert len(failed) == 2 and all(line["reason"] for line in failed)
+    assert "Traceback" not in run.stderr
+
+
+def test_streaming_between_two_endpoints_copies(versitygw, motoserver):
+    src = versitygw.bucket("src")
+    dst = motoserver.bucket("dst")
+    put(versitygw, src, ["x/1", "x/2"], body=b"z" * 1000)
+    run = ferry("copy", f"s3://{src}/x/", f"s3://{dst}/y/", "--source-endpoint-url", versitygw.url,
+                "--dest-endpoint-url", motoserver.url, "--json")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["strategies"] == {"stream": 2}
+    assert sorted(motoserver.keys(dst)) == ["y/1", "y/2"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["copy", "bucket/key", "s3://dst"], "is not an S3 URL"),
+        (["copy", "s3://{src}", "s3://no-such-bucket-ferry"], "destination bucket 'no-such-bucket-ferry' does not exist"),
+        (["copy", "s3://no-such-bucket-ferry", "s3://{dst}"], "source bucket 'no-such-bucket-ferry' does not exist"),
+        (["copy", "s3://{src}", "s3://{dst}", "--part-size", "1MiB"], "part size 1.0 MiB is out of range"),
+        (["copy", "s3://{src}", "s3://{dst}", "--part-size", "lots"], "cannot read size 'lots'"),
+        (["copy", "s3://{src}", "s3://{dst}", "--checksum-algorithm", "md5"], "invalid choice"),
+        (["copy", "s3://{src}", "s3://{dst}", "--metadata", "novalue"], "must be written KEY=VALUE"),
+        (["copy", "s3://{src}", "s3://{dst}", "--concurrency", "0"], "--concurrency must be at least 1"),
+        (["copy", "s3://{src}"], "the following arguments are required: DST"),
+    ],
+)
+def test_bad_input_exits_1_with_one_clear_line_and_writes_nothing(versitygw, vgw_buckets, args, message):
+    src, dst = vgw_buckets
+    put(versitygw, src, ["a"])
+    argv = [a.format(src=src, dst=dst) for a in args] + ["--endpoint-url", versitygw.url]
+    run = ferry(*argv)
+    assert run.returncode == 1
+    assert message in run.stderr
+    assert "Traceback" not in run.stderr
+    assert len([line for line in run.stderr.splitlines() if line.startswith("ferry: error")]) == 1
+    assert versitygw.keys(dst) == []
+
+
+def test_endpoint_that_refuses_connections_is_named(tmp_path):
+    port = free_port()  # nothing listens here
+    run = ferry("copy", "s3://a-bucket", "s3://b-bucket", "--endpoint-url", f"http://127.0.0.1:{port}")
+    assert run.returncode == 1
+    assert f"could not connect to the source endpoint" in run.stderr
+    assert str(port) in run.stderr
+    assert "Traceback" not in run.stderr
+
+
+def test_unwritable_report_path_is_a_usage_error(versitygw, vgw_buckets, tmp_path):
+    src, dst = vgw_buckets
+    put(versitygw, src, ["a"])
+    run = ferry("copy", f"s3://{src}", f"s3://{dst}", "--endpoint-url", versitygw.url, "--report", str(tmp_path / "no" / "dir.jsonl"))
+    assert run.returncode == 1
+    assert "cannot write the report" in run.stderr
+    assert versitygw.keys(dst) == []

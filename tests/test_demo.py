@@ -1,0 +1,25 @@
+"""`ferry demo` (what `make demo` runs) copies, checks and re-skips on the embedded endpoint."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+FERRY = str(Path(sys.executable).with_name("ferry"))
+
+
+def test_demo_copies_everything_then_skips_everything():
+    run = subprocess.run(
+        [FERRY, "demo", "--objects", "40", "--large-size", "20MiB"], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    summaries = re.findall(r"(\d+) objects: (\d+) copied, (\d+) skipped, (\d+) failed, (\d+) pending", run.stdout)
+    assert len(summaries) == 2
+    (total1, copied1, skipped1, failed1, _), (total2, copied2, skipped2, failed2, _) = summaries
+    assert total1 == copied1 == total2 == skipped2
+    assert int(total1) == 40 + 1 + 6 + 1  # small objects, the empty one, awkward keys, the multipart one
+    assert (skipped1, failed1, copied2, failed2) == ("0", "0", "0", "0")
+    assert "Independent check: every key, size and ETag matches" in run.stdout
+    assert "server-side-multipart 1" in run.stdout
