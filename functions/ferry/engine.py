@@ -169,13 +169,14 @@ class Copier:
             return True
         if self.policy.mode == Mode.STREAM:
             return False
-        same_endpoint = self.ctx.source.endpoint_url == self.ctx.destination.endpoint_url
+        source, destination = self.ctx.source, self.ctx.destination
+        same_endpoint = source.endpoint_url == destination.endpoint_url and source.partition == destination.partition
         return same_endpoint and not self._server_side_denied.is_set()
 
     def _stream_note(self) -> str:
         if self._server_side_denied.is_set():
             return "streamed: an earlier server-side copy was denied to the destination identity"
-        return "streamed: source and destination are different endpoints"
+        return "streamed: source and destination are different endpoints or partitions"
 
     # -- many objects -------------------------------------------------------------------------
 

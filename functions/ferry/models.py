@@ -54,6 +54,15 @@ class Endpoint:
     role_arn: str | None = None
     requester_pays: bool = False
 
+    @property
+    def partition(self) -> str:
+        """AWS partitions are separate worlds: no request can copy from one into another."""
+        region = self.region or ""
+        for prefix, name in (("cn-", "aws-cn"), ("us-gov-", "aws-us-gov"), ("us-isob-", "aws-iso-b"), ("us-iso-", "aws-iso")):
+            if region.startswith(prefix):
+                return name
+        return "aws"
+
     def identity(self) -> tuple[str | None, str | None, str | None]:
         """Two sides with the same identity can copy server-side (one caller reads and writes)."""
         return (self.endpoint_url, self.profile, self.role_arn)

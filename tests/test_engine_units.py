@@ -1,0 +1,65 @@
+"""Unit tests of engine decisions that need no server: strategy choice, sizing, reports."""
+
+from __future__ import annotations
+
+import io
+import json
+
+from ferry import Copier, CopyPolicy, CopyResult, Endpoint, Status
+from ferry.engine import default_concurrency
+from ferry.limits import MiB
+from ferry.listing import matches, parse_s3_url
+from ferry.report import ReportWriter, Summary
+
+
+def _server_side(source: Endpoint, destination: Endpoint, mode: str = "auto") -> bool:
+    with Copier(source, destination, CopyPolicy(mode=mode)) as copier:
+        return copier._use_server_side()
+
+
+def test_auto_copies_server_side_only_within_one_endpoint_and_partition():
+    assert _server_side(Endpoint(region="us-east-1"), Endpoint(region="eu-west-1"))
+    assert not _server_side(Endpoint(region="cn-north-1"), Endpoint(region="us-east-1"))
+    assert not _server_side(Endpoint(region="us-gov-west-1"), Endpoint(region="us-east-1"))
+    assert not _server_side(Endpoint(endpoint_url="http://127.0.0.1:9000"), Endpoint(region="us-east-1"))
+    assert _server_side(Endpoint(region="cn-north-1"), Endpoint(region="us-east-1"), mode="server-side")
+    assert not _server_side(Endpoint(region="us-east-1"), Endpoint(region="us-east-1"), mode="stream")
+
+
+def test_default_concurrency_grows_for_small_objects_and_shrinks_for_large():
+    small = default_concurrency([100 * 1024] * 50, cpus=2)
+    large = default_concurrency([512 * MiB] * 50, cpus=2)
+    assert small >= 32 and large <= 8 and small > large
+    assert default_concurrency([], cpus=64) == 128  # unknown sizes: capped
+
+
+def test_summary_counts_add_up_and_report_lines_are_json():
+    summary, out = Summary(), io.StringIO()
+    writer = ReportWriter(out)
+    for status in [Status.COPIED, Status.COPIED, Status.SKIPPED, Status.FAILED, Status.PENDING]:
+        result = CopyResult(source_key=f"k-{status}", dest_key="d", status=status, bytes=10, strategy="stream")
+        if status == Status.FAILED:
+            result.reason = "AccessDenied on s3:GetObject"
+        summary.add(result)
+        writer.write(result)
+    writer.close(summary.finish())
+    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert summary.total == 5 == len(lines) - 1
+    assert (summary.copied, summary.skipped, summary.failed, summary.pending) == (2, 1, 1, 1)
+    assert summary.bytes_copied == 20  # skipped and failed bytes are not counted as copied
+    assert [line["key"] for line in lines[:-1]] == [f"k-{s}" for s in ("copied", "copied", "skipped", "failed", "pending")]
+    assert lines[3]["reason"] == "AccessDenied on s3:GetObject"
+    assert lines[-1]["summary"]["objects"] == 5
+
+
+def test_globs_match_relative_keys_and_excludes_win():
+    assert matches("a/b.log", ["*.log"], [])
+    assert not matches("a/b.txt", ["*.log"], [])
+    assert not matches("debug.log", ["*.log"], ["debug*"])
+    assert matches("anything", [], [])
+
+
+def test_s3_urls_split_bucket_and_key():
+    url = parse_s3_url("s3://bucket/some/prefix/", "SRC")
+    assert (url.bucket, url.key) == ("bucket", "some/prefix/")
+    assert parse_s3_url("s3://bucket", "SRC").key == ""
