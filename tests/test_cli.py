@@ -139,7 +139,7 @@ def test_endpoint_that_refuses_connections_is_named(tmp_path):
     port = free_port()  # nothing listens here
     run = ferry("copy", "s3://a-bucket", "s3://b-bucket", "--endpoint-url", f"http://127.0.0.1:{port}")
     assert run.returncode == 1
-    assert f"could not connect to the source endpoint" in run.stderr
+    assert "could not connect to the source endpoint" in run.stderr
     assert str(port) in run.stderr
     assert "Traceback" not in run.stderr
 

@@ -5,11 +5,16 @@ from __future__ import annotations
 import io
 import json
 
-from ferry import Copier, CopyPolicy, CopyResult, Endpoint, Status
+import pytest
+
+from ferry import Copier, CopyPolicy, CopyResult, Endpoint, SourceObject, Status, VerificationFailed
+from ferry.checksums import Checksum
 from ferry.engine import default_concurrency
 from ferry.limits import MiB
 from ferry.listing import matches, parse_s3_url
 from ferry.report import ReportWriter, Summary
+from ferry.source import SourceInfo
+from ferry.verify import verify_server_copy
 
 
 def _server_side(source: Endpoint, destination: Endpoint, mode: str = "auto") -> bool:
@@ -63,3 +68,30 @@ def test_s3_urls_split_bucket_and_key():
     url = parse_s3_url("s3://bucket/some/prefix/", "SRC")
     assert (url.bucket, url.key) == ("bucket", "some/prefix/")
     assert parse_s3_url("s3://bucket", "SRC").key == ""
+
+
+def _info(etag: str, checksum: Checksum | None) -> SourceInfo:
+    return SourceInfo(
+        obj=SourceObject("b", "k"), head={}, size=10, etag=etag, checksum=checksum, storage_class="STANDARD", version_id=None
+    )
+
+
+def test_server_copy_with_matching_etag_but_false_stored_checksum_fails():
+    etag = "0" * 32 + "-3"
+    info = _info(etag, Checksum("CRC64NVME", "AAAAAAAAAAA=", "FULL_OBJECT"))
+    kwargs = {"dest_etag": f'"{etag}"', "dest_encryption": None, "same_layout": True, "dest_size": None}
+    right = Checksum("CRC64NVME", "AAAAAAAAAAA=", "FULL_OBJECT")
+    assert verify_server_copy(info, dest_checksum=right, **kwargs) == "etag"
+    with pytest.raises(VerificationFailed, match="ETags match but the destination stored CRC64NVME"):
+        verify_server_copy(info, dest_checksum=Checksum("CRC64NVME", "BBBBBBBBBBB=", "FULL_OBJECT"), **kwargs)
+    with pytest.raises(VerificationFailed, match="ETag of the copy"):
+        verify_server_copy(info, dest_checksum=right, **{**kwargs, "dest_etag": '"' + "1" * 32 + '-3"'})
+
+
+def test_server_copy_without_comparable_evidence_says_unverified_until_sized():
+    info = _info("kms-style-etag", None)
+    kwargs = {"dest_etag": '"other"', "dest_checksum": None, "dest_encryption": "aws:kms", "same_layout": True}
+    assert verify_server_copy(info, dest_size=None, **kwargs) == "unverified"
+    assert verify_server_copy(info, dest_size=10, **kwargs) == "size"
+    with pytest.raises(VerificationFailed, match="size"):
+        verify_server_copy(info, dest_size=11, **kwargs)

@@ -141,12 +141,20 @@ def verify_server_copy(
     if dest_size is not None and dest_size != info.size:
         raise _fail(info, "size", str(info.size), str(dest_size))
     dest_md5 = not (dest_encryption or "").startswith("aws:kms")
+    src = info.checksum
     if info.etag_is_md5 and dest_md5 and same_layout and dest_etag:
         etag = dest_etag.strip('"')
         if etag != info.etag:
             raise _fail(info, "ETag", info.etag, etag)
+        if src is not None and dest_checksum is not None and src.algorithm == dest_checksum.algorithm:
+            if src.is_full_object and dest_checksum.is_full_object and src.value != dest_checksum.value:
+                # The bytes match, but the object would carry a checksum that is false.
+                raise VerificationFailed(
+                    f"verification failed: the ETags match but the destination stored {src.algorithm} "
+                    f"{dest_checksum.value}, the source's is {src.value}; this endpoint computes checksums of "
+                    "part copies wrongly: copy with --mode stream"
+                )
         return "etag"
-    src = info.checksum
     if src is not None and dest_checksum is not None and src.algorithm == dest_checksum.algorithm:
         comparable = (src.is_full_object and dest_checksum.is_full_object) or (
             same_layout and src.parts_count is not None and src.parts_count == dest_checksum.parts_count
