@@ -57,7 +57,9 @@ def wait_for_port(port: int, timeout: float = 30.0) -> None:
 def versitygw_binary() -> str:
     path = os.environ.get("FERRY_VERSITYGW") or shutil.which("versitygw")
     if not path or not Path(path).exists():
-        pytest.fail("versitygw is not installed: run the tests with `make test`, which builds it into .cache/")
+        pytest.fail(
+            "versitygw is not installed: run the tests with `make test`, which builds it into .cache/"
+        )
     return path
 
 

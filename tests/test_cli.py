@@ -27,7 +27,15 @@ def test_copy_prefix_maps_keys_under_destination_prefix_and_exits_0(versitygw, v
     src, dst = vgw_buckets
     put(versitygw, src, ["photos/a.jpg", "photos/2024/b.jpg", "photosX/not-me.jpg", "other/c.txt"])
     report = tmp_path / "report.jsonl"
-    run = ferry("copy", f"s3://{src}/photos", f"s3://{dst}/backup", "--endpoint-url", versitygw.url, "--report", str(report))
+    run = ferry(
+        "copy",
+        f"s3://{src}/photos",
+        f"s3://{dst}/backup",
+        "--endpoint-url",
+        versitygw.url,
+        "--report",
+        str(report),
+    )
     assert run.returncode == 0, run.stderr
     assert sorted(versitygw.keys(dst)) == ["backup/2024/b.jpg", "backup/a.jpg"]
     assert "2 objects: 2 copied, 0 skipped, 0 failed" in run.stdout
@@ -40,8 +48,18 @@ def test_copy_prefix_maps_keys_under_destination_prefix_and_exits_0(versitygw, v
 def test_single_object_source_copies_to_key_or_into_folder(versitygw, vgw_buckets):
     src, dst = vgw_buckets
     put(versitygw, src, ["dir/file.txt"])
-    assert ferry("copy", f"s3://{src}/dir/file.txt", f"s3://{dst}/renamed.txt", "--endpoint-url", versitygw.url).returncode == 0
-    assert ferry("copy", f"s3://{src}/dir/file.txt", f"s3://{dst}/into/", "--endpoint-url", versitygw.url).returncode == 0
+    assert (
+        ferry(
+            "copy", f"s3://{src}/dir/file.txt", f"s3://{dst}/renamed.txt", "--endpoint-url", versitygw.url
+        ).returncode
+        == 0
+    )
+    assert (
+        ferry(
+            "copy", f"s3://{src}/dir/file.txt", f"s3://{dst}/into/", "--endpoint-url", versitygw.url
+        ).returncode
+        == 0
+    )
     assert sorted(versitygw.keys(dst)) == ["into/file.txt", "renamed.txt"]
 
 
@@ -54,7 +72,9 @@ def test_whole_bucket_copy_then_rerun_skips_everything_with_json_summary(versity
     second = ferry("copy", f"s3://{src}", f"s3://{dst}", "--endpoint-url", versitygw.url, "--json")
     summary = json.loads(second.stdout)
     assert (summary["copied"], summary["skipped"], summary["objects"]) == (0, 12, 12)
-    forced = ferry("copy", f"s3://{src}", f"s3://{dst}", "--endpoint-url", versitygw.url, "--json", "--no-skip-existing")
+    forced = ferry(
+        "copy", f"s3://{src}", f"s3://{dst}", "--endpoint-url", versitygw.url, "--json", "--no-skip-existing"
+    )
     assert json.loads(forced.stdout)["copied"] == 12
 
 
@@ -113,8 +133,14 @@ def test_streaming_between_two_endpoints_copies(versitygw, motoserver):
     ("args", "message"),
     [
         (["copy", "bucket/key", "s3://dst"], "is not an S3 URL"),
-        (["copy", "s3://{src}", "s3://no-such-bucket-ferry"], "destination bucket 'no-such-bucket-ferry' does not exist"),
-        (["copy", "s3://no-such-bucket-ferry", "s3://{dst}"], "source bucket 'no-such-bucket-ferry' does not exist"),
+        (
+            ["copy", "s3://{src}", "s3://no-such-bucket-ferry"],
+            "destination bucket 'no-such-bucket-ferry' does not exist",
+        ),
+        (
+            ["copy", "s3://no-such-bucket-ferry", "s3://{dst}"],
+            "source bucket 'no-such-bucket-ferry' does not exist",
+        ),
         (["copy", "s3://{src}", "s3://{dst}", "--part-size", "1MiB"], "part size 1.0 MiB is out of range"),
         (["copy", "s3://{src}", "s3://{dst}", "--part-size", "lots"], "cannot read size 'lots'"),
         (["copy", "s3://{src}", "s3://{dst}", "--checksum-algorithm", "md5"], "invalid choice"),
@@ -147,7 +173,15 @@ def test_endpoint_that_refuses_connections_is_named(tmp_path):
 def test_unwritable_report_path_is_a_usage_error(versitygw, vgw_buckets, tmp_path):
     src, dst = vgw_buckets
     put(versitygw, src, ["a"])
-    run = ferry("copy", f"s3://{src}", f"s3://{dst}", "--endpoint-url", versitygw.url, "--report", str(tmp_path / "no" / "dir.jsonl"))
+    run = ferry(
+        "copy",
+        f"s3://{src}",
+        f"s3://{dst}",
+        "--endpoint-url",
+        versitygw.url,
+        "--report",
+        str(tmp_path / "no" / "dir.jsonl"),
+    )
     assert run.returncode == 1
     assert "cannot write the report" in run.stderr
     assert versitygw.keys(dst) == []

@@ -12,10 +12,15 @@ FERRY = str(Path(sys.executable).with_name("ferry"))
 
 def test_demo_copies_everything_then_skips_everything():
     run = subprocess.run(
-        [FERRY, "demo", "--objects", "40", "--large-size", "20MiB"], capture_output=True, text=True, timeout=300
+        [FERRY, "demo", "--objects", "40", "--large-size", "20MiB"],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    summaries = re.findall(r"(\d+) objects: (\d+) copied, (\d+) skipped, (\d+) failed, (\d+) pending", run.stdout)
+    summaries = re.findall(
+        r"(\d+) objects: (\d+) copied, (\d+) skipped, (\d+) failed, (\d+) pending", run.stdout
+    )
     assert len(summaries) == 2
     (total1, copied1, skipped1, failed1, _), (total2, copied2, skipped2, failed2, _) = summaries
     assert total1 == copied1 == total2 == skipped2

@@ -7,9 +7,19 @@ import json
 
 import pytest
 
-from ferry import Copier, CopyPolicy, CopyResult, Endpoint, SourceObject, Status, VerificationFailed
+from ferry import (
+    Copier,
+    CopyFailed,
+    CopyPolicy,
+    CopyResult,
+    Endpoint,
+    SourceObject,
+    Status,
+    VerificationFailed,
+)
 from ferry.checksums import Checksum
 from ferry.engine import default_concurrency
+from ferry.errors import describe
 from ferry.limits import MiB
 from ferry.listing import matches, parse_s3_url
 from ferry.report import ReportWriter, Summary
@@ -42,7 +52,9 @@ def test_summary_counts_add_up_and_report_lines_are_json():
     summary, out = Summary(), io.StringIO()
     writer = ReportWriter(out)
     for status in [Status.COPIED, Status.COPIED, Status.SKIPPED, Status.FAILED, Status.PENDING]:
-        result = CopyResult(source_key=f"k-{status}", dest_key="d", status=status, bytes=10, strategy="stream")
+        result = CopyResult(
+            source_key=f"k-{status}", dest_key="d", status=status, bytes=10, strategy="stream"
+        )
         if status == Status.FAILED:
             result.reason = "AccessDenied on s3:GetObject"
         summary.add(result)
@@ -52,7 +64,9 @@ def test_summary_counts_add_up_and_report_lines_are_json():
     assert summary.total == 5 == len(lines) - 1
     assert (summary.copied, summary.skipped, summary.failed, summary.pending) == (2, 1, 1, 1)
     assert summary.bytes_copied == 20  # skipped and failed bytes are not counted as copied
-    assert [line["key"] for line in lines[:-1]] == [f"k-{s}" for s in ("copied", "copied", "skipped", "failed", "pending")]
+    assert [line["key"] for line in lines[:-1]] == [
+        f"k-{s}" for s in ("copied", "copied", "skipped", "failed", "pending")
+    ]
     assert lines[3]["reason"] == "AccessDenied on s3:GetObject"
     assert lines[-1]["summary"]["objects"] == 5
 
@@ -72,7 +86,13 @@ def test_s3_urls_split_bucket_and_key():
 
 def _info(etag: str, checksum: Checksum | None) -> SourceInfo:
     return SourceInfo(
-        obj=SourceObject("b", "k"), head={}, size=10, etag=etag, checksum=checksum, storage_class="STANDARD", version_id=None
+        obj=SourceObject("b", "k"),
+        head={},
+        size=10,
+        etag=etag,
+        checksum=checksum,
+        storage_class="STANDARD",
+        version_id=None,
     )
 
 
@@ -90,8 +110,33 @@ def test_server_copy_with_matching_etag_but_false_stored_checksum_fails():
 
 def test_server_copy_without_comparable_evidence_says_unverified_until_sized():
     info = _info("kms-style-etag", None)
-    kwargs = {"dest_etag": '"other"', "dest_checksum": None, "dest_encryption": "aws:kms", "same_layout": True}
+    kwargs = {
+        "dest_etag": '"other"',
+        "dest_checksum": None,
+        "dest_encryption": "aws:kms",
+        "same_layout": True,
+    }
     assert verify_server_copy(info, dest_size=None, **kwargs) == "unverified"
     assert verify_server_copy(info, dest_size=10, **kwargs) == "size"
     with pytest.raises(VerificationFailed, match="size"):
         verify_server_copy(info, dest_size=11, **kwargs)
+
+
+def test_a_failed_part_is_reported_not_the_parts_it_cancelled():
+    from ferry.multipart import _root_cause
+    from ferry.streaming import Cancelled
+
+    real = CopyFailed("AccessDenied on s3:PutObject (UploadPart)")
+    assert _root_cause([Cancelled("copy cancelled: another part failed"), real]) is real
+    assert _root_cause([real, Cancelled("x")]) is real
+
+
+def test_source_changed_during_copy_reason_says_so():
+    from botocore.exceptions import ClientError
+
+    error = ClientError(
+        {"Error": {"Code": "PreconditionFailed", "Message": "At least one of the pre-conditions"}},
+        "GetObject",
+    )
+    reason = describe(error, side="source", action="s3:GetObject", bucket="b", key="k")
+    assert "changed during the copy" in reason

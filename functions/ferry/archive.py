@@ -21,7 +21,11 @@ def archived_outcome(client: Any, info: SourceInfo, policy: CopyPolicy) -> Outco
         return None
     where = info.head.get("ArchiveStatus") or info.storage_class
     if state == "restoring":
-        return Outcome(Status.PENDING, "restore", reason=f"restoring: a restore from {where} is in progress; run again when it completes")
+        return Outcome(
+            Status.PENDING,
+            "restore",
+            reason=f"restoring: a restore from {where} is in progress; run again when it completes",
+        )
     if policy.restore is None:
         return Outcome(
             Status.SKIPPED,
@@ -42,8 +46,12 @@ def _request_restore(client: Any, info: SourceInfo, policy: CopyPolicy, where: s
         client.restore_object(Bucket=info.obj.bucket, Key=info.obj.key, RestoreRequest=request, **args)
     except Exception as error:
         if error_code(error) == "RestoreAlreadyInProgress":
-            return Outcome(Status.PENDING, "restore", reason=f"restoring: a restore from {where} is in progress")
-        reason = describe(error, side="source", action="s3:RestoreObject", bucket=info.obj.bucket, key=info.obj.key)
+            return Outcome(
+                Status.PENDING, "restore", reason=f"restoring: a restore from {where} is in progress"
+            )
+        reason = describe(
+            error, side="source", action="s3:RestoreObject", bucket=info.obj.bucket, key=info.obj.key
+        )
         return Outcome(Status.FAILED, "restore", reason=reason)
     return Outcome(
         Status.PENDING,

@@ -12,7 +12,14 @@ from urllib.parse import urlencode
 from .models import CopyPolicy
 from .source import SourceInfo
 
-CONTENT_HEADERS = ("ContentType", "ContentEncoding", "ContentDisposition", "ContentLanguage", "CacheControl", "Expires")
+CONTENT_HEADERS = (
+    "ContentType",
+    "ContentEncoding",
+    "ContentDisposition",
+    "ContentLanguage",
+    "CacheControl",
+    "Expires",
+)
 
 
 def encryption_args(info: SourceInfo, policy: CopyPolicy) -> dict[str, Any]:

@@ -39,7 +39,9 @@ class Checkpoint:
         return cls(**data)
 
 
-def copy_id(source_bucket: str, source_key: str, version_id: str | None, dest_bucket: str, dest_key: str) -> str:
+def copy_id(
+    source_bucket: str, source_key: str, version_id: str | None, dest_bucket: str, dest_key: str
+) -> str:
     """Stable id of one source-to-destination copy, usable as a file name or a table key."""
     text = json.dumps([source_bucket, source_key, version_id, dest_bucket, dest_key])
     return hashlib.sha256(text.encode()).hexdigest()[:32]

@@ -22,7 +22,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from .clients import make_client
 from .engine import Copier
 from .errors import ConfigError, FerryError
-from .limits import format_size, parse_size
+from .limits import parse_size
 from .listing import check_bucket, parse_s3_url, plan_pairs
 from .models import CHECKSUM_ALGORITHMS, CopyPolicy, CopyResult, Endpoint, Status
 from .report import ReportWriter, Summary
@@ -52,7 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="ferry", description="Copy very many S3 objects, verified.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    copy = commands.add_parser("copy", help="copy a prefix or one object", description="Copy SRC to DST (s3://bucket/prefix).")
+    copy = commands.add_parser(
+        "copy", help="copy a prefix or one object", description="Copy SRC to DST (s3://bucket/prefix)."
+    )
     copy.add_argument("src", metavar="SRC")
     copy.add_argument("dst", metavar="DST")
     where = copy.add_argument_group("endpoints and credentials")
@@ -72,26 +74,34 @@ def build_parser() -> argparse.ArgumentParser:
     how.add_argument("--mode", choices=["auto", "server-side", "stream"], default="auto")
     how.add_argument("--concurrency", type=int, help="objects copied at once (default: from CPUs and sizes)")
     how.add_argument("--part-concurrency", type=int, help="parts in flight across all objects")
-    how.add_argument("--part-size", help="multipart part size, e.g. 8MiB (default: the source's layout, else chosen)")
+    how.add_argument(
+        "--part-size", help="multipart part size, e.g. 8MiB (default: the source's layout, else chosen)"
+    )
     how.add_argument("--multipart-threshold", default="16MiB", help="stream objects above this in parts")
     how.add_argument("--memory-limit", default="256MiB", help="object bytes held in memory by streaming")
     how.add_argument("--checksum-algorithm", type=str.upper, choices=CHECKSUM_ALGORITHMS)
     what = copy.add_argument_group("what to copy")
     what.add_argument("--include", action="append", default=[], metavar="GLOB")
     what.add_argument("--exclude", action="append", default=[], metavar="GLOB")
-    what.add_argument("--no-skip-existing", action="store_true", help="copy even when the destination is identical")
+    what.add_argument(
+        "--no-skip-existing", action="store_true", help="copy even when the destination is identical"
+    )
     what.add_argument("--compare", choices=["checksum", "size-mtime"], default="checksum")
     what.add_argument("--restore", choices=["bulk", "standard", "expedited"], help="restore archived objects")
     what.add_argument("--restore-days", type=int, default=7)
     attrs = copy.add_argument_group("destination attributes (default: preserve the source's)")
     attrs.add_argument("--storage-class")
-    attrs.add_argument("--metadata", action="append", default=[], metavar="KEY=VALUE", help="replace user metadata")
+    attrs.add_argument(
+        "--metadata", action="append", default=[], metavar="KEY=VALUE", help="replace user metadata"
+    )
     attrs.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="replace tags")
     attrs.add_argument("--no-tags", action="store_true", help="do not copy tags")
     attrs.add_argument("--kms-key-id", help="encrypt the destination with this KMS key")
     out = copy.add_argument_group("output")
     out.add_argument("--dry-run", action="store_true", help="list and compare; copy nothing")
-    out.add_argument("--report", metavar="FILE", help="JSON Lines report: one line per object, then a summary")
+    out.add_argument(
+        "--report", metavar="FILE", help="JSON Lines report: one line per object, then a summary"
+    )
     out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     out.add_argument("--quiet", action="store_true", help="no progress line")
 
@@ -232,12 +242,20 @@ def _print_summary(
     for result in failures:
         out.write(f"  failed: s3://{result.source_bucket}/{result.source_key}: {result.reason}\n")
     if summary.failed > len(failures):
-        out.write(f"  ... and {summary.failed - len(failures)} more failures" + (f" (see {args.report})" if args.report else "") + "\n")
+        out.write(
+            f"  ... and {summary.failed - len(failures)} more failures"
+            + (f" (see {args.report})" if args.report else "")
+            + "\n"
+        )
 
 
-def main(argv: Sequence[str] | None = None, stdout: IO[str] | None = None, stderr: IO[str] | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None, stdout: IO[str] | None = None, stderr: IO[str] | None = None
+) -> int:
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
-    logging.basicConfig(level=os.environ.get("FERRY_LOG_LEVEL", "WARNING"), format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=os.environ.get("FERRY_LOG_LEVEL", "WARNING"), format="%(levelname)s %(name)s: %(message)s"
+    )
     args = build_parser().parse_args(argv)
     try:
         if args.command == "demo":

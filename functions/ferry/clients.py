@@ -63,7 +63,9 @@ def make_client(endpoint: Endpoint, pool_size: int = 64) -> Any:
     session = boto3.Session(profile_name=endpoint.profile, region_name=endpoint.region)
     if endpoint.role_arn:
         session = _assumed_role_session(session, endpoint.role_arn)
-    client = session.client("s3", endpoint_url=endpoint.endpoint_url, config=client_config(endpoint, pool_size))
+    client = session.client(
+        "s3", endpoint_url=endpoint.endpoint_url, config=client_config(endpoint, pool_size)
+    )
     if endpoint.requester_pays:
         # Every request of this side, of every operation, agrees to pay: one hook, no forgotten call.
         client.meta.events.register("before-call.s3", _add_request_payer)

@@ -53,10 +53,16 @@ def fill_source(s3: Any, objects: int, large_size: int, rng: random.Random) -> i
         size = int(rng.lognormvariate(9.5, 1.2)) % (512 * 1024)
         extra: dict[str, Any] = {}
         if i % 5 == 0:
-            extra = {"Metadata": {"owner": f"team-{i % 3}"}, "ContentType": "application/json", "CacheControl": "max-age=60"}
+            extra = {
+                "Metadata": {"owner": f"team-{i % 3}"},
+                "ContentType": "application/json",
+                "CacheControl": "max-age=60",
+            }
         if i % 7 == 0:
             extra["Tagging"] = f"project=demo&index={i}"
-        s3.put_object(Bucket=SOURCE, Key=f"data/{i // 100:02d}/object-{i:05d}.bin", Body=rng.randbytes(size), **extra)
+        s3.put_object(
+            Bucket=SOURCE, Key=f"data/{i // 100:02d}/object-{i:05d}.bin", Body=rng.randbytes(size), **extra
+        )
         count += 1
     s3.put_object(Bucket=SOURCE, Key="data/empty-object", Body=b"")
     for key in AWKWARD_KEYS:
@@ -92,7 +98,10 @@ def check_copy(s3: Any) -> list[str]:
         a, b = s3.head_object(Bucket=SOURCE, Key=key), s3.head_object(Bucket=DEST, Key=key)
         if (a.get("Metadata"), a.get("ContentType")) != (b.get("Metadata"), b.get("ContentType")):
             problems.append(f"metadata differs for {key}")
-        if s3.get_object_tagging(Bucket=SOURCE, Key=key)["TagSet"] != s3.get_object_tagging(Bucket=DEST, Key=key)["TagSet"]:
+        if (
+            s3.get_object_tagging(Bucket=SOURCE, Key=key)["TagSet"]
+            != s3.get_object_tagging(Bucket=DEST, Key=key)["TagSet"]
+        ):
             problems.append(f"tags differ for {key}")
     return problems
 

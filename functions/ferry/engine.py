@@ -111,7 +111,11 @@ class Copier:
     def copy(self, obj: SourceObject, target: Target, deadline: float | None = None) -> CopyResult:
         started = time.monotonic()
         result = CopyResult(
-            source_key=obj.key, dest_key=target.key, status=Status.FAILED, source_bucket=obj.bucket, dest_bucket=target.bucket
+            source_key=obj.key,
+            dest_key=target.key,
+            status=Status.FAILED,
+            source_bucket=obj.bucket,
+            dest_bucket=target.bucket,
         )
         try:
             outcome, info = self._copy(obj, target, deadline)
@@ -132,10 +136,14 @@ class Copier:
         result.seconds = round(time.monotonic() - started, 3)
         return result
 
-    def _copy(self, obj: SourceObject, target: Target, deadline: float | None) -> tuple[Outcome, SourceInfo | None]:
+    def _copy(
+        self, obj: SourceObject, target: Target, deadline: float | None
+    ) -> tuple[Outcome, SourceInfo | None]:
         info = inspect(self.ctx.source_client, obj)
         if info.size > MAX_OBJECT_SIZE:
-            return Outcome(Status.FAILED, "none", reason=f"object of {format_size(info.size)} exceeds S3's 5 TiB"), info
+            return Outcome(
+                Status.FAILED, "none", reason=f"object of {format_size(info.size)} exceeds S3's 5 TiB"
+            ), info
         if self.policy.skip_existing:
             reason = identical_reason(self.ctx.dest_client, info, target, self.policy.compare)
             if reason:
@@ -170,7 +178,9 @@ class Copier:
         if self.policy.mode == Mode.STREAM:
             return False
         source, destination = self.ctx.source, self.ctx.destination
-        same_endpoint = source.endpoint_url == destination.endpoint_url and source.partition == destination.partition
+        same_endpoint = (
+            source.endpoint_url == destination.endpoint_url and source.partition == destination.partition
+        )
         return same_endpoint and not self._server_side_denied.is_set()
 
     def _stream_note(self) -> str:

@@ -43,6 +43,8 @@ _HINTS = {
     "SignatureDoesNotMatch": "the {side} secret key does not match its access key",
     "ExpiredToken": "the {side} credentials have expired: refresh them",
     "SlowDown": "S3 kept throttling after retries: lower --concurrency",
+    "PreconditionFailed": "the source object changed during the copy; run again to copy its new version",
+    "412": "the source object changed during the copy; run again to copy its new version",
 }
 
 
@@ -64,7 +66,11 @@ def describe(error: BaseException, *, side: str, action: str, bucket: str, key: 
         message = error.response.get("Error", {}).get("Message", "")
         side_flag = "source" if side == "source" else "dest"
         if code.startswith("KMS") or "kms" in message.lower():
-            need = "kms:Decrypt on the source key" if side == "source" else "kms:GenerateDataKey and kms:Decrypt on the destination key"
+            need = (
+                "kms:Decrypt on the source key"
+                if side == "source"
+                else "kms:GenerateDataKey and kms:Decrypt on the destination key"
+            )
             return f"KMS denied {action} on {where} ({code}): grant the {side} identity {need}"
         status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         if code in ("403", "Forbidden") or status == 403 and code not in _HINTS:
@@ -74,7 +80,9 @@ def describe(error: BaseException, *, side: str, action: str, bucket: str, key: 
         hint = _HINTS.get(code)
         text = f"{code} on {action} {where}"
         if hint:
-            text += ": " + hint.format(side=side, action=action, where=where, bucket=bucket, side_flag=side_flag)
+            text += ": " + hint.format(
+                side=side, action=action, where=where, bucket=bucket, side_flag=side_flag
+            )
         elif message:
             text += f": {message}"
         return text

@@ -52,7 +52,9 @@ def parse_size(text: str) -> int:
     match = _SIZE_RE.match(text)
     unit = match.group(2).upper() if match else None
     if not match or unit not in _UNITS:
-        raise ConfigError(f"cannot read size {text!r}: write a number with an optional unit, such as 8MiB or 16MB")
+        raise ConfigError(
+            f"cannot read size {text!r}: write a number with an optional unit, such as 8MiB or 16MB"
+        )
     return int(float(match.group(1)) * _UNITS[unit])
 
 
@@ -103,10 +105,10 @@ class Part:
 def uniform_parts(object_size: int, part_size: int) -> list[Part]:
     count = max(1, math.ceil(object_size / part_size))
     if count > MAX_PARTS:
-        raise ConfigError(f"{count} parts exceed S3's 10,000: use a part size of at least {format_size(object_size / MAX_PARTS)}")
-    return [
-        Part(n + 1, n * part_size, min((n + 1) * part_size, object_size)) for n in range(count)
-    ]
+        raise ConfigError(
+            f"{count} parts exceed S3's 10,000: use a part size of at least {format_size(object_size / MAX_PARTS)}"
+        )
+    return [Part(n + 1, n * part_size, min((n + 1) * part_size, object_size)) for n in range(count)]
 
 
 def parts_from_sizes(sizes: list[int]) -> list[Part]:

@@ -41,7 +41,9 @@ def check_bucket(client: Any, bucket: str, side: str) -> None:
     except ClientError as error:
         code = error_code(error)
         if code in ("404", "NoSuchBucket", "NotFound"):
-            raise ConfigError(f"{side} bucket {bucket!r} does not exist (check the name, --{_flag(side)}-region and the endpoint)") from error
+            raise ConfigError(
+                f"{side} bucket {bucket!r} does not exist (check the name, --{_flag(side)}-region and the endpoint)"
+            ) from error
         raise ConfigError(describe(error, side=side, action="s3:ListBucket", bucket=bucket)) from error
     except Exception as error:
         raise ConfigError(describe(error, side=side, action="s3:ListBucket", bucket=bucket)) from error
@@ -59,7 +61,9 @@ def is_single_object(client: Any, url: S3Url) -> bool:
     except ClientError as error:
         if error_code(error) in ("404", "NoSuchKey", "NotFound", "403", "AccessDenied"):
             return False
-        raise ConfigError(describe(error, side="source", action="s3:GetObject", bucket=url.bucket, key=url.key)) from error
+        raise ConfigError(
+            describe(error, side="source", action="s3:GetObject", bucket=url.bucket, key=url.key)
+        ) from error
     return True
 
 

@@ -58,7 +58,12 @@ class Endpoint:
     def partition(self) -> str:
         """AWS partitions are separate worlds: no request can copy from one into another."""
         region = self.region or ""
-        for prefix, name in (("cn-", "aws-cn"), ("us-gov-", "aws-us-gov"), ("us-isob-", "aws-iso-b"), ("us-iso-", "aws-iso")):
+        for prefix, name in (
+            ("cn-", "aws-cn"),
+            ("us-gov-", "aws-us-gov"),
+            ("us-isob-", "aws-iso-b"),
+            ("us-iso-", "aws-iso"),
+        ):
             if region.startswith(prefix):
                 return name
         return "aws"

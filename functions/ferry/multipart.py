@@ -23,6 +23,14 @@ from .verify import PartProof
 log = logging.getLogger(__name__)
 
 
+def _root_cause(failures: list[BaseException]) -> BaseException:
+    """The failure that started it, not a part that merely stopped because of it."""
+    for error in failures:
+        if not getattr(error, "is_cancellation", False):
+            return error
+    return failures[0]
+
+
 class Gate(Protocol):
     def acquire(self, n: int) -> None: ...
     def release(self, n: int) -> None: ...
@@ -149,7 +157,7 @@ class MultipartUpload:
             future.exception()  # wait for every part in flight, failed or not
         if failure:
             self.abort()
-            raise failure[0]
+            raise _root_cause(failure)
         if stopped and len(self.done) < len(self.plan):
             self.save_checkpoint()
             return False
@@ -159,7 +167,9 @@ class MultipartUpload:
         if self.store is None:
             # Nobody could resume it: abort instead of leaving an upload that costs storage.
             self.abort()
-            raise CopyFailed("deadline reached before the copy finished and no checkpoint store is configured")
+            raise CopyFailed(
+                "deadline reached before the copy finished and no checkpoint store is configured"
+            )
         self.store.save(
             Checkpoint(
                 copy_id=self.copy_id,
@@ -170,7 +180,12 @@ class MultipartUpload:
                 algorithm=self.algorithm,
                 part_bounds=[(p.start, p.end) for p in self.plan],
                 parts={
-                    n: {"etag": p.etag, "size": p.size, "checksums": p.checksums, "md5": p.md5.hex() if p.md5 else None}
+                    n: {
+                        "etag": p.etag,
+                        "size": p.size,
+                        "checksums": p.checksums,
+                        "md5": p.md5.hex() if p.md5 else None,
+                    }
                     for n, p in self.done.items()
                 },
             )
@@ -194,7 +209,13 @@ class MultipartUpload:
         except Exception as error:
             self.abort()
             raise CopyFailed(
-                describe(error, side="destination", action="CompleteMultipartUpload", bucket=self.bucket, key=self.key)
+                describe(
+                    error,
+                    side="destination",
+                    action="CompleteMultipartUpload",
+                    bucket=self.bucket,
+                    key=self.key,
+                )
             ) from error
         self._forget()
         return response
@@ -212,4 +233,6 @@ class MultipartUpload:
         try:
             self.client.abort_multipart_upload(Bucket=self.bucket, Key=self.key, UploadId=upload_id)
         except Exception as error:  # already gone is fine; anything else is worth a log line
-            log.warning("could not abort upload %s of s3://%s/%s: %s", upload_id, self.bucket, self.key, error)
+            log.warning(
+                "could not abort upload %s of s3://%s/%s: %s", upload_id, self.bucket, self.key, error
+            )

@@ -14,7 +14,14 @@ from .budget import SlotGate
 from .checkpoints import copy_id
 from .context import TransferContext
 from .errors import CopyFailed, VerificationFailed, describe
-from .limits import DEFAULT_COPY_PART_SIZE, MAX_PART_SIZE, MAX_SINGLE_COPY, Part, choose_part_size, uniform_parts
+from .limits import (
+    DEFAULT_COPY_PART_SIZE,
+    MAX_PART_SIZE,
+    MAX_SINGLE_COPY,
+    Part,
+    choose_part_size,
+    uniform_parts,
+)
 from .models import Status, Strategy, Target
 from .multipart import MultipartUpload
 from .outcome import Outcome
@@ -23,7 +30,9 @@ from .streaming import remove_object
 from .verify import PartProof, verify_server_copy
 
 
-def server_side_copy(ctx: TransferContext, info: SourceInfo, target: Target, deadline: float | None) -> Outcome:
+def server_side_copy(
+    ctx: TransferContext, info: SourceInfo, target: Target, deadline: float | None
+) -> Outcome:
     if info.size <= MAX_SINGLE_COPY and _single_request_is_verifiable(ctx, info):
         return _copy_object(ctx, info, target)
     return _copy_multipart(ctx, info, target, deadline)
@@ -58,7 +67,13 @@ def _copy_object(ctx: TransferContext, info: SourceInfo, target: Target) -> Outc
         raise _copy_error(error, info, target) from error
     result = response.get("CopyObjectResult", {})
     verified_by = _verify(
-        ctx, info, target, response, result.get("ETag"), checksums.from_response(result), same_layout=not info.is_multipart
+        ctx,
+        info,
+        target,
+        response,
+        result.get("ETag"),
+        checksums.from_response(result),
+        same_layout=not info.is_multipart,
     )
     dest = checksums.from_response(result)
     return Outcome(
@@ -78,7 +93,9 @@ def _plan(ctx: TransferContext, info: SourceInfo) -> tuple[list[Part], bool]:
     return uniform_parts(info.size, part_size), False
 
 
-def _copy_multipart(ctx: TransferContext, info: SourceInfo, target: Target, deadline: float | None) -> Outcome:
+def _copy_multipart(
+    ctx: TransferContext, info: SourceInfo, target: Target, deadline: float | None
+) -> Outcome:
     algorithm = ctx.upload_algorithm(info)
     plan, reproduced = _plan(ctx, info)
     tags = dict(ctx.policy.tags) if ctx.policy.tags is not None else None
@@ -127,7 +144,13 @@ def _copy_multipart(ctx: TransferContext, info: SourceInfo, target: Target, dead
         )
     response = upload.complete()
     verified_by = _verify(
-        ctx, info, target, response, response.get("ETag"), checksums.from_response(response), same_layout=reproduced
+        ctx,
+        info,
+        target,
+        response,
+        response.get("ETag"),
+        checksums.from_response(response),
+        same_layout=reproduced,
     )
     dest = checksums.from_response(response)
     return Outcome(
@@ -155,7 +178,12 @@ def _verify(
     encryption = response.get("ServerSideEncryption")
     try:
         verified_by = verify_server_copy(
-            info, dest_etag=etag, dest_checksum=dest_checksum, dest_encryption=encryption, same_layout=same_layout, dest_size=None
+            info,
+            dest_etag=etag,
+            dest_checksum=dest_checksum,
+            dest_encryption=encryption,
+            same_layout=same_layout,
+            dest_size=None,
         )
         if verified_by == "unverified":
             args = {"VersionId": version_id} if version_id else {}
@@ -178,7 +206,13 @@ def _copy_error(error: BaseException, info: SourceInfo, target: Target) -> BaseE
     if isinstance(error, CopyFailed):
         return error
     failure = CopyFailed(
-        describe(error, side="destination", action="server-side copy (s3:GetObject on the source, s3:PutObject on the destination)", bucket=info.obj.bucket, key=info.obj.key)
+        describe(
+            error,
+            side="destination",
+            action="server-side copy (s3:GetObject on the source, s3:PutObject on the destination)",
+            bucket=info.obj.bucket,
+            key=info.obj.key,
+        )
     )
     failure.__cause__ = error
     return failure

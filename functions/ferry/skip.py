@@ -23,12 +23,18 @@ def identical_reason(client: Any, info: SourceInfo, target: Target, compare: Com
         return None
     if compare == Compare.SIZE_MTIME:
         source_time = info.head.get("LastModified")
-        if source_time is not None and head.get("LastModified") is not None and head["LastModified"] >= source_time:
+        if (
+            source_time is not None
+            and head.get("LastModified") is not None
+            and head["LastModified"] >= source_time
+        ):
             return "destination has the same size and is not older"
         return None
     src, dst = info.checksum, from_response(head)
     if src is not None and dst is not None and src.algorithm == dst.algorithm:
-        comparable = (src.is_full_object and dst.is_full_object) or (src.parts_count == dst.parts_count is not None)
+        comparable = (src.is_full_object and dst.is_full_object) or (
+            src.parts_count == dst.parts_count is not None
+        )
         if comparable and src.value == dst.value:
             return f"identical ({src.algorithm.lower()} {src.value})"
     if head.get("ETag", "").strip('"') == info.etag:
@@ -43,6 +49,12 @@ def _head(client: Any, target: Target) -> dict[str, Any] | None:
         if error_code(error) in ("404", "NoSuchKey", "NotFound"):
             return None
         raise CopyFailed(
-            describe(error, side="destination", action="s3:GetObject (to compare)", bucket=target.bucket, key=target.key)
+            describe(
+                error,
+                side="destination",
+                action="s3:GetObject (to compare)",
+                bucket=target.bucket,
+                key=target.key,
+            )
             + "; or copy with --no-skip-existing"
         ) from error

@@ -47,7 +47,9 @@ class SourceInfo:
     @property
     def etag_is_md5(self) -> bool:
         """ETags are MD5-derived unless KMS or a customer key encrypts the object."""
-        encrypted_by_key = (self.encryption or "").startswith("aws:kms") or self.head.get("SSECustomerAlgorithm")
+        encrypted_by_key = (self.encryption or "").startswith("aws:kms") or self.head.get(
+            "SSECustomerAlgorithm"
+        )
         return not encrypted_by_key and bool(_MD5_ETAG.match(self.etag))
 
     @property
@@ -79,9 +81,13 @@ def _version_args(obj: SourceObject) -> dict[str, str]:
 
 def inspect(client: Any, obj: SourceObject) -> SourceInfo:
     try:
-        head = client.head_object(Bucket=obj.bucket, Key=obj.key, ChecksumMode="ENABLED", **_version_args(obj))
+        head = client.head_object(
+            Bucket=obj.bucket, Key=obj.key, ChecksumMode="ENABLED", **_version_args(obj)
+        )
     except Exception as error:
-        raise CopyFailed(describe(error, side="source", action="s3:GetObject", bucket=obj.bucket, key=obj.key)) from error
+        raise CopyFailed(
+            describe(error, side="source", action="s3:GetObject", bucket=obj.bucket, key=obj.key)
+        ) from error
     return SourceInfo(
         obj=obj,
         head=head,
@@ -105,7 +111,9 @@ def read_tags(client: Any, info: SourceInfo) -> dict[str, str]:
         response = client.get_object_tagging(Bucket=obj.bucket, Key=obj.key, **_version_args(obj))
     except Exception as error:
         reason = describe(error, side="source", action="s3:GetObjectTagging", bucket=obj.bucket, key=obj.key)
-        raise CopyFailed(f"cannot read the source tags to preserve them ({reason}); or copy without tags (--no-tags)") from error
+        raise CopyFailed(
+            f"cannot read the source tags to preserve them ({reason}); or copy without tags (--no-tags)"
+        ) from error
     info.tags = {t["Key"]: t["Value"] for t in response.get("TagSet", [])}
     return info.tags
 

@@ -30,6 +30,7 @@ from .errors import CopyFailed, TruncatedBody, VerificationFailed, describe
 from .limits import (
     DEFAULT_STREAM_PART_SIZE,
     MAX_REPRODUCED_STREAM_PART,
+    MAX_SINGLE_COPY,
     Part,
     choose_part_size,
     uniform_parts,
@@ -89,9 +90,19 @@ def read_bytes(client: Any, info: SourceInfo, part: Part | None) -> bytes:
             time.sleep(min(8.0, 0.2 * 2**attempt) * random.uniform(0.5, 1.0))
         except Exception as error:
             raise CopyFailed(
-                describe(error, side="source", action="s3:GetObject", bucket=info.obj.bucket, key=info.obj.key)
+                describe(
+                    error, side="source", action="s3:GetObject", bucket=info.obj.bucket, key=info.obj.key
+                )
             ) from error
-    raise CopyFailed(f"reading the source failed {READ_ATTEMPTS} times ({type(last_error).__name__}: {last_error})")
+    raise CopyFailed(
+        f"reading the source failed {READ_ATTEMPTS} times ({type(last_error).__name__}: {last_error})"
+    )
+
+
+class Cancelled(CopyFailed):
+    """A part gave up because another part failed; never the reason reported for the object."""
+
+    is_cancellation = True
 
 
 class OrderedMd5:
@@ -111,7 +122,7 @@ class OrderedMd5:
         with self._cond:
             self._cond.wait_for(lambda: self._next == number or self._cancelled)
             if self._cancelled:
-                raise CopyFailed("copy cancelled")
+                raise Cancelled("copy cancelled: another part failed")
             self._md5.update(data)
             self._next += 1
             self._cond.notify_all()
@@ -129,9 +140,18 @@ def stream_copy(ctx: TransferContext, info: SourceInfo, target: Target, deadline
     algorithm = ctx.upload_algorithm(info)
     tags = _tags(ctx, info)
     args = new_object_args(info, ctx.policy, tags)
-    if info.size <= ctx.policy.multipart_threshold:
+    if info.size <= _single_put_limit(ctx, info):
         return _stream_single(ctx, info, target, algorithm, args)
     return _stream_multipart(ctx, info, target, algorithm, args, deadline)
+
+
+def _single_put_limit(ctx: TransferContext, info: SourceInfo) -> int:
+    """A single-part source with no checksum is proved only by its MD5 ETag, which a multipart
+    copy would lose, so the next run could not tell it is identical and would copy it again.
+    Such sources go in one PutObject up to the memory limit (still bounded by the budget)."""
+    if not info.is_multipart and needs_whole_md5(info):
+        return max(ctx.policy.multipart_threshold, min(ctx.memory.capacity, MAX_SINGLE_COPY))
+    return ctx.policy.multipart_threshold
 
 
 def _tags(ctx: TransferContext, info: SourceInfo) -> dict[str, str]:
@@ -150,15 +170,23 @@ def _stream_single(
         data = read_bytes(ctx.source_client, info, None)
         sums = {a: checksums.b64(checksums.digest(a, data)) for a in source_algorithms(info, algorithm)}
         whole_md5 = hashlib.md5(data).hexdigest() if needs_whole_md5(info) else None
-        proof = StreamProof([PartProof(1, len(data), sums)], multipart=False, layout_reproduced=False, whole_md5=whole_md5)
+        proof = StreamProof(
+            [PartProof(1, len(data), sums)], multipart=False, layout_reproduced=False, whole_md5=whole_md5
+        )
         verified_by = verify_stream(info, proof)
         try:
             response = ctx.dest_client.put_object(
-                Bucket=target.bucket, Key=target.key, Body=data, **{f"Checksum{algorithm}": sums[algorithm]}, **args
+                Bucket=target.bucket,
+                Key=target.key,
+                Body=data,
+                **{f"Checksum{algorithm}": sums[algorithm]},
+                **args,
             )
         except Exception as error:
             raise CopyFailed(
-                describe(error, side="destination", action="s3:PutObject", bucket=target.bucket, key=target.key)
+                describe(
+                    error, side="destination", action="s3:PutObject", bucket=target.bucket, key=target.key
+                )
             ) from error
     finally:
         ctx.memory.release(info.size)
@@ -226,7 +254,13 @@ def _stream_multipart(
                 )
             except Exception as error:
                 raise CopyFailed(
-                    describe(error, side="destination", action="s3:PutObject (UploadPart)", bucket=target.bucket, key=target.key)
+                    describe(
+                        error,
+                        side="destination",
+                        action="s3:PutObject (UploadPart)",
+                        bucket=target.bucket,
+                        key=target.key,
+                    )
                 ) from error
             if ordered is not None:
                 ordered.feed(part.number, data)

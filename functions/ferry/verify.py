@@ -60,7 +60,12 @@ def source_algorithms(info: SourceInfo, upload_algorithm: str) -> list[str]:
     """Algorithms to compute while streaming: the upload's, and the source's full-object CRC."""
     algorithms = [upload_algorithm]
     src = info.checksum
-    if src and src.is_full_object and src.algorithm in checksums.CRC_ALGORITHMS and src.algorithm != upload_algorithm:
+    if (
+        src
+        and src.is_full_object
+        and src.algorithm in checksums.CRC_ALGORITHMS
+        and src.algorithm != upload_algorithm
+    ):
         algorithms.append(src.algorithm)
     return algorithms
 
@@ -128,6 +133,12 @@ def verify_written(proof: StreamProof, algorithm: str, dest: Checksum | None) ->
         )
 
 
+def _false_stored_checksum(src: Checksum | None, dest: Checksum | None) -> bool:
+    if src is None or dest is None or src.algorithm != dest.algorithm:
+        return False
+    return src.is_full_object and dest.is_full_object and src.value != dest.value
+
+
 def verify_server_copy(
     info: SourceInfo,
     *,
@@ -146,14 +157,13 @@ def verify_server_copy(
         etag = dest_etag.strip('"')
         if etag != info.etag:
             raise _fail(info, "ETag", info.etag, etag)
-        if src is not None and dest_checksum is not None and src.algorithm == dest_checksum.algorithm:
-            if src.is_full_object and dest_checksum.is_full_object and src.value != dest_checksum.value:
-                # The bytes match, but the object would carry a checksum that is false.
-                raise VerificationFailed(
-                    f"verification failed: the ETags match but the destination stored {src.algorithm} "
-                    f"{dest_checksum.value}, the source's is {src.value}; this endpoint computes checksums of "
-                    "part copies wrongly: copy with --mode stream"
-                )
+        if _false_stored_checksum(src, dest_checksum):
+            # The bytes match, but the object would carry a checksum that is false.
+            raise VerificationFailed(
+                f"verification failed: the ETags match but the destination stored {src.algorithm} "
+                f"{dest_checksum.value}, the source's is {src.value}; this endpoint computes checksums of "
+                "part copies wrongly: copy with --mode stream"
+            )
         return "etag"
     if src is not None and dest_checksum is not None and src.algorithm == dest_checksum.algorithm:
         comparable = (src.is_full_object and dest_checksum.is_full_object) or (
