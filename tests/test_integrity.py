@@ -33,7 +33,9 @@ class TamperingSource:
     picks one call damages one part, whichever it is.
     """
 
-    def __init__(self, client: Any, tamper: Tamper | None = None, before: Callable[[int], None] | None = None):
+    def __init__(
+        self, client: Any, tamper: Tamper | None = None, before: Callable[[int], None] | None = None
+    ):
         self._client = client
         self._tamper = tamper
         self._before = before
@@ -76,7 +78,9 @@ def put_multipart(client: Any, bucket: str, key: str, data: bytes, sizes: list[i
         parts.append({"PartNumber": number, "ETag": response["ETag"]})
         offset += size
     assert offset == len(data)
-    client.complete_multipart_upload(Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts})
+    client.complete_multipart_upload(
+        Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}
+    )
 
 
 def body(server: Any, bucket: str, key: str) -> bytes:
@@ -86,26 +90,40 @@ def body(server: Any, bucket: str, key: str) -> bytes:
 @pytest.fixture
 def no_read_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
     """Retrying a broken body sleeps with backoff; the sleeps are not what these tests measure."""
-    monkeypatch.setattr(streaming, "time", SimpleNamespace(sleep=lambda seconds: None, monotonic=time.monotonic))
+    monkeypatch.setattr(
+        streaming, "time", SimpleNamespace(sleep=lambda seconds: None, monotonic=time.monotonic)
+    )
 
 
 STREAM_5MIB = CopyPolicy(mode="stream", part_size=5 * MiB, multipart_threshold=5 * MiB)
 # part_size=None lets the engine learn and reproduce a multipart source's layout (ETag evidence).
 STREAM_REPRODUCE = CopyPolicy(mode="stream", multipart_threshold=5 * MiB)
 
-# (server, how the source is written, size, policy, strategy, evidence the clean copy is proved by)
-EVIDENCE_CASES = {
-    "versitygw-crc64nvme-single-put": ("versitygw", "put", 1 * MiB, STREAM_5MIB, Strategy.STREAM_PUT, "crc64nvme (full object)"),
-    "versitygw-crc64nvme-multipart": ("versitygw", "put", 12 * MiB, STREAM_5MIB, Strategy.STREAM_MULTIPART, "crc64nvme (full object)"),
-    "moto-md5-single-put": ("motoserver", "put", 1 * MiB, STREAM_5MIB, Strategy.STREAM_PUT, "md5"),
-    "moto-md5-single-part-source-streamed-as-multipart": ("motoserver", "put", 12 * MiB, STREAM_5MIB, Strategy.STREAM_MULTIPART, "md5"),
-    "moto-etag-multipart-source-layout-reproduced": ("motoserver", "multipart", 12 * MiB, STREAM_REPRODUCE, Strategy.STREAM_MULTIPART, "etag"),
-}
+CRC = "crc64nvme (full object)"
+# Below 12 MiB, so a checksum-less single-part source cannot go in one PutObject and must be
+# streamed in parts with the whole-object MD5 (the engine prefers one PUT up to the limit).
+LIMIT = 10 * MiB
+PUT, MULTIPART = Strategy.STREAM_PUT, Strategy.STREAM_MULTIPART
 
 
-@pytest.mark.parametrize("case", list(EVIDENCE_CASES))
-def test_one_flipped_byte_fails_the_copy_and_leaves_nothing(request: pytest.FixtureRequest, case: str) -> None:
-    server_name, written_as, size, policy, strategy, evidence = EVIDENCE_CASES[case]
+# server, how the source is written, its size, policy, strategy, evidence that proves a clean copy
+@pytest.mark.parametrize(
+    "server_name, written_as, size, policy, strategy, evidence",
+    [
+        pytest.param("versitygw", "put", 1 * MiB, STREAM_5MIB, PUT, CRC, id="vgw-crc64nvme-single-put"),
+        pytest.param("versitygw", "put", 12 * MiB, STREAM_5MIB, MULTIPART, CRC, id="vgw-crc64nvme-multipart"),
+        pytest.param("motoserver", "put", 1 * MiB, STREAM_5MIB, PUT, "md5", id="moto-md5-single-put"),
+        pytest.param(
+            "motoserver", "put", 12 * MiB, STREAM_5MIB, MULTIPART, "md5", id="moto-md5-part-as-multipart"
+        ),
+        pytest.param(
+            "motoserver", "multipart", 12 * MiB, STREAM_REPRODUCE, MULTIPART, "etag", id="moto-etag-layout"
+        ),
+    ],
+)
+def test_one_flipped_byte_fails_the_copy_and_leaves_nothing(
+    request, server_name, written_as, size, policy, strategy, evidence
+) -> None:
     server = request.getfixturevalue(server_name)
     src, dst = server.bucket("src"), server.bucket("dst")
     data = os.urandom(size)
@@ -118,14 +136,14 @@ def test_one_flipped_byte_fails_the_copy_and_leaves_nothing(request: pytest.Fixt
     assert has_crc == (server_name == "versitygw"), "the case must exercise the evidence it names"
 
     # Control: the same copy with honest bytes is proved by the evidence this case is about.
-    with Copier(server.endpoint, server.endpoint, policy) as copier:
+    with Copier(server.endpoint, server.endpoint, policy, memory_limit=LIMIT) as copier:
         clean = copier.copy(SourceObject(src, "obj"), Target(dst, "clean"))
     assert clean.status == Status.COPIED, clean.reason
     assert (clean.strategy, clean.verified_by) == (strategy, evidence)
     assert body(server, dst, "clean") == data
 
     source = TamperingSource(make_client(server.endpoint), tamper=flip_one_byte)
-    with Copier(server.endpoint, server.endpoint, policy, source_client=source) as copier:
+    with Copier(server.endpoint, server.endpoint, policy, memory_limit=LIMIT, source_client=source) as copier:
         result = copier.copy(SourceObject(src, "obj"), Target(dst, "corrupt"))
 
     assert source.calls >= 1
@@ -136,7 +154,9 @@ def test_one_flipped_byte_fails_the_copy_and_leaves_nothing(request: pytest.Fixt
 
 
 @pytest.mark.parametrize("size", [1 * MiB, 12 * MiB], ids=["single-put", "multipart"])
-def test_body_short_once_is_read_again_and_the_copy_succeeds(versitygw, vgw_buckets, no_read_backoff, size) -> None:
+def test_body_short_once_is_read_again_and_the_copy_succeeds(
+    versitygw, vgw_buckets, no_read_backoff, size
+) -> None:
     src, dst = vgw_buckets
     data = os.urandom(size)
     versitygw.client.put_object(Bucket=src, Key="obj", Body=data)
@@ -152,7 +172,9 @@ def test_body_short_once_is_read_again_and_the_copy_succeeds(versitygw, vgw_buck
     assert body(versitygw, dst, "obj") == data
 
 
-def test_body_short_every_time_fails_with_a_reason_and_no_open_upload(versitygw, vgw_buckets, no_read_backoff) -> None:
+def test_body_short_every_time_fails_with_a_reason_and_no_open_upload(
+    versitygw, vgw_buckets, no_read_backoff
+) -> None:
     src, dst = vgw_buckets
     versitygw.client.put_object(Bucket=src, Key="obj", Body=os.urandom(12 * MiB))
     source = TamperingSource(make_client(versitygw.endpoint), tamper=lambda n, d: d[: len(d) // 2])

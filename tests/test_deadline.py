@@ -1,0 +1,262 @@
+"""Deadlines: work not started comes back pending; a multipart copy cut short resumes later
+from its checkpoint without copying a finished part again."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from ferry import (
+    Checkpoint,
+    Copier,
+    CopyPolicy,
+    FileCheckpointStore,
+    MemoryCheckpointStore,
+    SourceObject,
+    Status,
+    Strategy,
+    Target,
+    multipart,
+)
+from ferry.checkpoints import copy_id
+
+MiB = 1024 * 1024
+PART = 5 * MiB
+PARTS = 4
+
+
+def put_multipart(client: Any, bucket: str, key: str, data: bytes, part_size: int) -> None:
+    upload = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    parts = []
+    for number, offset in enumerate(range(0, len(data), part_size), start=1):
+        response = client.upload_part(
+            Bucket=bucket, Key=key, UploadId=upload, PartNumber=number, Body=data[offset : offset + part_size]
+        )
+        parts.append({"PartNumber": number, "ETag": response["ETag"]})
+    client.complete_multipart_upload(
+        Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}
+    )
+
+
+class PartCounter:
+    """Part numbers the destination client was asked to upload (UploadPart or UploadPartCopy)."""
+
+    def __init__(self, copier: Copier, operation: str) -> None:
+        self.numbers: list[int] = []
+        self._lock = threading.Lock()
+        copier.ctx.dest_client.meta.events.register(f"before-call.s3.{operation}", self._count)
+
+    def _count(self, params: dict[str, Any], **_: Any) -> None:
+        with self._lock:
+            self.numbers.append(int(params["query_string"]["partNumber"]))
+
+
+def clock_runs_out_after(monkeypatch: pytest.MonkeyPatch, parts: int) -> None:
+    """The multipart loop reads the clock once before starting each part: let `parts` start in
+    time, then jump an hour ahead, so the deadline lands mid-copy on the same part every run."""
+    real = time.monotonic
+    reads = 0
+    lock = threading.Lock()
+
+    def monotonic() -> float:
+        nonlocal reads
+        with lock:
+            reads += 1
+            late = reads > parts
+        return real() + (3600 if late else 0)
+
+    monkeypatch.setattr(multipart, "time", SimpleNamespace(monotonic=monotonic))
+
+
+# Stream: one part's bytes in memory at a time. Server-side: one UploadPartCopy at a time; the
+# source is multipart and CRC32C is asked for, so one CopyObject cannot prove it and the engine
+# copies its four parts with UploadPartCopy.
+MODES = {
+    "stream": dict(
+        policy=CopyPolicy(mode="stream", part_size=PART, multipart_threshold=PART),
+        operation="UploadPart",
+        strategy=Strategy.STREAM_MULTIPART,
+        source="single",
+        verified_by="crc64nvme (full object)",  # resumed parts' CRCs come from the checkpoint
+    ),
+    "server-side": dict(
+        policy=CopyPolicy(mode="server-side", multipart_threshold=PART, checksum_algorithm="CRC32C"),
+        operation="UploadPartCopy",
+        strategy=Strategy.COPY_MULTIPART,
+        source="multipart",
+        verified_by="etag",  # the layout is reproduced, so the ETags match
+    ),
+}
+
+
+def copier_for(server: Any, mode: str, store: Any) -> Copier:
+    return Copier(
+        server.endpoint,
+        server.endpoint,
+        MODES[mode]["policy"],
+        part_concurrency=1,
+        memory_limit=PART,
+        checkpoints=store,
+    )
+
+
+def make_source(server: Any, bucket: str, mode: str) -> bytes:
+    data = os.urandom(PARTS * PART)
+    if MODES[mode]["source"] == "multipart":
+        put_multipart(server.client, bucket, "obj", data, PART)
+    else:
+        server.client.put_object(Bucket=bucket, Key="obj", Body=data)
+    return data
+
+
+def test_batch_past_its_deadline_starts_nothing(versitygw, vgw_buckets) -> None:
+    src, dst = vgw_buckets
+    pairs = []
+    for n in range(5):
+        versitygw.client.put_object(Bucket=src, Key=f"k{n}", Body=b"x" * (n + 1))
+        pairs.append((SourceObject(src, f"k{n}"), Target(dst, f"k{n}")))
+
+    with Copier(versitygw.endpoint, versitygw.endpoint) as copier:
+        results = copier.copy_batch(pairs, deadline=time.monotonic() - 1)
+
+    assert [r.source_key for r in results] == [f"k{n}" for n in range(5)]
+    assert {r.status for r in results} == {Status.PENDING}
+    assert all(r.reason.startswith("not started") for r in results)
+    assert versitygw.keys(dst) == []
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_copy_cut_by_its_deadline_resumes_without_copying_a_part_twice(
+    versitygw, vgw_buckets, monkeypatch, mode
+) -> None:
+    src, dst = vgw_buckets
+    data = make_source(versitygw, src, mode)
+    operation = MODES[mode]["operation"]
+    store = MemoryCheckpointStore()
+    checkpoint_id = copy_id(src, "obj", None, dst, "obj")
+
+    clock_runs_out_after(monkeypatch, 2)
+    with copier_for(versitygw, mode, store) as copier:
+        first_parts = PartCounter(copier, operation)
+        first = copier.copy(SourceObject(src, "obj"), Target(dst, "obj"), deadline=time.monotonic() + 600)
+
+    assert first.status == Status.PENDING, first.reason
+    assert first.strategy == MODES[mode]["strategy"]
+    assert first.reason == f"deadline: checkpointed 2 of {PARTS} parts"
+    assert sorted(first_parts.numbers) == [1, 2]
+    checkpoint = store.load(checkpoint_id)
+    assert checkpoint is not None
+    assert sorted(checkpoint.parts) == [1, 2]
+    assert [u["UploadId"] for u in versitygw.open_uploads(dst)] == [checkpoint.upload_id]
+    assert versitygw.keys(dst) == []
+
+    monkeypatch.undo()
+    with copier_for(versitygw, mode, store) as copier:
+        second_parts = PartCounter(copier, operation)
+        second = copier.copy(SourceObject(src, "obj"), Target(dst, "obj"))
+
+    assert second.status == Status.COPIED, second.reason
+    assert second.parts_resumed == 2
+    assert second.verified_by == MODES[mode]["verified_by"]
+    assert sorted(second_parts.numbers) == [3, 4]  # the parts finished before the deadline were kept
+    assert second.bytes == len(data)
+    assert versitygw.client.get_object(Bucket=dst, Key="obj")["Body"].read() == data
+    assert store.load(checkpoint_id) is None
+    assert len(store) == 0
+    assert versitygw.open_uploads(dst) == []
+
+
+def test_deadline_without_a_checkpoint_store_aborts_the_upload(versitygw, vgw_buckets, monkeypatch) -> None:
+    src, dst = vgw_buckets
+    make_source(versitygw, src, "stream")
+
+    clock_runs_out_after(monkeypatch, 2)
+    with copier_for(versitygw, "stream", None) as copier:
+        result = copier.copy(SourceObject(src, "obj"), Target(dst, "obj"), deadline=time.monotonic() + 600)
+
+    assert result.status == Status.FAILED  # nothing could resume it, so nothing is kept
+    assert "deadline reached" in result.reason
+    assert versitygw.open_uploads(dst) == []
+    assert versitygw.keys(dst) == []
+
+
+def test_checkpoint_of_a_source_that_changed_is_discarded(versitygw, vgw_buckets, monkeypatch) -> None:
+    src, dst = vgw_buckets
+    make_source(versitygw, src, "stream")
+    store = MemoryCheckpointStore()
+
+    clock_runs_out_after(monkeypatch, 2)
+    with copier_for(versitygw, "stream", store) as copier:
+        first = copier.copy(SourceObject(src, "obj"), Target(dst, "obj"), deadline=time.monotonic() + 600)
+    assert first.status == Status.PENDING, first.reason
+    old_upload = store.load(copy_id(src, "obj", None, dst, "obj")).upload_id
+
+    new_data = os.urandom(PARTS * PART)  # same size, new ETag
+    versitygw.client.put_object(Bucket=src, Key="obj", Body=new_data)
+    monkeypatch.undo()
+    with copier_for(versitygw, "stream", store) as copier:
+        parts = PartCounter(copier, "UploadPart")
+        second = copier.copy(SourceObject(src, "obj"), Target(dst, "obj"))
+
+    assert second.status == Status.COPIED, second.reason
+    assert second.parts_resumed == 0
+    assert sorted(parts.numbers) == [1, 2, 3, 4]  # started again from the first part
+    assert versitygw.client.get_object(Bucket=dst, Key="obj")["Body"].read() == new_data
+    assert old_upload not in [u["UploadId"] for u in versitygw.open_uploads(dst)]
+    assert versitygw.open_uploads(dst) == []
+    assert len(store) == 0
+
+
+def test_file_checkpoint_store_round_trips_a_checkpoint(tmp_path) -> None:
+    checkpoint = Checkpoint(
+        copy_id=copy_id("src", "a/b.bin", "v1", "dst", "a/b.bin"),
+        upload_id="upload-1",
+        strategy=str(Strategy.STREAM_MULTIPART),
+        source_etag="0123456789abcdef0123456789abcdef-3",
+        source_size=3 * PART,
+        algorithm="CRC32C",
+        part_bounds=[(0, PART), (PART, 2 * PART), (2 * PART, 3 * PART)],
+        parts={
+            1: {"etag": '"e1"', "size": PART, "checksums": {"CRC32C": "AAAAAA=="}, "md5": None},
+            3: {"etag": '"e3"', "size": PART, "checksums": {"CRC32C": "BBBBBB=="}, "md5": "00ff"},
+        },
+    )
+    FileCheckpointStore(tmp_path).save(checkpoint)
+
+    reopened = FileCheckpointStore(tmp_path)  # another process, later
+    assert reopened.load(checkpoint.copy_id) == checkpoint
+    assert [p.name for p in tmp_path.iterdir()] == [f"{checkpoint.copy_id}.json"]  # no temporary file left
+    assert reopened.load("another-copy") is None
+
+    reopened.delete(checkpoint.copy_id)
+    assert reopened.load(checkpoint.copy_id) is None
+    reopened.delete(checkpoint.copy_id)  # deleting twice is fine
+
+
+def test_copy_resumes_from_a_checkpoint_file_written_by_an_earlier_run(
+    versitygw, vgw_buckets, monkeypatch, tmp_path
+):
+    src, dst = vgw_buckets
+    data = make_source(versitygw, src, "stream")
+
+    clock_runs_out_after(monkeypatch, 3)
+    with copier_for(versitygw, "stream", FileCheckpointStore(tmp_path)) as copier:
+        first = copier.copy(SourceObject(src, "obj"), Target(dst, "obj"), deadline=time.monotonic() + 600)
+    assert first.status == Status.PENDING, first.reason
+    assert len(list(tmp_path.glob("*.json"))) == 1
+
+    monkeypatch.undo()
+    with copier_for(versitygw, "stream", FileCheckpointStore(tmp_path)) as copier:
+        parts = PartCounter(copier, "UploadPart")
+        second = copier.copy(SourceObject(src, "obj"), Target(dst, "obj"))
+
+    assert second.status == Status.COPIED, second.reason
+    assert (second.parts_resumed, parts.numbers) == (3, [4])
+    assert versitygw.client.get_object(Bucket=dst, Key="obj")["Body"].read() == data
+    assert list(tmp_path.iterdir()) == []
+    assert versitygw.open_uploads(dst) == []
