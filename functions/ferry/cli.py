@@ -112,21 +112,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def endpoints(args: argparse.Namespace) -> tuple[Endpoint, Endpoint]:
-    source = Endpoint(
-        endpoint_url=args.source_endpoint_url or args.endpoint_url,
-        region=args.source_region or args.region,
-        profile=args.source_profile,
-        role_arn=args.source_role_arn,
-        requester_pays=args.source_requester_pays,
-    )
-    destination = Endpoint(
-        endpoint_url=args.dest_endpoint_url or args.endpoint_url,
-        region=args.dest_region or args.region,
-        profile=args.dest_profile,
-        role_arn=args.dest_role_arn,
-        requester_pays=args.dest_requester_pays,
-    )
-    return source, destination
+    """Per-side options win over the shared --endpoint-url and --region."""
+
+    def side(name: str) -> Endpoint:
+        return Endpoint(
+            endpoint_url=getattr(args, f"{name}_endpoint_url") or args.endpoint_url,
+            region=getattr(args, f"{name}_region") or args.region,
+            profile=getattr(args, f"{name}_profile"),
+            role_arn=getattr(args, f"{name}_role_arn"),
+            requester_pays=getattr(args, f"{name}_requester_pays"),
+        )
+
+    return side("source"), side("dest")
 
 
 def policy_from(args: argparse.Namespace) -> CopyPolicy:

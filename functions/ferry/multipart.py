@@ -15,9 +15,13 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .checkpoints import Checkpoint, CheckpointStore
+from .checkpoints import Checkpoint, CheckpointStore, copy_id
+from .checksums import default_type
+from .context import TransferContext
 from .errors import CopyFailed, describe
 from .limits import Part
+from .models import Target
+from .source import SourceInfo
 from .verify import PartProof
 
 log = logging.getLogger(__name__)
@@ -236,3 +240,32 @@ class MultipartUpload:
             log.warning(
                 "could not abort upload %s of s3://%s/%s: %s", upload_id, self.bucket, self.key, error
             )
+
+
+def open_upload(
+    ctx: TransferContext,
+    info: SourceInfo,
+    target: Target,
+    *,
+    plan: list[Part],
+    algorithm: str,
+    strategy: str,
+    create_args: dict[str, Any],
+) -> MultipartUpload:
+    """Start (or resume from its checkpoint) the upload of one source into one target."""
+    upload = MultipartUpload(
+        client=ctx.dest_client,
+        bucket=target.bucket,
+        key=target.key,
+        create_args=create_args,
+        algorithm=algorithm,
+        checksum_type=default_type(algorithm),
+        plan=plan,
+        strategy=strategy,
+        source_etag=info.etag,
+        source_size=info.size,
+        copy_id=copy_id(info.obj.bucket, info.obj.key, info.version_id, target.bucket, target.key),
+        store=ctx.checkpoints,
+    )
+    upload.start()
+    return upload

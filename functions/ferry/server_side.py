@@ -11,7 +11,6 @@ from typing import Any
 from . import checksums
 from .attributes import copy_object_args, new_object_args
 from .budget import SlotGate
-from .checkpoints import copy_id
 from .context import TransferContext
 from .errors import CopyFailed, VerificationFailed, describe
 from .limits import (
@@ -23,9 +22,9 @@ from .limits import (
     uniform_parts,
 )
 from .models import Status, Strategy, Target
-from .multipart import MultipartUpload
+from .multipart import open_upload
 from .outcome import Outcome
-from .source import SourceInfo, learn_layout, read_tags
+from .source import SourceInfo, learn_layout, tags_to_write
 from .streaming import remove_object
 from .verify import PartProof, verify_server_copy
 
@@ -66,22 +65,8 @@ def _copy_object(ctx: TransferContext, info: SourceInfo, target: Target) -> Outc
     except Exception as error:
         raise _copy_error(error, info, target) from error
     result = response.get("CopyObjectResult", {})
-    verified_by = _verify(
-        ctx,
-        info,
-        target,
-        response,
-        result.get("ETag"),
-        checksums.from_response(result),
-        same_layout=not info.is_multipart,
-    )
-    dest = checksums.from_response(result)
-    return Outcome(
-        Status.COPIED,
-        Strategy.COPY_OBJECT,
-        verified_by=verified_by,
-        checksum=str(dest) if dest else None,
-        version_id=response.get("VersionId"),
+    return _verified_copy(
+        ctx, info, target, response, result, Strategy.COPY_OBJECT, same_layout=not info.is_multipart
     )
 
 
@@ -98,24 +83,16 @@ def _copy_multipart(
 ) -> Outcome:
     algorithm = ctx.upload_algorithm(info)
     plan, reproduced = _plan(ctx, info)
-    tags = dict(ctx.policy.tags) if ctx.policy.tags is not None else None
-    if tags is None:
-        tags = read_tags(ctx.source_client, info) if ctx.policy.preserve_tags else {}
-    upload = MultipartUpload(
-        client=ctx.dest_client,
-        bucket=target.bucket,
-        key=target.key,
-        create_args=new_object_args(info, ctx.policy, tags),
-        algorithm=algorithm,
-        checksum_type=checksums.default_type(algorithm),
+    tags = tags_to_write(ctx.source_client, info, ctx.policy)
+    upload = open_upload(
+        ctx,
+        info,
+        target,
         plan=plan,
+        algorithm=algorithm,
         strategy=Strategy.COPY_MULTIPART,
-        source_etag=info.etag,
-        source_size=info.size,
-        copy_id=copy_id(info.obj.bucket, info.obj.key, info.version_id, target.bucket, target.key),
-        store=ctx.checkpoints,
+        create_args=new_object_args(info, ctx.policy, tags),
     )
-    upload.start()
 
     def copy_part(part: Part, upload_id: str) -> PartProof:
         try:
@@ -143,43 +120,31 @@ def _copy_multipart(
             parts_resumed=upload.resumed_parts,
         )
     response = upload.complete()
-    verified_by = _verify(
-        ctx,
-        info,
-        target,
-        response,
-        response.get("ETag"),
-        checksums.from_response(response),
-        same_layout=reproduced,
+    outcome = _verified_copy(
+        ctx, info, target, response, response, Strategy.COPY_MULTIPART, same_layout=reproduced
     )
-    dest = checksums.from_response(response)
-    return Outcome(
-        Status.COPIED,
-        Strategy.COPY_MULTIPART,
-        verified_by=verified_by,
-        checksum=str(dest) if dest else None,
-        version_id=response.get("VersionId"),
-        parts_resumed=upload.resumed_parts,
-    )
+    outcome.parts_resumed = upload.resumed_parts
+    return outcome
 
 
-def _verify(
+def _verified_copy(
     ctx: TransferContext,
     info: SourceInfo,
     target: Target,
     response: dict[str, Any],
-    etag: str | None,
-    dest_checksum: checksums.Checksum | None,
+    result: dict[str, Any],
+    strategy: str,
     *,
     same_layout: bool,
-) -> str:
+) -> Outcome:
     """Check what S3 reports; fall back to a HEAD for the size. A mismatch removes the copy."""
     version_id = response.get("VersionId")
     encryption = response.get("ServerSideEncryption")
+    dest_checksum = checksums.from_response(result)
     try:
         verified_by = verify_server_copy(
             info,
-            dest_etag=etag,
+            dest_etag=result.get("ETag"),
             dest_checksum=dest_checksum,
             dest_encryption=encryption,
             same_layout=same_layout,
@@ -199,7 +164,13 @@ def _verify(
     except VerificationFailed:
         remove_object(ctx.dest_client, target, version_id)
         raise
-    return verified_by
+    return Outcome(
+        Status.COPIED,
+        strategy,
+        verified_by=verified_by,
+        checksum=str(dest_checksum) if dest_checksum else None,
+        version_id=version_id,
+    )
 
 
 def _copy_error(error: BaseException, info: SourceInfo, target: Target) -> BaseException:

@@ -14,7 +14,7 @@ from typing import Any
 from .checksums import Checksum, from_response
 from .errors import CopyFailed, describe
 from .limits import Part, parts_from_sizes, uniform_parts
-from .models import ARCHIVE_CLASSES, SourceObject
+from .models import ARCHIVE_CLASSES, CopyPolicy, SourceObject
 
 _MD5_ETAG = re.compile(r"^[0-9a-f]{32}(-\d+)?$")
 
@@ -116,6 +116,15 @@ def read_tags(client: Any, info: SourceInfo) -> dict[str, str]:
         ) from error
     info.tags = {t["Key"]: t["Value"] for t in response.get("TagSet", [])}
     return info.tags
+
+
+def tags_to_write(client: Any, info: SourceInfo, policy: CopyPolicy) -> dict[str, str]:
+    """The tag set a new destination object gets: the override, none, or the source's."""
+    if policy.tags is not None:
+        return dict(policy.tags)
+    if not policy.preserve_tags:
+        return {}
+    return read_tags(client, info)
 
 
 def learn_layout(client: Any, info: SourceInfo) -> list[Part] | None:

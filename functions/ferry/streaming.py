@@ -24,7 +24,6 @@ from urllib3.exceptions import ProtocolError
 
 from . import checksums
 from .attributes import new_object_args
-from .checkpoints import copy_id
 from .context import TransferContext
 from .errors import CopyFailed, TruncatedBody, VerificationFailed, describe
 from .limits import (
@@ -36,9 +35,9 @@ from .limits import (
     uniform_parts,
 )
 from .models import Status, Strategy, Target
-from .multipart import MultipartUpload
+from .multipart import open_upload
 from .outcome import Outcome
-from .source import SourceInfo, learn_layout, read_tags
+from .source import SourceInfo, learn_layout, tags_to_write
 from .verify import (
     PartProof,
     StreamProof,
@@ -138,7 +137,7 @@ class OrderedMd5:
 
 def stream_copy(ctx: TransferContext, info: SourceInfo, target: Target, deadline: float | None) -> Outcome:
     algorithm = ctx.upload_algorithm(info)
-    tags = _tags(ctx, info)
+    tags = tags_to_write(ctx.source_client, info, ctx.policy)
     args = new_object_args(info, ctx.policy, tags)
     if info.size <= _single_put_limit(ctx, info):
         return _stream_single(ctx, info, target, algorithm, args)
@@ -152,14 +151,6 @@ def _single_put_limit(ctx: TransferContext, info: SourceInfo) -> int:
     if not info.is_multipart and needs_whole_md5(info):
         return max(ctx.policy.multipart_threshold, min(ctx.memory.capacity, MAX_SINGLE_COPY))
     return ctx.policy.multipart_threshold
-
-
-def _tags(ctx: TransferContext, info: SourceInfo) -> dict[str, str]:
-    if ctx.policy.tags is not None:
-        return dict(ctx.policy.tags)
-    if not ctx.policy.preserve_tags:
-        return {}
-    return read_tags(ctx.source_client, info)
 
 
 def _stream_single(
@@ -221,21 +212,15 @@ def _stream_multipart(
     plan, reproduced = _plan(ctx, info)
     algorithms = source_algorithms(info, algorithm)
     part_md5 = needs_part_md5(info, reproduced)
-    upload = MultipartUpload(
-        client=ctx.dest_client,
-        bucket=target.bucket,
-        key=target.key,
-        create_args=args,
-        algorithm=algorithm,
-        checksum_type=checksums.default_type(algorithm),
+    upload = open_upload(
+        ctx,
+        info,
+        target,
         plan=plan,
+        algorithm=algorithm,
         strategy=Strategy.STREAM_MULTIPART,
-        source_etag=info.etag,
-        source_size=info.size,
-        copy_id=copy_id(info.obj.bucket, info.obj.key, info.version_id, target.bucket, target.key),
-        store=ctx.checkpoints,
+        create_args=args,
     )
-    upload.start()
     ordered = OrderedMd5() if needs_whole_md5(info) and not upload.done else None
 
     def copy_part(part: Part, upload_id: str) -> PartProof:
