@@ -116,3 +116,16 @@ def test_source_whose_restore_is_in_progress_is_pending(motoserver, moto_buckets
     assert "in progress" in result.reason
     assert source.restores == []  # one restore at a time
     assert motoserver.keys(dst) == []
+
+
+def test_dry_run_with_restore_requests_no_restore(motoserver, moto_buckets) -> None:
+    src, dst = moto_buckets
+    archived_source(motoserver, src, "GLACIER")
+    source = RestoreSpy(make_client(motoserver.endpoint))
+    policy = CopyPolicy(restore="bulk", dry_run=True)
+    with Copier(motoserver.endpoint, motoserver.endpoint, policy, source_client=source) as copier:
+        result = copier.copy(SourceObject(src, "cold"), Target(dst, "cold"))
+    assert result.status == Status.PENDING
+    assert result.reason.startswith("dry run: would request a bulk restore")
+    assert source.restores == []
+    assert motoserver.keys(dst) == []

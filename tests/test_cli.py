@@ -146,6 +146,10 @@ def test_streaming_between_two_endpoints_copies(versitygw, motoserver):
         (["copy", "s3://{src}", "s3://{dst}", "--checksum-algorithm", "md5"], "invalid choice"),
         (["copy", "s3://{src}", "s3://{dst}", "--metadata", "novalue"], "must be written KEY=VALUE"),
         (["copy", "s3://{src}", "s3://{dst}", "--concurrency", "0"], "--concurrency must be at least 1"),
+        (
+            ["copy", "s3://{src}", "s3://{dst}", "--part-concurrency", "-2"],
+            "--part-concurrency must be at least 1",
+        ),
         (["copy", "s3://{src}"], "the following arguments are required: DST"),
     ],
 )
@@ -185,3 +189,33 @@ def test_unwritable_report_path_is_a_usage_error(versitygw, vgw_buckets, tmp_pat
     assert run.returncode == 1
     assert "cannot write the report" in run.stderr
     assert versitygw.keys(dst) == []
+
+
+def test_listing_that_breaks_midway_still_summarises_what_was_copied(
+    versitygw, vgw_buckets, tmp_path, monkeypatch
+):
+    import io
+
+    from ferry import SourceObject, Target, cli
+    from ferry.errors import ConfigError
+
+    src, dst = vgw_buckets
+    put(versitygw, src, ["first"])
+
+    def listing_that_breaks(*args, **kwargs):
+        yield SourceObject(src, "first"), Target(dst, "first")
+        raise ConfigError("AccessDenied on s3:ListBucket s3://src: grant the source identity s3:ListBucket")
+
+    monkeypatch.setattr(cli, "plan_pairs", listing_that_breaks)
+    report = tmp_path / "r.jsonl"
+    out, err = io.StringIO(), io.StringIO()
+    code = cli.main(
+        ["copy", f"s3://{src}", f"s3://{dst}", "--endpoint-url", versitygw.url, "--report", str(report)],
+        out,
+        err,
+    )
+    assert code == 2
+    assert "1 objects: 1 copied" in out.getvalue()
+    assert "stopped after 1 objects: AccessDenied on s3:ListBucket" in err.getvalue()
+    assert json.loads(report.read_text().splitlines()[-1])["summary"]["copied"] == 1
+    assert versitygw.keys(dst) == ["first"]

@@ -21,6 +21,7 @@ from ferry import (
     Status,
     Strategy,
     Target,
+    deadline_in,
     multipart,
 )
 from ferry.checkpoints import copy_id
@@ -260,3 +261,17 @@ def test_copy_resumes_from_a_checkpoint_file_written_by_an_earlier_run(
     assert versitygw.client.get_object(Bucket=dst, Key="obj")["Body"].read() == data
     assert list(tmp_path.iterdir()) == []
     assert versitygw.open_uploads(dst) == []
+
+
+def test_object_that_cannot_finish_before_the_deadline_is_not_started(versitygw, vgw_buckets) -> None:
+    src, dst = vgw_buckets
+    versitygw.client.put_object(Bucket=src, Key="k", Body=b"x" * 1024)
+    with Copier(versitygw.endpoint, versitygw.endpoint) as copier:
+        # Half a second left: less than the cautious estimate of any single request.
+        result = copier.copy(SourceObject(src, "k"), Target(dst, "k"), deadline=deadline_in(0.5))
+        later = copier.copy(SourceObject(src, "k"), Target(dst, "k"), deadline=deadline_in(60))
+    assert (result.status, result.reason) == (
+        Status.PENDING,
+        "not started: would not finish before the deadline",
+    )
+    assert later.status == Status.COPIED

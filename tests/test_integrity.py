@@ -17,9 +17,12 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
-from ferry import Copier, CopyPolicy, SourceObject, Status, Strategy, Target, streaming
+import ferry.server_side
+from ferry import Copier, CopyPolicy, SourceObject, Status, Strategy, Target, VerificationFailed, streaming
 from ferry.clients import make_client
+from ferry.streaming import discard_copy
 
 MiB = 1024 * 1024
 
@@ -212,3 +215,51 @@ def test_source_replaced_during_the_copy_fails_instead_of_mixing_versions(reques
     assert server.keys(dst) == []
     assert server.open_uploads(dst) == []
     assert body(server, src, "obj") == replacement
+
+
+class DeniedHead:
+    """A real destination client whose HEAD is denied (a write-only identity)."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.deleted: list[dict[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+    def head_object(self, **kwargs: Any) -> dict[str, Any]:
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "denied"}}, "HeadObject")
+
+    def delete_object(self, **kwargs: Any) -> dict[str, Any]:
+        self.deleted.append(kwargs)
+        return self._client.delete_object(**kwargs)
+
+
+def test_server_side_copy_that_cannot_be_verified_fails_and_is_removed(motoserver, moto_buckets, monkeypatch):
+    # When nothing S3 reported can prove the copy, Ferry needs a HEAD for the size. If that HEAD
+    # is denied, the copy is unproved: it must fail with a reason and not be left behind.
+    src, dst = moto_buckets
+    motoserver.client.put_object(Bucket=src, Key="k", Body=b"data")
+    real = ferry.server_side.verify_server_copy
+
+    def nothing_comparable(info: Any, **kwargs: Any) -> str:
+        return "unverified" if kwargs["dest_size"] is None else real(info, **kwargs)
+
+    monkeypatch.setattr(ferry.server_side, "verify_server_copy", nothing_comparable)
+    dest = DeniedHead(make_client(motoserver.endpoint))
+    policy = CopyPolicy(mode="server-side", skip_existing=False)
+    with Copier(motoserver.endpoint, motoserver.endpoint, policy, dest_client=dest) as copier:
+        result = copier.copy(SourceObject(src, "k"), Target(dst, "k"))
+    assert result.status == Status.FAILED
+    assert "could not be verified" in result.reason and "AccessDenied" in result.reason
+    assert dest.deleted and motoserver.keys(dst) == []
+
+
+def test_unproved_copy_that_cannot_be_deleted_says_it_stayed():
+    class NoDelete:
+        def delete_object(self, **kwargs: Any) -> None:
+            raise ClientError({"Error": {"Code": "AccessDenied", "Message": "denied"}}, "DeleteObject")
+
+    failure = discard_copy(NoDelete(), Target("dst", "k"), None, VerificationFailed("verification failed: x"))
+    assert isinstance(failure, VerificationFailed)
+    assert "could not be removed" in str(failure) and "s3://dst/k" in str(failure)

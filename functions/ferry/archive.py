@@ -32,6 +32,12 @@ def archived_outcome(client: Any, info: SourceInfo, policy: CopyPolicy) -> Outco
             "restore",
             reason=f"needs restore: the object is in {where}; run with --restore bulk|standard|expedited",
         )
+    if policy.dry_run:
+        return Outcome(
+            Status.PENDING,
+            "restore",
+            reason=f"dry run: would request a {policy.restore} restore from {where}",
+        )
     return _request_restore(client, info, policy, where)
 
 

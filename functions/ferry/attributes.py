@@ -22,17 +22,24 @@ CONTENT_HEADERS = (
 )
 
 
-def encryption_args(info: SourceInfo, policy: CopyPolicy) -> dict[str, Any]:
+def encryption_args(info: SourceInfo, policy: CopyPolicy, source_key: str | None) -> dict[str, Any]:
     """A configured destination key wins; otherwise keep the source's kind of encryption.
 
-    A source KMS key is usually not usable in another account, so a KMS source without a
-    configured key is written with the destination's default KMS key.
+    An SSE-KMS source keeps its own key where that key can serve the destination (`source_key`,
+    same endpoint and region); elsewhere no header is sent, so the destination bucket's default
+    encryption and key apply (`aws:kms` without a key id would mean the AWS-managed `aws/s3`
+    key, which bucket policies often forbid and other accounts cannot use).
     """
     if policy.dest_kms_key_id:
         return {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": policy.dest_kms_key_id}
     encryption = info.encryption
     if encryption and encryption.startswith("aws:kms"):
-        return {"ServerSideEncryption": encryption}
+        if not source_key:
+            return {}
+        args: dict[str, Any] = {"ServerSideEncryption": encryption, "SSEKMSKeyId": source_key}
+        if info.head.get("BucketKeyEnabled"):
+            args["BucketKeyEnabled"] = True
+        return args
     if encryption == "AES256":
         return {"ServerSideEncryption": "AES256"}
     return {}
@@ -55,17 +62,19 @@ def tagging_string(tags: dict[str, str]) -> str:
     return urlencode(sorted(tags.items()))
 
 
-def new_object_args(info: SourceInfo, policy: CopyPolicy, tags: dict[str, str] | None) -> dict[str, Any]:
+def new_object_args(
+    info: SourceInfo, policy: CopyPolicy, tags: dict[str, str] | None, source_key: str | None
+) -> dict[str, Any]:
     """Arguments for PutObject or CreateMultipartUpload: everything is stated explicitly."""
     args: dict[str, Any] = {**content_args(info), "Metadata": metadata(info, policy)}
     args.update(storage_class_args(info, policy))
-    args.update(encryption_args(info, policy))
+    args.update(encryption_args(info, policy, source_key))
     if tags:
         args["Tagging"] = tagging_string(tags)
     return args
 
 
-def copy_object_args(info: SourceInfo, policy: CopyPolicy) -> dict[str, Any]:
+def copy_object_args(info: SourceInfo, policy: CopyPolicy, source_key: str | None) -> dict[str, Any]:
     """Arguments for CopyObject: S3 copies metadata and tags itself unless told to replace them."""
     args: dict[str, Any] = {}
     if policy.metadata is not None:
@@ -83,5 +92,5 @@ def copy_object_args(info: SourceInfo, policy: CopyPolicy) -> dict[str, Any]:
     else:
         args["TaggingDirective"] = "COPY"
     args.update(storage_class_args(info, policy))
-    args.update(encryption_args(info, policy))
+    args.update(encryption_args(info, policy, source_key))
     return args

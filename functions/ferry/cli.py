@@ -173,8 +173,10 @@ class Progress:
 def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """`ferry copy`: validate everything, then copy, report and summarise."""
     policy = policy_from(args)
-    if args.concurrency is not None and args.concurrency < 1:
-        raise ConfigError("--concurrency must be at least 1")
+    for flag in ("concurrency", "part_concurrency"):
+        value = getattr(args, flag)
+        if value is not None and value < 1:
+            raise ConfigError(f"--{flag.replace('_', '-')} must be at least 1")
     src, dst = parse_s3_url(args.src, "SRC"), parse_s3_url(args.dst, "DST")
     source, destination = endpoints(args)
     source_client = make_client(source)
@@ -211,12 +213,23 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
 
         pairs = plan_pairs(source_client, src, dst, args.include, args.exclude)
         show = not args.quiet and stderr.isatty()
+        stopped: str | None = None
         with Progress(summary, stderr, show):
-            copier.copy_batch(pairs, on_result=on_result, collect=False)
+            try:
+                copier.copy_batch(pairs, on_result=on_result, collect=False)
+            except (FerryError, ClientError, BotoCoreError, OSError) as error:
+                # The listing or the report broke mid-way: what was done is still summarised.
+                stopped = str(error)
         summary.finish()
         if report:
-            report.close(summary)
+            try:
+                report.close(summary)
+            except OSError as error:
+                stopped = stopped or f"cannot write the report: {error}"
     _print_summary(args, summary, failures, stdout, stderr)
+    if stopped:
+        stderr.write(f"ferry: error: stopped after {summary.total} objects: {stopped}\n")
+        return EXIT_FAILED
     if summary.failed:
         return EXIT_FAILED
     if summary.pending and not args.dry_run:

@@ -29,6 +29,22 @@ class TransferContext:
         """Server-side requests go through the destination client but also bill the source."""
         return {"RequestPayer": "requester"} if self.source.requester_pays else {}
 
+    def reusable_source_key(self, info: SourceInfo) -> str | None:
+        """The source's KMS key, if the destination can be encrypted with it too.
+
+        KMS keys are regional and live in one account: only a copy on the same endpoint into
+        the key's own region can keep it. A wrong guess fails with a KMS reason, never silently.
+        """
+        key = info.head.get("SSEKMSKeyId")
+        if not key or self.source.endpoint_url != self.destination.endpoint_url:
+            return None
+        fields = key.split(":")
+        key_region = fields[3] if key.startswith("arn:") and len(fields) > 3 else None
+        dest_region = self.destination.region or self.source.region
+        if key_region and dest_region and key_region != dest_region:
+            return None
+        return key
+
     def upload_algorithm(self, info: SourceInfo) -> str:
         """The caller's choice; else the source's own full-object CRC, so the two can be compared."""
         if self.policy.checksum_algorithm:

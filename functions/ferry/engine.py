@@ -21,8 +21,8 @@ from .budget import ByteBudget
 from .checkpoints import CheckpointStore
 from .clients import make_client
 from .context import TransferContext
-from .errors import FerryError, is_access_denied
-from .limits import MAX_OBJECT_SIZE, MiB, format_size
+from .errors import CopySourceDenied, FerryError
+from .limits import MAX_OBJECT_SIZE, MAX_SINGLE_COPY, MiB, format_size
 from .models import CopyPolicy, CopyResult, Endpoint, Mode, SourceObject, Status, Target
 from .outcome import Outcome
 from .server_side import server_side_copy
@@ -33,6 +33,7 @@ from .streaming import stream_copy
 log = logging.getLogger(__name__)
 
 DEFAULT_MEMORY_LIMIT = 256 * MiB
+SINGLE_REQUEST_RATE = 100 * MiB  # bytes per second assumed when judging if a copy fits a deadline
 Pair = tuple[SourceObject, Target]
 
 
@@ -127,11 +128,14 @@ class Copier:
             result.version_id = outcome.version_id
             result.parts_resumed = outcome.parts_resumed
             result.bytes = info.size if info else 0
-            result.note = outcome.note
+            result.note = _join(outcome.note, _encryption_note(info, outcome))
         except FerryError as error:
             result.reason = str(error)
         except Exception as error:  # nothing lost: an unexpected fault fails this object, not the batch
-            log.exception("unexpected error copying s3://%s/%s", obj.bucket, obj.key)
+            log.error(
+                "unexpected %s copying s3://%s/%s: %s", type(error).__name__, obj.bucket, obj.key, error
+            )
+            log.debug("traceback", exc_info=True)
             result.reason = f"unexpected {type(error).__name__}: {error}"
         result.seconds = round(time.monotonic() - started, 3)
         return result
@@ -151,6 +155,11 @@ class Copier:
         archived = archived_outcome(self.ctx.source_client, info, self.policy)
         if archived is not None:
             return archived, info
+        if deadline is not None and time.monotonic() + _seconds_needed(info.size) > deadline:
+            # One request of up to 5 GiB cannot be interrupted: start it only if it can finish.
+            return Outcome(
+                Status.PENDING, "none", reason="not started: would not finish before the deadline"
+            ), info
         server_side = self._use_server_side()
         if self.policy.dry_run:
             how = "server-side" if server_side else "stream"
@@ -162,13 +171,14 @@ class Copier:
             return outcome, info
         try:
             return server_side_copy(self.ctx, info, target, deadline), info
-        except FerryError as error:
-            denied = is_access_denied(error.__cause__) if error.__cause__ else False
-            if self.policy.mode != Mode.AUTO or not denied:
+        except CopySourceDenied as error:
+            if self.policy.mode != Mode.AUTO:
                 raise
-            # The destination identity cannot read the source: stream it, and stop trying.
-            self._server_side_denied.set()
+            # The destination identity cannot read the source: stream it, and once a stream
+            # has worked, stop asking for server-side copies that will be denied too.
             outcome = stream_copy(self.ctx, info, target, deadline)
+            if outcome.status == Status.COPIED:
+                self._server_side_denied.set()
             outcome.note = f"server-side copy was denied ({error}); streamed instead"
             return outcome, info
 
@@ -201,10 +211,18 @@ class Copier:
         """Copy all pairs; objects not started before the deadline come back `pending`.
 
         Pairs are read lazily with a bounded number in flight, so a listing of millions of
-        keys streams through. Results come back in input order when `collect` is set.
+        keys streams through. Results come back in input order when `collect` is set. If
+        reading the pairs fails, every pair already read is still copied and reported before
+        the error is raised.
         """
         iterator = iter(pairs)
-        head = list(itertools.islice(iterator, 1000))
+        head: list[Pair] = []
+        listing_error: BaseException | None = None
+        try:
+            head.extend(itertools.islice(iterator, 1000))  # a sample to size the pool from
+        except Exception as error:
+            listing_error = error
+        rest: Iterable[Pair] = iterator if listing_error is None else ()
         workers = self.concurrency or default_concurrency([obj.size for obj, _ in head])
         results: dict[int, CopyResult] = {}
         in_flight = threading.BoundedSemaphore(workers * 2)
@@ -224,14 +242,35 @@ class Copier:
 
         with ThreadPoolExecutor(workers, thread_name_prefix="ferry-object") as pool:
             futures = []
-            for index, (obj, target) in enumerate(itertools.chain(head, iterator)):
+            for index, (obj, target) in enumerate(itertools.chain(head, rest)):
                 in_flight.acquire()
                 futures.append(pool.submit(run, index, obj, target))
                 if len(futures) >= 4096:
                     futures = _drop_finished(futures)
             for future in futures:
                 future.result()
+        if listing_error is not None:
+            raise listing_error
         return [results[i] for i in sorted(results)]
+
+
+def _seconds_needed(size: int) -> float:
+    """A cautious time for the longest single request an object may need (CopyObject of up to
+    5 GiB runs at well over 100 MiB/s in S3); multipart copies check the deadline per part."""
+    return 1.0 + min(size, MAX_SINGLE_COPY) / SINGLE_REQUEST_RATE
+
+
+def _join(*notes: str | None) -> str | None:
+    return "; ".join(n for n in notes if n) or None
+
+
+def _encryption_note(info: SourceInfo | None, outcome: Outcome) -> str | None:
+    """Say so when an SSE-KMS source landed without KMS (the destination bucket's default)."""
+    if info is None or outcome.status != Status.COPIED or not (info.encryption or "").startswith("aws:kms"):
+        return None
+    if outcome.encryption is None or outcome.encryption.startswith("aws:kms"):
+        return None
+    return f"the source is SSE-KMS; the destination bucket's default ({outcome.encryption}) applied: pass --kms-key-id to keep SSE-KMS"
 
 
 def _drop_finished(futures: list[Future[None]]) -> list[Future[None]]:

@@ -21,6 +21,10 @@ class CopyFailed(FerryError):
     """One object cannot be copied; the message is the reason recorded for it."""
 
 
+class CopySourceDenied(CopyFailed):
+    """A server-side copy was refused reading the source: streaming may still work."""
+
+
 class VerificationFailed(CopyFailed):
     """The bytes written do not match the source: the destination was removed."""
 

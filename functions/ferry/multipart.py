@@ -156,7 +156,15 @@ class MultipartUpload:
                 stopped = True
                 break
             gate.acquire(part.size)
-            futures.append(executor.submit(run_one, part))
+            if failure:  # a part failed while this one waited for its slot
+                gate.release(part.size)
+                break
+            try:
+                futures.append(executor.submit(run_one, part))
+            except BaseException as error:
+                gate.release(part.size)
+                failure.append(error)
+                break
         for future in futures:
             future.exception()  # wait for every part in flight, failed or not
         if failure:
@@ -264,7 +272,7 @@ def open_upload(
         strategy=strategy,
         source_etag=info.etag,
         source_size=info.size,
-        copy_id=copy_id(info.obj.bucket, info.obj.key, info.version_id, target.bucket, target.key),
+        copy_id=copy_id(info.obj.bucket, info.obj.key, info.obj.version_id, target.bucket, target.key),
         store=ctx.checkpoints,
     )
     upload.start()

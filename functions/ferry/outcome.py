@@ -17,3 +17,4 @@ class Outcome:
     reason: str | None = None
     parts_resumed: int = 0
     note: str | None = None
+    encryption: str | None = None

@@ -12,7 +12,7 @@ from . import checksums
 from .attributes import copy_object_args, new_object_args
 from .budget import SlotGate
 from .context import TransferContext
-from .errors import CopyFailed, VerificationFailed, describe
+from .errors import CopyFailed, CopySourceDenied, describe, is_access_denied
 from .limits import (
     DEFAULT_COPY_PART_SIZE,
     MAX_PART_SIZE,
@@ -25,7 +25,7 @@ from .models import Status, Strategy, Target
 from .multipart import open_upload
 from .outcome import Outcome
 from .source import SourceInfo, learn_layout, tags_to_write
-from .streaming import remove_object
+from .streaming import discard_copy
 from .verify import PartProof, verify_server_copy
 
 
@@ -59,7 +59,7 @@ def _copy_object(ctx: TransferContext, info: SourceInfo, target: Target) -> Outc
             CopySource=info.copy_source(),
             CopySourceIfMatch=f'"{info.etag}"',
             ChecksumAlgorithm=algorithm,
-            **copy_object_args(info, ctx.policy),
+            **copy_object_args(info, ctx.policy, ctx.reusable_source_key(info)),
             **ctx.payer_args(),
         )
     except Exception as error:
@@ -91,7 +91,7 @@ def _copy_multipart(
         plan=plan,
         algorithm=algorithm,
         strategy=Strategy.COPY_MULTIPART,
-        create_args=new_object_args(info, ctx.policy, tags),
+        create_args=new_object_args(info, ctx.policy, tags, ctx.reusable_source_key(info)),
     )
 
     def copy_part(part: Part, upload_id: str) -> PartProof:
@@ -151,32 +151,43 @@ def _verified_copy(
             dest_size=None,
         )
         if verified_by == "unverified":
-            args = {"VersionId": version_id} if version_id else {}
-            head = ctx.dest_client.head_object(Bucket=target.bucket, Key=target.key, **args)
             verified_by = verify_server_copy(
                 info,
                 dest_etag=None,
                 dest_checksum=None,
                 dest_encryption=encryption,
                 same_layout=same_layout,
-                dest_size=int(head["ContentLength"]),
+                dest_size=_written_size(ctx, target, version_id),
             )
-    except VerificationFailed:
-        remove_object(ctx.dest_client, target, version_id)
-        raise
+    except CopyFailed as failure:
+        raise discard_copy(ctx.dest_client, target, version_id, failure) from failure
     return Outcome(
         Status.COPIED,
         strategy,
         verified_by=verified_by,
         checksum=str(dest_checksum) if dest_checksum else None,
         version_id=version_id,
+        encryption=encryption,
     )
+
+
+def _written_size(ctx: TransferContext, target: Target, version_id: str | None) -> int:
+    args = {"VersionId": version_id} if version_id else {}
+    try:
+        head = ctx.dest_client.head_object(Bucket=target.bucket, Key=target.key, **args)
+    except Exception as error:
+        reason = describe(
+            error, side="destination", action="s3:GetObject (to verify)", bucket=target.bucket, key=target.key
+        )
+        raise CopyFailed(f"the copy could not be verified: {reason}") from error
+    return int(head["ContentLength"])
 
 
 def _copy_error(error: BaseException, info: SourceInfo, target: Target) -> BaseException:
     if isinstance(error, CopyFailed):
         return error
-    failure = CopyFailed(
+    kind = CopySourceDenied if is_access_denied(error) else CopyFailed
+    failure = kind(
         describe(
             error,
             side="destination",

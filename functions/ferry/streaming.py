@@ -138,7 +138,7 @@ class OrderedMd5:
 def stream_copy(ctx: TransferContext, info: SourceInfo, target: Target, deadline: float | None) -> Outcome:
     algorithm = ctx.upload_algorithm(info)
     tags = tags_to_write(ctx.source_client, info, ctx.policy)
-    args = new_object_args(info, ctx.policy, tags)
+    args = new_object_args(info, ctx.policy, tags, ctx.reusable_source_key(info))
     if info.size <= _single_put_limit(ctx, info):
         return _stream_single(ctx, info, target, algorithm, args)
     return _stream_multipart(ctx, info, target, algorithm, args, deadline)
@@ -188,6 +188,7 @@ def _stream_single(
         verified_by=verified_by,
         checksum=f"{algorithm}:{sums[algorithm]}",
         version_id=response.get("VersionId"),
+        encryption=response.get("ServerSideEncryption"),
     )
 
 
@@ -284,6 +285,7 @@ def _stream_multipart(
         checksum=checksum,
         version_id=response.get("VersionId"),
         parts_resumed=upload.resumed_parts,
+        encryption=response.get("ServerSideEncryption"),
     )
 
 
@@ -292,12 +294,23 @@ def _check_written(
 ) -> None:
     try:
         verify_written(proof, algorithm, checksums.from_response(response))
-    except VerificationFailed:
-        remove_object(ctx.dest_client, target, response.get("VersionId"))
-        raise
+    except VerificationFailed as failure:
+        raise discard_copy(ctx.dest_client, target, response.get("VersionId"), failure) from failure
 
 
-def remove_object(client: Any, target: Target, version_id: str | None) -> None:
-    """Delete a copy that failed verification: exactly the version Ferry wrote, if versioned."""
+def discard_copy(client: Any, target: Target, version_id: str | None, failure: CopyFailed) -> CopyFailed:
+    """Delete a copy that could not be proved: exactly the version Ferry wrote, if versioned.
+
+    Returns the failure to raise; if the delete itself fails, the reason says the object stayed.
+    """
     args = {"VersionId": version_id} if version_id else {}
-    client.delete_object(Bucket=target.bucket, Key=target.key, **args)
+    try:
+        client.delete_object(Bucket=target.bucket, Key=target.key, **args)
+    except Exception as error:
+        reason = describe(
+            error, side="destination", action="s3:DeleteObject", bucket=target.bucket, key=target.key
+        )
+        return type(failure)(
+            f"{failure}; the unproved copy at s3://{target.bucket}/{target.key} could not be removed ({reason})"
+        )
+    return failure

@@ -57,15 +57,16 @@ class StreamProof:
 
 
 def source_algorithms(info: SourceInfo, upload_algorithm: str) -> list[str]:
-    """Algorithms to compute while streaming: the upload's, and the source's full-object CRC."""
+    """Algorithms to compute while streaming: the upload's, and the source's own.
+
+    The source's full-object CRC combines from any parts; a COMPOSITE source checksum (any
+    algorithm) can be matched when its part layout is reproduced.
+    """
     algorithms = [upload_algorithm]
     src = info.checksum
-    if (
-        src
-        and src.is_full_object
-        and src.algorithm in checksums.CRC_ALGORITHMS
-        and src.algorithm != upload_algorithm
-    ):
+    if src is None or src.algorithm == upload_algorithm:
+        return algorithms
+    if (src.is_full_object and src.algorithm in checksums.CRC_ALGORITHMS) or src.parts_count is not None:
         algorithms.append(src.algorithm)
     return algorithms
 
