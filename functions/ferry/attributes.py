@@ -87,8 +87,7 @@ def copy_object_args(info: SourceInfo, policy: CopyPolicy, source_key: str | Non
         args["TaggingDirective"] = "REPLACE"
         args["Tagging"] = tagging_string(policy.tags)
     elif not policy.preserve_tags:
-        args["TaggingDirective"] = "REPLACE"
-        args["Tagging"] = ""
+        args["TaggingDirective"] = "REPLACE"  # with no tag header: the copy gets no tags
     else:
         args["TaggingDirective"] = "COPY"
     args.update(storage_class_args(info, policy))
