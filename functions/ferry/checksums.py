@@ -96,10 +96,6 @@ def from_response(response: dict[str, Any]) -> Checksum | None:
     return None
 
 
-def request_field(algorithm: str) -> str:
-    return f"Checksum{algorithm}"
-
-
 def default_type(algorithm: str) -> str:
     """CRCs can be combined, so multipart uploads of them store a full-object value."""
     return "FULL_OBJECT" if algorithm in CRC_ALGORITHMS else "COMPOSITE"

@@ -95,21 +95,6 @@ def describe(error: BaseException, *, side: str, action: str, bucket: str, key: 
     return f"{type(error).__name__} on {action} {where}: {error}"
 
 
-PERMANENT_CODES = frozenset(
-    {
-        "AccessDenied",
-        "AllAccessDisabled",
-        "NoSuchBucket",
-        "NoSuchKey",
-        "NoSuchVersion",
-        "InvalidObjectState",
-        "ObjectNotInActiveTierError",
-        "InvalidAccessKeyId",
-        "SignatureDoesNotMatch",
-    }
-)
-
-
 def is_access_denied(error: BaseException) -> bool:
     if not isinstance(error, ClientError):
         return False

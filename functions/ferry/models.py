@@ -7,7 +7,7 @@ wherever it runs.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -67,10 +67,6 @@ class Endpoint:
             if region.startswith(prefix):
                 return name
         return "aws"
-
-    def identity(self) -> tuple[str | None, str | None, str | None]:
-        """Two sides with the same identity can copy server-side (one caller reads and writes)."""
-        return (self.endpoint_url, self.profile, self.role_arn)
 
 
 @dataclass(frozen=True)
@@ -151,7 +147,6 @@ class CopyResult:
     parts_resumed: int = 0
     source_bucket: str | None = None
     dest_bucket: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in asdict(self).items() if v not in (None, {}, 0) or k in ("bytes", "status")}
