@@ -30,6 +30,7 @@ class SourceInfo:
     version_id: str | None
     tags: dict[str, str] | None = None
     layout: list[Part] | None = field(default=None)
+    layout_probed: bool = False
 
     @property
     def parts_count(self) -> int | None:
@@ -134,24 +135,27 @@ def learn_layout(client: Any, info: SourceInfo) -> list[Part] | None:
     which two HEADs confirm; anything else costs one HEAD per part (still far cheaper than a
     copy that cannot be verified).
     """
-    if info.layout is not None or not info.is_multipart:
+    if info.layout_probed or not info.is_multipart:
         return info.layout
+    info.layout_probed = True  # an unknowable layout is not asked for twice
+    info.layout = _probe_layout(client, info)
+    return info.layout
+
+
+def _probe_layout(client: Any, info: SourceInfo) -> list[Part] | None:
     count = info.parts_count or 0
     first = _part_length(client, info, 1)
     if first is None or (count > 1 and first >= info.size):
         return None  # the endpoint ignores PartNumber
     if count == 1:
-        info.layout = [Part(1, 0, info.size)] if first == info.size else None
-        return info.layout
+        return [Part(1, 0, info.size)] if first == info.size else None
     last = info.size - (count - 1) * first
     if 0 < last <= first and _part_length(client, info, count) == last:
-        info.layout = uniform_parts(info.size, first)
-        return info.layout
+        return uniform_parts(info.size, first)
     sizes = [_part_length(client, info, n) for n in range(1, count + 1)]
     if None in sizes or sum(sizes) != info.size:  # type: ignore[arg-type]
         return None
-    info.layout = parts_from_sizes(sizes)  # type: ignore[arg-type]
-    return info.layout
+    return parts_from_sizes(sizes)  # type: ignore[arg-type]
 
 
 def _part_length(client: Any, info: SourceInfo, number: int) -> int | None:
