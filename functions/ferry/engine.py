@@ -22,7 +22,7 @@ from .checkpoints import CheckpointStore
 from .clients import make_client
 from .context import TransferContext
 from .errors import CopySourceDenied, FerryError
-from .limits import MAX_OBJECT_SIZE, MAX_SINGLE_COPY, MiB, format_size
+from .limits import MAX_OBJECT_SIZE, MAX_REPRODUCED_STREAM_PART, MAX_SINGLE_COPY, MiB, format_size
 from .models import CopyPolicy, CopyResult, Endpoint, Mode, SourceObject, Status, Target
 from .outcome import Outcome
 from .server_side import server_side_copy
@@ -155,12 +155,15 @@ class Copier:
         archived = archived_outcome(self.ctx.source_client, info, self.policy)
         if archived is not None:
             return archived, info
-        if deadline is not None and time.monotonic() + _seconds_needed(info.size) > deadline:
-            # One request of up to 5 GiB cannot be interrupted: start it only if it can finish.
+        server_side = self._use_server_side()
+        if (
+            deadline is not None
+            and time.monotonic() + _seconds_needed(self._longest_request(info, server_side)) > deadline
+        ):
+            # One request cannot be interrupted: start the object only if its longest can finish.
             return Outcome(
                 Status.PENDING, "none", reason="not started: would not finish before the deadline"
             ), info
-        server_side = self._use_server_side()
         if self.policy.dry_run:
             how = "server-side" if server_side else "stream"
             return Outcome(Status.PENDING, how, reason=f"dry run: would copy ({how})"), info
@@ -181,6 +184,14 @@ class Copier:
                 self._server_side_denied.set()
             outcome.note = f"server-side copy was denied ({error}); streamed instead"
             return outcome, info
+
+    def _longest_request(self, info: SourceInfo, server_side: bool) -> int:
+        """Bytes moved by the longest single request of this copy: a CopyObject of up to 5 GiB
+        server-side; for a stream above the multipart threshold, one part (checkpointed after)."""
+        if server_side or info.size <= self.policy.multipart_threshold:
+            return min(info.size, MAX_SINGLE_COPY)
+        part = max(MAX_REPRODUCED_STREAM_PART, self.policy.part_size or 0)
+        return min(info.size, MAX_SINGLE_COPY, part)
 
     def _use_server_side(self) -> bool:
         if self.policy.mode == Mode.SERVER_SIDE:
@@ -254,10 +265,10 @@ class Copier:
         return [results[i] for i in sorted(results)]
 
 
-def _seconds_needed(size: int) -> float:
-    """A cautious time for the longest single request an object may need (CopyObject of up to
-    5 GiB runs at well over 100 MiB/s in S3); multipart copies check the deadline per part."""
-    return 1.0 + min(size, MAX_SINGLE_COPY) / SINGLE_REQUEST_RATE
+def _seconds_needed(request_bytes: int) -> float:
+    """A cautious time for one request (CopyObject of up to 5 GiB runs at well over 100 MiB/s
+    in S3); multipart copies check the deadline again before each part."""
+    return 1.0 + request_bytes / SINGLE_REQUEST_RATE
 
 
 def _join(*notes: str | None) -> str | None:
