@@ -8,7 +8,7 @@ VERSITYGW := $(CACHE)/bin/versitygw-$(VERSITYGW_VERSION)
 
 .PHONY: demo test lint unit setup clean
 
-$(BIN)/.installed: requirements.txt pyproject.toml
+$(BIN)/.installed: requirements.txt functions/requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.txt

@@ -1,0 +1,254 @@
+"""The pipeline's settings: one set of values read by the CDK app and by the workers.
+
+The CDK app builds `PipelineSettings` from `cdk.json` context and writes the values into the
+state machine (batch sizes, concurrency) and into every worker's environment
+(`worker_environment`). The workers read them back with `WorkerSettings.from_environ`. Nothing
+is configured twice, so the ASL and the Python code cannot disagree about a threshold.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+from .limits import GiB, MiB, format_size, parse_size
+
+ARCHITECTURES = ("arm64", "x86_64")
+RUNTIMES = ("python3.12", "python3.13")
+MAX_BATCH_INPUT_BYTES = 256 * 1024  # Step Functions' ItemBatcher ceiling (and the state payload limit)
+FARGATE_SIZES = {  # vCPU units -> memory MiB Fargate accepts (a subset, the useful ones)
+    256: (512, 1024, 2048),
+    512: (1024, 2048, 3072, 4096),
+    1024: (2048, 3072, 4096, 5120, 6144, 7168, 8192),
+    2048: tuple(range(4096, 16385, 1024)),
+    4096: tuple(range(8192, 30721, 1024)),
+    8192: tuple(range(16384, 61441, 4096)),
+    16384: tuple(range(32768, 122881, 8192)),
+}
+
+
+@dataclass(frozen=True)
+class Location:
+    """A bucket and a key prefix: what the workers may read or write, and nothing else."""
+
+    bucket: str
+    prefix: str = ""
+
+    @classmethod
+    def parse(cls, data: Any, where: str) -> Location:
+        if isinstance(data, str):
+            data = {"bucket": data}
+        if not isinstance(data, Mapping) or not isinstance(data.get("bucket"), str) or not data["bucket"]:
+            raise ConfigError(f"{where}: give an object with a non-empty 'bucket' (and optional 'prefix')")
+        unknown = set(data) - {"bucket", "prefix"}
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown field(s) {', '.join(sorted(unknown))}: use bucket and prefix"
+            )
+        prefix = data.get("prefix") or ""
+        if not isinstance(prefix, str):
+            raise ConfigError(f"{where}.prefix: must be a string")
+        return cls(data["bucket"], prefix)
+
+    def covers(self, bucket: str, key_or_prefix: str) -> bool:
+        return bucket == self.bucket and key_or_prefix.startswith(self.prefix)
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    """Everything `cdk deploy` can be told. Field names are the keys of the `ferry` context."""
+
+    sources: tuple[Location, ...]
+    destinations: tuple[Location, ...]
+    manifests: tuple[Location, ...] = ()
+    source_kms_key_arns: tuple[str, ...] = ()
+    destination_kms_key_arns: tuple[str, ...] = ()
+    lambda_memory_mb: int = 2048
+    lambda_architecture: str = "arm64"
+    lambda_runtime: str = "python3.13"
+    max_items_per_batch: int = 200
+    max_input_bytes_per_batch: int = 128 * 1024
+    max_concurrency: int = 100
+    tolerated_failure_percentage: int = 5
+    large_object_threshold: int = 10 * GiB
+    deadline_margin_seconds: int = 90
+    max_passes: int = 50
+    fargate_cpu: int = 2048
+    fargate_memory_mb: int = 4096
+    fargate_spot: bool = True
+    fargate_max_concurrency: int = 20
+    vpc_id: str | None = None
+    report_retention_days: int = 90
+    checkpoint_ttl_days: int = 7
+    log_retention_days: int = 30
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        _check_range("lambda_memory_mb", self.lambda_memory_mb, 512, 10240)
+        _check_choice("lambda_architecture", self.lambda_architecture, ARCHITECTURES)
+        _check_choice("lambda_runtime", self.lambda_runtime, RUNTIMES)
+        _check_range("max_items_per_batch", self.max_items_per_batch, 1, 10_000)
+        _check_range("max_input_bytes_per_batch", self.max_input_bytes_per_batch, 1024, MAX_BATCH_INPUT_BYTES)
+        _check_range("max_concurrency", self.max_concurrency, 1, 10_000)
+        _check_range("tolerated_failure_percentage", self.tolerated_failure_percentage, 0, 100)
+        _check_range("large_object_threshold", self.large_object_threshold, 16 * MiB, 5 * 1024 * GiB)
+        _check_range("deadline_margin_seconds", self.deadline_margin_seconds, 10, 600)
+        _check_range("max_passes", self.max_passes, 1, 1000)
+        _check_range("fargate_max_concurrency", self.fargate_max_concurrency, 1, 1000)
+        _check_range("checkpoint_ttl_days", self.checkpoint_ttl_days, 1, 365)
+        _check_range("report_retention_days", self.report_retention_days, 1, 3650)
+        if self.fargate_memory_mb not in FARGATE_SIZES.get(self.fargate_cpu, ()):
+            raise ConfigError(
+                f"fargate_cpu {self.fargate_cpu} with fargate_memory_mb {self.fargate_memory_mb} is not a "
+                "Fargate task size: see https://docs.aws.amazon.com/AmazonECS/latest/developerguide/fargate-tasks-services.html"
+            )
+        if not self.sources and not self.manifests:
+            raise ConfigError("sources: name at least one source bucket (and prefix) the workers may read")
+        if not self.destinations:
+            raise ConfigError("destinations: name at least one destination bucket (and prefix) to write")
+
+    @classmethod
+    def from_context(cls, data: Mapping[str, Any]) -> PipelineSettings:
+        """Read the `ferry` context of cdk.json (sizes may be written `10GiB`)."""
+        if not isinstance(data, Mapping):
+            raise ConfigError("the 'ferry' context in cdk.json must be an object")
+        known = {f.name for f in fields(cls)} - {"extra"}
+        unknown = set(data) - known
+        if unknown:
+            raise ConfigError(
+                f"unknown setting(s) {', '.join(sorted(unknown))} in the 'ferry' context: known are {', '.join(sorted(known))}"
+            )
+        values: dict[str, Any] = {}
+        for name, value in data.items():
+            if name in ("sources", "destinations", "manifests"):
+                if not isinstance(value, list):
+                    raise ConfigError(f"{name}: must be a list of {{bucket, prefix}} objects")
+                values[name] = tuple(Location.parse(v, f"{name}[{i}]") for i, v in enumerate(value))
+            elif name in ("source_kms_key_arns", "destination_kms_key_arns"):
+                if not isinstance(value, list) or not all(
+                    isinstance(v, str) and v.startswith("arn:") for v in value
+                ):
+                    raise ConfigError(f"{name}: must be a list of KMS key ARNs (arn:aws:kms:...)")
+                values[name] = tuple(value)
+            elif name in ("large_object_threshold", "max_input_bytes_per_batch"):
+                values[name] = parse_size(value) if isinstance(value, str) else _int(name, value)
+            elif name in ("fargate_spot",):
+                if not isinstance(value, bool):
+                    raise ConfigError(f"{name}: must be true or false")
+                values[name] = value
+            elif name in ("lambda_architecture", "lambda_runtime", "vpc_id"):
+                if value is not None and not isinstance(value, str):
+                    raise ConfigError(f"{name}: must be a string")
+                values[name] = value
+            else:
+                values[name] = _int(name, value)
+        return cls(**values)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> PipelineSettings:
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, json.JSONDecodeError) as error:
+            raise ConfigError(f"cannot read settings file {str(path)!r}: {error}") from error
+        return cls.from_context(data)
+
+    @property
+    def lambda_memory_limit(self) -> int:
+        """Object bytes a streaming copy may hold in a batch Lambda: a third of its memory,
+        leaving room for the runtime, boto3 and the batch's bookkeeping."""
+        return self.lambda_memory_mb * MiB // 3
+
+    @property
+    def fargate_memory_limit(self) -> int:
+        return self.fargate_memory_mb * MiB // 2
+
+    def worker_environment(self, *, fargate: bool = False) -> dict[str, str]:
+        """The environment every worker gets; `WorkerSettings.from_environ` reads it back.
+
+        The state machine takes its batch sizes and concurrency from Prepare's output
+        (`MaxItemsPerBatchPath` and the like), which Prepare reads from this environment.
+        """
+        return {
+            "FERRY_MAX_ITEMS_PER_BATCH": str(self.max_items_per_batch),
+            "FERRY_MAX_INPUT_BYTES_PER_BATCH": str(self.max_input_bytes_per_batch),
+            "FERRY_MAX_CONCURRENCY": str(self.max_concurrency),
+            "FERRY_TOLERATED_FAILURE_PERCENTAGE": str(self.tolerated_failure_percentage),
+            "FERRY_LARGE_OBJECT_CONCURRENCY": str(self.fargate_max_concurrency),
+            "FERRY_LARGE_OBJECT_THRESHOLD": str(self.large_object_threshold),
+            "FERRY_DEADLINE_MARGIN_SECONDS": str(self.deadline_margin_seconds),
+            "FERRY_MAX_PASSES": str(self.max_passes),
+            "FERRY_CHECKPOINT_TTL_DAYS": str(self.checkpoint_ttl_days),
+            "FERRY_MEMORY_LIMIT": str(self.fargate_memory_limit if fargate else self.lambda_memory_limit),
+        }
+
+    @property
+    def capacity_provider(self) -> str:
+        return "FARGATE_SPOT" if self.fargate_spot else "FARGATE"
+
+    def describe(self) -> str:
+        return (
+            f"batches of up to {self.max_items_per_batch} objects, {self.max_concurrency} at once; "
+            f"objects above {format_size(self.large_object_threshold)} go to Fargate"
+        )
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    """What a worker reads from its environment: its resources' names and the limits."""
+
+    table_name: str
+    report_bucket: str
+    max_items_per_batch: int
+    max_input_bytes_per_batch: int
+    max_concurrency: int
+    tolerated_failure_percentage: int
+    large_object_concurrency: int
+    large_object_threshold: int
+    deadline_margin_seconds: int
+    max_passes: int
+    checkpoint_ttl_days: int
+    memory_limit: int
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> WorkerSettings:
+        env = os.environ if environ is None else environ
+        names = {f.name: f"FERRY_{f.name.upper()}" for f in fields(cls)}
+        names["table_name"] = "FERRY_TABLE"
+        missing = [var for var in names.values() if var not in env]
+        if missing:
+            raise ConfigError(f"worker environment lacks {', '.join(missing)}: deploy it with the CDK app")
+        values: dict[str, Any] = {}
+        for name, var in names.items():
+            values[name] = env[var] if name in ("table_name", "report_bucket") else int(env[var])
+        return cls(**values)
+
+    def batching(self) -> dict[str, int]:
+        """What the state machine reads with `MaxItemsPerBatchPath` and the like."""
+        return {
+            "max_items_per_batch": self.max_items_per_batch,
+            "max_input_bytes_per_batch": self.max_input_bytes_per_batch,
+            "max_concurrency": self.max_concurrency,
+            "tolerated_failure_percentage": self.tolerated_failure_percentage,
+            "large_object_concurrency": self.large_object_concurrency,
+        }
+
+
+def _int(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{name}: must be a whole number, not {value!r}")
+    return value
+
+
+def _check_range(name: str, value: int, low: int, high: int) -> None:
+    if not low <= value <= high:
+        raise ConfigError(f"{name}: {value} is out of range ({low} to {high})")
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"{name}: {value!r} is not one of {', '.join(choices)}")
