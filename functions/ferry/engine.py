@@ -127,6 +127,7 @@ class Copier:
             result.checksum = outcome.checksum
             result.version_id = outcome.version_id
             result.parts_resumed = outcome.parts_resumed
+            result.handed_over = outcome.handed_over
             result.bytes = info.size if info else 0
             result.note = _join(outcome.note, _encryption_note(info, outcome))
         except FerryError as error:
@@ -162,7 +163,10 @@ class Copier:
         ):
             # One request cannot be interrupted: start the object only if its longest can finish.
             return Outcome(
-                Status.PENDING, "none", reason="not started: would not finish before the deadline"
+                Status.PENDING,
+                "none",
+                reason="not started: would not finish before the deadline",
+                handed_over=True,
             ), info
         if self.policy.dry_run:
             how = "server-side" if server_side else "stream"
@@ -300,4 +304,5 @@ def _not_started(obj: SourceObject, target: Target) -> CopyResult:
         reason="not started: deadline reached",
         source_bucket=obj.bucket,
         dest_bucket=target.bucket,
+        handed_over=True,
     )

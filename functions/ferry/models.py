@@ -147,6 +147,7 @@ class CopyResult:
     parts_resumed: int = 0
     source_bucket: str | None = None
     dest_bucket: str | None = None
+    handed_over: bool = False  # pending only because of the deadline: run it again to finish
 
     def to_dict(self) -> dict[str, Any]:
         data = {k: v for k, v in asdict(self).items() if v not in (None, {}, 0) or k in ("bytes", "status")}

@@ -18,3 +18,4 @@ class Outcome:
     parts_resumed: int = 0
     note: str | None = None
     encryption: str | None = None
+    handed_over: bool = False  # stopped for a deadline: a later call (checkpoint or not) finishes it

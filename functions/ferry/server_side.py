@@ -118,6 +118,7 @@ def _copy_multipart(
             Strategy.COPY_MULTIPART,
             reason=f"deadline: checkpointed {len(upload.done)} of {len(plan)} parts",
             parts_resumed=upload.resumed_parts,
+            handed_over=True,
         )
     response = upload.complete()
     outcome = _verified_copy(

@@ -262,6 +262,7 @@ def _stream_multipart(
             Strategy.STREAM_MULTIPART,
             reason=f"deadline: checkpointed {len(upload.done)} of {len(plan)} parts",
             parts_resumed=upload.resumed_parts,
+            handed_over=True,
         )
     proof = StreamProof(
         upload.ordered_proofs(),
