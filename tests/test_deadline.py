@@ -58,8 +58,9 @@ class PartCounter:
 
 
 def clock_runs_out_after(monkeypatch: pytest.MonkeyPatch, parts: int) -> None:
-    """The multipart loop reads the clock once before starting each part: let `parts` start in
-    time, then jump an hour ahead, so the deadline lands mid-copy on the same part every run."""
+    """The multipart loop reads the clock twice before starting each part (before and after
+    waiting for a slot): let `parts` start in time, then jump an hour ahead, so the deadline
+    lands mid-copy on the same part every run."""
     real = time.monotonic
     reads = 0
     lock = threading.Lock()
@@ -68,7 +69,7 @@ def clock_runs_out_after(monkeypatch: pytest.MonkeyPatch, parts: int) -> None:
         nonlocal reads
         with lock:
             reads += 1
-            late = reads > parts
+            late = reads > 2 * parts
         return real() + (3600 if late else 0)
 
     monkeypatch.setattr(multipart, "time", SimpleNamespace(monotonic=monotonic))

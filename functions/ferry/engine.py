@@ -22,13 +22,21 @@ from .checkpoints import CheckpointStore
 from .clients import make_client
 from .context import TransferContext
 from .errors import CopySourceDenied, FerryError
-from .limits import MAX_OBJECT_SIZE, MAX_REPRODUCED_STREAM_PART, MAX_SINGLE_COPY, MiB, format_size
+from .limits import (
+    DEFAULT_STREAM_PART_SIZE,
+    MAX_OBJECT_SIZE,
+    MAX_REPRODUCED_STREAM_PART,
+    MAX_SINGLE_COPY,
+    MiB,
+    choose_part_size,
+    format_size,
+)
 from .models import CopyPolicy, CopyResult, Endpoint, Mode, SourceObject, Status, Target
 from .outcome import Outcome
 from .server_side import server_side_copy
 from .skip import identical_reason
 from .source import SourceInfo, inspect
-from .streaming import stream_copy
+from .streaming import single_put_limit, stream_copy
 
 log = logging.getLogger(__name__)
 
@@ -192,10 +200,11 @@ class Copier:
     def _longest_request(self, info: SourceInfo, server_side: bool) -> int:
         """Bytes moved by the longest single request of this copy: a CopyObject of up to 5 GiB
         server-side; for a stream above the multipart threshold, one part (checkpointed after)."""
-        if server_side or info.size <= self.policy.multipart_threshold:
+        if server_side or info.size <= single_put_limit(self.ctx, info):
             return min(info.size, MAX_SINGLE_COPY)
-        part = max(MAX_REPRODUCED_STREAM_PART, self.policy.part_size or 0)
-        return min(info.size, MAX_SINGLE_COPY, part)
+        if self.policy.part_size is None and info.is_multipart:
+            return min(info.size, MAX_REPRODUCED_STREAM_PART)  # the source's own layout, if kept
+        return choose_part_size(info.size, self.policy.part_size or DEFAULT_STREAM_PART_SIZE)
 
     def _use_server_side(self) -> bool:
         if self.policy.mode == Mode.SERVER_SIDE:

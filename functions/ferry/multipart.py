@@ -159,6 +159,10 @@ class MultipartUpload:
             if failure:  # a part failed while this one waited for its slot
                 gate.release(part.size)
                 break
+            if deadline is not None and time.monotonic() >= deadline:  # the wait used up the time
+                gate.release(part.size)
+                stopped = True
+                break
             try:
                 futures.append(executor.submit(run_one, part))
             except BaseException as error:

@@ -139,12 +139,12 @@ def stream_copy(ctx: TransferContext, info: SourceInfo, target: Target, deadline
     algorithm = ctx.upload_algorithm(info)
     tags = tags_to_write(ctx.source_client, info, ctx.policy)
     args = new_object_args(info, ctx.policy, tags, ctx.reusable_source_key(info))
-    if info.size <= _single_put_limit(ctx, info):
+    if info.size <= single_put_limit(ctx, info):
         return _stream_single(ctx, info, target, algorithm, args)
     return _stream_multipart(ctx, info, target, algorithm, args, deadline)
 
 
-def _single_put_limit(ctx: TransferContext, info: SourceInfo) -> int:
+def single_put_limit(ctx: TransferContext, info: SourceInfo) -> int:
     """A single-part source with no checksum is proved only by its MD5 ETag, which a multipart
     copy would lose, so the next run could not tell it is identical and would copy it again.
     Such sources go in one PutObject up to the memory limit (still bounded by the budget)."""
