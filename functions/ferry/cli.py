@@ -22,9 +22,10 @@ from botocore.exceptions import BotoCoreError, ClientError
 from .clients import make_client
 from .engine import Copier
 from .errors import ConfigError, FerryError
+from .jobspec import JobOptions, parse_job_spec, parse_options
 from .limits import parse_size
 from .listing import check_bucket, parse_s3_url, plan_pairs
-from .models import CHECKSUM_ALGORITHMS, CopyPolicy, CopyResult, Endpoint, Status
+from .models import CHECKSUM_ALGORITHMS, CopyResult, Endpoint, Status
 from .report import ReportWriter, Summary
 
 EXIT_OK, EXIT_USAGE, EXIT_FAILED, EXIT_PENDING = 0, 1, 2, 3
@@ -105,6 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
     out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     out.add_argument("--quiet", action="store_true", help="no progress line")
 
+    job = commands.add_parser("job", help="pipeline jobs (cdk deploy): check a job spec offline")
+    job_commands = job.add_subparsers(dest="job_command", required=True, parser_class=_Parser)
+    validate = job_commands.add_parser("validate", help="check a job spec file; print it normalised")
+    validate.add_argument("spec", metavar="FILE", help="a JSON job spec, as given to the state machine")
+
     demo = commands.add_parser("demo", help="run a copy on an embedded S3 endpoint (no AWS account)")
     demo.add_argument("--objects", type=int, default=300, help="small objects to create")
     demo.add_argument("--large-size", default="80MiB", help="size of the multipart object")
@@ -126,23 +132,39 @@ def endpoints(args: argparse.Namespace) -> tuple[Endpoint, Endpoint]:
     return side("source"), side("dest")
 
 
-def policy_from(args: argparse.Namespace) -> CopyPolicy:
-    return CopyPolicy(
-        mode=args.mode,
-        part_size=parse_size(args.part_size) if args.part_size else None,
-        multipart_threshold=parse_size(args.multipart_threshold),
-        checksum_algorithm=args.checksum_algorithm,
-        storage_class=args.storage_class,
-        metadata=_pairs(args.metadata, "--metadata") if args.metadata else None,
-        tags=_pairs(args.tag, "--tag") if args.tag else None,
-        preserve_tags=not args.no_tags,
-        dest_kms_key_id=args.kms_key_id,
-        skip_existing=not args.no_skip_existing,
-        compare=args.compare,
-        restore=args.restore,
-        restore_days=args.restore_days,
-        dry_run=args.dry_run,
-    )
+_FLAGS = {
+    "skip_existing": "--no-skip-existing",
+    "restore_tier": "--restore",
+    "tags": "--tag",
+    "preserve_tags": "--no-tags",
+}
+
+
+def _flag(field: str) -> str:
+    return _FLAGS.get(field, "--" + field.replace("_", "-"))
+
+
+def options_from(args: argparse.Namespace) -> JobOptions:
+    """The CLI's options, validated by the same code as a pipeline job's `options`."""
+    options = {
+        "mode": args.mode,
+        "part_size": args.part_size,
+        "multipart_threshold": args.multipart_threshold,
+        "checksum_algorithm": args.checksum_algorithm,
+        "storage_class": args.storage_class,
+        "metadata": _pairs(args.metadata, "--metadata") if args.metadata else None,
+        "tags": _pairs(args.tag, "--tag") if args.tag else None,
+        "preserve_tags": not args.no_tags,
+        "kms_key_id": args.kms_key_id,
+        "skip_existing": not args.no_skip_existing,
+        "compare": args.compare,
+        "restore_tier": args.restore,
+        "restore_days": args.restore_days,
+        "dry_run": args.dry_run,
+        "include": args.include,
+        "exclude": args.exclude,
+    }
+    return parse_options({k: v for k, v in options.items() if v is not None}, name=_flag)
 
 
 class Progress:
@@ -172,7 +194,7 @@ class Progress:
 
 def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """`ferry copy`: validate everything, then copy, report and summarise."""
-    policy = policy_from(args)
+    options = options_from(args)
     for flag in ("concurrency", "part_concurrency"):
         value = getattr(args, flag)
         if value is not None and value < 1:
@@ -196,7 +218,7 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
             Copier(
                 source,
                 destination,
-                policy,
+                options.policy,
                 concurrency=args.concurrency,
                 part_concurrency=args.part_concurrency,
                 memory_limit=parse_size(args.memory_limit),
@@ -211,7 +233,7 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
             if result.status == Status.FAILED and len(failures) < 20:
                 failures.append(result)
 
-        pairs = plan_pairs(source_client, src, dst, args.include, args.exclude)
+        pairs = plan_pairs(source_client, src, dst, options.include, options.exclude)
         show = not args.quiet and stderr.isatty()
         stopped: str | None = None
         with Progress(summary, stderr, show):
@@ -234,6 +256,20 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
         return EXIT_FAILED
     if summary.pending and not args.dry_run:
         return EXIT_PENDING
+    return EXIT_OK
+
+
+def run_job_validate(path: str, stdout: IO[str]) -> int:
+    """`ferry job validate FILE`: the same validation Prepare runs before any fan-out."""
+    try:
+        with open(path, encoding="utf-8") as file:
+            data = json.load(file)
+    except OSError as error:
+        raise ConfigError(f"cannot read {path!r}: {error.strerror}") from error
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"{path!r} is not JSON: {error}") from error
+    spec = parse_job_spec(data, default_job_id="EXECUTION-NAME")
+    stdout.write(json.dumps(spec.to_dict(), indent=2) + "\n")
     return EXIT_OK
 
 
@@ -272,6 +308,8 @@ def main(
             from .demo import run_demo
 
             return run_demo(objects=args.objects, large_size=parse_size(args.large_size), stdout=stdout)
+        if args.command == "job":
+            return run_job_validate(args.spec, stdout)
         return run_copy(args, stdout, stderr)
     except FerryError as error:
         stderr.write(f"ferry: error: {error}\n")

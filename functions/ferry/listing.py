@@ -15,6 +15,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from .errors import ConfigError, describe, error_code
+from .jobspec import as_folder
 from .models import SourceObject, Target
 
 
@@ -100,8 +101,7 @@ def plan_pairs(
         if matches(name, include, exclude):
             yield SourceObject(src.bucket, src.key), Target(dst.bucket, key)
         return
-    prefix = src.key if not src.key or src.key.endswith("/") else src.key + "/"
-    dest_prefix = dst.key if not dst.key or dst.key.endswith("/") else dst.key + "/"
+    prefix, dest_prefix = as_folder(src.key), as_folder(dst.key)
     for obj in list_objects(client, src.bucket, prefix):
         relative = obj.key[len(prefix) :]
         if matches(relative, include, exclude):

@@ -1,0 +1,312 @@
+"""The job spec: what a pipeline execution is asked to copy, and how. One schema, one validator.
+
+The state machine's input is a job spec; `ferry job validate FILE` checks one offline; the
+CLI's own options go through `parse_options` too, so a job means the same on every door.
+Every error names the field that is wrong (`options.mode`, `source.manifest.format`) and
+what would be right.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ConfigError
+from .limits import DEFAULT_MULTIPART_THRESHOLD, parse_size
+from .models import CHECKSUM_ALGORITHMS, RESTORE_TIERS, Compare, CopyPolicy, Mode
+
+MANIFEST_FORMATS = ("csv", "jsonl", "inventory")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
+_JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,79}$")
+
+
+class SpecError(ConfigError):
+    """A job spec is wrong; the message starts with the field's name."""
+
+
+def as_folder(prefix: str) -> str:
+    """`photos` and `photos/` both mean the folder `photos/` (never `photos2/`); '' is the bucket."""
+    return prefix if not prefix or prefix.endswith("/") else prefix + "/"
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """How to copy: the engine's policy plus the key filters."""
+
+    policy: CopyPolicy = field(default_factory=CopyPolicy)
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Manifest:
+    bucket: str
+    key: str
+    format: str
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A validated job. `source_prefix` is stripped from each key and replaced by
+    `destination_prefix`; a manifest's rows name their own bucket or use `source_bucket`."""
+
+    job_id: str
+    destination_bucket: str
+    destination_prefix: str
+    options: JobOptions
+    source_bucket: str | None = None
+    source_prefix: str = ""
+    manifest: Manifest | None = None
+
+    @property
+    def reader(self) -> str:
+        """Which Distributed Map reads the items: `listing` or the manifest's format."""
+        return self.manifest.format if self.manifest else "listing"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The normalised spec, as stored in the job record and passed to every batch."""
+        source: dict[str, Any] = {"prefix": self.source_prefix}
+        if self.source_bucket:
+            source["bucket"] = self.source_bucket
+        if self.manifest:
+            source["manifest"] = {
+                "bucket": self.manifest.bucket,
+                "key": self.manifest.key,
+                "format": self.manifest.format,
+            }
+        return {
+            "job_id": self.job_id,
+            "source": source,
+            "destination": {"bucket": self.destination_bucket, "prefix": self.destination_prefix},
+            "options": options_to_dict(self.options),
+        }
+
+
+def parse_job_spec(data: Any, default_job_id: str | None = None) -> JobSpec:
+    """Validate a job spec (the state machine's input, or a file) into a `JobSpec`."""
+    spec = _mapping(data, "the job spec")
+    _no_unknown(spec, {"job_id", "source", "destination", "options"}, "")
+    job_id = spec.get("job_id", default_job_id)
+    if not isinstance(job_id, str) or not _JOB_ID.match(job_id):
+        raise SpecError(
+            f"job_id: {job_id!r} must be 1-80 letters, digits, '-', '_' or '.', starting with a letter or digit"
+        )
+    source = _mapping(spec.get("source"), "source")
+    destination = _mapping(spec.get("destination"), "destination")
+    _no_unknown(destination, {"bucket", "prefix"}, "destination.")
+    _no_unknown(source, {"bucket", "prefix", "manifest"}, "source.")
+    manifest = _manifest(source["manifest"]) if "manifest" in source else None
+    source_bucket = source.get("bucket")
+    if source_bucket is not None or manifest is None:
+        source_bucket = _bucket(source_bucket, "source.bucket")
+    prefix = _string(source.get("prefix", ""), "source.prefix")
+    return JobSpec(
+        job_id=job_id,
+        source_bucket=source_bucket,
+        source_prefix=as_folder(prefix) if manifest is None else prefix,
+        manifest=manifest,
+        destination_bucket=_bucket(destination.get("bucket"), "destination.bucket"),
+        destination_prefix=as_folder(_string(destination.get("prefix", ""), "destination.prefix")),
+        options=parse_options(spec.get("options", {})),
+    )
+
+
+def _manifest(data: Any) -> Manifest:
+    manifest = _mapping(data, "source.manifest")
+    _no_unknown(manifest, {"bucket", "key", "format"}, "source.manifest.")
+    key = manifest.get("key")
+    if not isinstance(key, str) or not key:
+        raise SpecError("source.manifest.key: give the manifest's object key")
+    fmt = manifest.get("format")
+    if fmt not in MANIFEST_FORMATS:
+        raise SpecError(f"source.manifest.format: {fmt!r} is not one of {', '.join(MANIFEST_FORMATS)}")
+    return Manifest(_bucket(manifest.get("bucket"), "source.manifest.bucket"), key, fmt)
+
+
+OPTION_FIELDS = (
+    "mode",
+    "storage_class",
+    "checksum_algorithm",
+    "include",
+    "exclude",
+    "skip_existing",
+    "compare",
+    "restore_tier",
+    "restore_days",
+    "metadata",
+    "tags",
+    "preserve_tags",
+    "kms_key_id",
+    "part_size",
+    "multipart_threshold",
+    "dry_run",
+)
+
+
+def parse_options(data: Any, name: Callable[[str], str] | None = None) -> JobOptions:
+    """Validate copy options. `name` turns a field into what the user wrote (the CLI passes
+    `--part-size` for `part_size`); by default errors say `options.part_size`."""
+    label = name or (lambda f: f"options.{f}")
+    options = _mapping(data, "options")
+    unknown = set(options) - set(OPTION_FIELDS)
+    if unknown:
+        raise SpecError(f"{label(sorted(unknown)[0])}: unknown option; known are {', '.join(OPTION_FIELDS)}")
+    get = options.get
+
+    def choice(f: str, choices: Sequence[str], default: str | None) -> str | None:
+        value = get(f, default)
+        if value is None:
+            return None
+        if not isinstance(value, str) or value.lower() not in choices:
+            raise SpecError(f"{label(f)}: {value!r} is not one of {', '.join(choices)}")
+        return value.lower()
+
+    algorithm = get("checksum_algorithm")
+    if algorithm is not None and (
+        not isinstance(algorithm, str) or algorithm.upper() not in CHECKSUM_ALGORITHMS
+    ):
+        raise SpecError(
+            f"{label('checksum_algorithm')}: {algorithm!r} is not one of {', '.join(CHECKSUM_ALGORITHMS)}"
+        )
+    storage_class = get("storage_class")
+    if storage_class is not None:
+        storage_class = _string(storage_class, label("storage_class")).upper()
+    restore_days = get("restore_days", 7)
+    if isinstance(restore_days, bool) or not isinstance(restore_days, int) or not 1 <= restore_days <= 30000:
+        raise SpecError(
+            f"{label('restore_days')}: {restore_days!r} must be a whole number of days, 1 or more"
+        )
+    try:
+        policy = CopyPolicy(
+            mode=Mode(choice("mode", [m.value for m in Mode], "auto")),
+            part_size=_size(get("part_size"), label("part_size")),
+            multipart_threshold=_size(get("multipart_threshold"), label("multipart_threshold"))
+            or DEFAULT_MULTIPART_THRESHOLD,
+            checksum_algorithm=algorithm.upper() if algorithm else None,
+            storage_class=storage_class,
+            metadata=_string_map(get("metadata"), label("metadata")),
+            tags=_string_map(get("tags"), label("tags")),
+            preserve_tags=_bool(get("preserve_tags", True), label("preserve_tags")),
+            dest_kms_key_id=_optional_string(get("kms_key_id"), label("kms_key_id")),
+            skip_existing=_bool(get("skip_existing", True), label("skip_existing")),
+            compare=Compare(choice("compare", [c.value for c in Compare], "checksum")),
+            restore=choice("restore_tier", list(RESTORE_TIERS), None),
+            restore_days=restore_days,
+            dry_run=_bool(get("dry_run", False), label("dry_run")),
+        )
+    except SpecError:
+        raise
+    except ConfigError as error:  # a range the engine checks (part size, threshold)
+        raise SpecError(f"{_field_of(str(error), label)}{error}") from error
+    return JobOptions(
+        policy=policy,
+        include=_globs(get("include", []), label("include")),
+        exclude=_globs(get("exclude", []), label("exclude")),
+    )
+
+
+def options_to_dict(options: JobOptions) -> dict[str, Any]:
+    """The inverse of `parse_options`: what a batch worker gets back in its input."""
+    p = options.policy
+    data: dict[str, Any] = {
+        "mode": str(p.mode),
+        "storage_class": p.storage_class,
+        "checksum_algorithm": p.checksum_algorithm,
+        "include": list(options.include),
+        "exclude": list(options.exclude),
+        "skip_existing": p.skip_existing,
+        "compare": str(p.compare),
+        "restore_tier": p.restore,
+        "restore_days": p.restore_days,
+        "metadata": p.metadata,
+        "tags": p.tags,
+        "preserve_tags": p.preserve_tags,
+        "kms_key_id": p.dest_kms_key_id,
+        "part_size": p.part_size,
+        "multipart_threshold": p.multipart_threshold,
+        "dry_run": p.dry_run,
+    }
+    return {k: v for k, v in data.items() if v is not None}
+
+
+def _field_of(message: str, label: Callable[[str], str]) -> str:
+    if "part size" in message:
+        return f"{label('part_size')}: "
+    if "threshold" in message:
+        return f"{label('multipart_threshold')}: "
+    return ""
+
+
+def _mapping(value: Any, where: str) -> Mapping[str, Any]:
+    if value is None:
+        raise SpecError(f"{where}: missing; see the README's job spec")
+    if not isinstance(value, Mapping):
+        raise SpecError(f"{where}: must be an object, not {type(value).__name__}")
+    return value
+
+
+def _no_unknown(data: Mapping[str, Any], known: set[str], where: str) -> None:
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise SpecError(f"{where}{unknown[0]}: unknown field; known are {', '.join(sorted(known))}")
+
+
+def _bucket(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise SpecError(f"{where}: give a bucket name")
+    if not _BUCKET.match(value):
+        raise SpecError(
+            f"{where}: {value!r} is not a valid bucket name (3-63 lowercase letters, digits, '.', '-')"
+        )
+    return value
+
+
+def _string(value: Any, where: str) -> str:
+    if not isinstance(value, str):
+        raise SpecError(f"{where}: must be a string")
+    return value
+
+
+def _optional_string(value: Any, where: str) -> str | None:
+    return None if value is None else _string(value, where)
+
+
+def _bool(value: Any, where: str) -> bool:
+    if not isinstance(value, bool):
+        raise SpecError(f"{where}: must be true or false, not {value!r}")
+    return value
+
+
+def _size(value: Any, where: str) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise SpecError(f"{where}: must be a size such as 8MiB or a number of bytes")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return parse_size(value)
+        except ConfigError as error:
+            raise SpecError(f"{where}: {error}") from error
+    raise SpecError(f"{where}: must be a size such as 8MiB or a number of bytes")
+
+
+def _string_map(value: Any, where: str) -> dict[str, str] | None:
+    if value is None:
+        return None
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise SpecError(f"{where}: must be an object of string keys and string values")
+    return dict(value)
+
+
+def _globs(value: Any, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(g, str) and g for g in value):
+        raise SpecError(f'{where}: must be a list of glob patterns such as "*.jpg"')
+    return tuple(value)
