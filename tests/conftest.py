@@ -144,3 +144,76 @@ def vgw_buckets(versitygw: S3Server) -> tuple[str, str]:
 @pytest.fixture
 def moto_buckets(motoserver: S3Server) -> tuple[str, str]:
     return motoserver.bucket("src"), motoserver.bucket("dst")
+
+
+# -- the pipeline on moto (in-process): S3, DynamoDB and, for the child workflow, Step Functions --
+
+PIPELINE_TABLE = "ferry-ledger"
+PIPELINE_REPORTS = "ferry-reports"
+
+
+class FakeLambdaContext:
+    """What Powertools and the handlers read from a Lambda context."""
+
+    function_name = "ferry-test"
+    function_version = "$LATEST"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:ferry-test"
+    memory_limit_in_mb = 2048
+    aws_request_id = "test-request"
+    log_group_name = "/aws/lambda/ferry-test"
+    log_stream_name = "test"
+
+    def __init__(self, remaining_ms: int = 900_000) -> None:
+        self.remaining_ms = remaining_ms
+
+    def get_remaining_time_in_millis(self) -> int:
+        return self.remaining_ms
+
+
+@pytest.fixture
+def pipeline(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """moto's S3 and DynamoDB in-process, the ledger table and report bucket created, and the
+    workers' environment set exactly as the CDK app sets it (from PipelineSettings)."""
+    from types import SimpleNamespace
+
+    from moto import mock_aws
+
+    from ferry.settings import Location, PipelineSettings
+
+    settings = PipelineSettings(
+        sources=(Location("src"),), destinations=(Location("dst"),), large_object_threshold=64 * 1024 * 1024
+    )
+    env = {
+        **settings.worker_environment(),
+        "FERRY_TABLE": PIPELINE_TABLE,
+        "FERRY_REPORT_BUCKET": PIPELINE_REPORTS,
+        "POWERTOOLS_SERVICE_NAME": "ferry",
+        "POWERTOOLS_METRICS_NAMESPACE": "Ferry",
+        "POWERTOOLS_TRACE_DISABLED": "true",
+        "AWS_XRAY_SDK_ENABLED": "false",
+    }
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    config = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+    with mock_aws(config=config):
+        s3 = boto3.client("s3", region_name="us-east-1")
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        for bucket in ("src", "dst", PIPELINE_REPORTS):
+            s3.create_bucket(Bucket=bucket)
+        dynamodb.create_table(
+            TableName=PIPELINE_TABLE,
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        from handlers import runtime
+
+        runtime.services.cache_clear()
+        yield SimpleNamespace(s3=s3, dynamodb=dynamodb, settings=settings, env=env, services=runtime.services)
+        runtime.services.cache_clear()

@@ -1,0 +1,276 @@
+"""One batch of a pipeline job: copy what fits before the deadline, hand back the rest, and
+record every settled object in the ledger exactly once.
+
+The child workflow calls `copy_batch` (Lambda) in passes: each pass records the objects it
+settled (copied, skipped, failed, pending a restore) under its own batch key and returns the
+ones it handed over at its deadline (`remaining`) and the ones too large for Lambda (`large`,
+one Fargate task each, see `copy_large_object`). `record_failure` records a pass, or a large
+object, that failed for good, so nothing listed is ever lost from the counts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from .clients import make_client
+from .engine import Copier, deadline_in
+from .items import Planned, plan_item
+from .job_reports import JobReports
+from .jobspec import parse_job_spec
+from .ledger import BatchCounts, DynamoCheckpointStore, DynamoLedger, Failure, Recorded
+from .models import CopyPolicy, CopyResult, Endpoint, SourceObject, Status, Target
+from .settings import WorkerSettings
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Services:
+    """The AWS pieces a worker uses, built once per process (clients are reused)."""
+
+    s3: Any
+    dynamodb: Any
+    settings: WorkerSettings
+    source: Endpoint = field(default_factory=Endpoint)
+    destination: Endpoint = field(default_factory=Endpoint)
+
+    @property
+    def ledger(self) -> DynamoLedger:
+        return DynamoLedger(self.dynamodb, self.settings.table_name)
+
+    @property
+    def reports(self) -> JobReports:
+        return JobReports(self.s3, self.settings.report_bucket)
+
+    def copier(self, policy: CopyPolicy) -> Copier:
+        checkpoints = DynamoCheckpointStore(
+            self.dynamodb, self.settings.table_name, ttl_days=self.settings.checkpoint_ttl_days
+        )
+        return Copier(
+            self.source,
+            self.destination,
+            policy,
+            memory_limit=self.settings.memory_limit,
+            checkpoints=checkpoints,
+        )
+
+
+def batch_id_for(job_id: str, items: Sequence[Any]) -> str:
+    """The same items of the same job always make the same id, so a retried or redriven
+    batch is recognised in the ledger and never counted twice."""
+    text = json.dumps([job_id, items], sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:24]
+
+
+def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) -> dict[str, Any]:
+    job = event["job"]
+    spec = parse_job_spec(job["spec"])
+    items: list[Any] = list(event.get("items") or [])
+    pass_no = int(event.get("pass", 1))
+    batch_id = event.get("batch_id") or batch_id_for(spec.job_id, items)
+    settings = services.settings
+    deadline = deadline_in(remaining_ms / 1000 - settings.deadline_margin_seconds)
+
+    planned = _with_sizes([plan_item(item, spec) for item in items], services)
+    settled: list[CopyResult] = [_settled(p) for p in planned if p.skip or p.fail]
+    to_copy = [p for p in planned if not (p.skip or p.fail)]
+    large = [p for p in to_copy if (p.obj.size or 0) > settings.large_object_threshold]  # type: ignore[union-attr]
+    in_lambda = [p for p in to_copy if p not in large]
+
+    remaining: list[Any] = []
+    if in_lambda:
+        with services.copier(spec.options.policy) as copier:
+            results = copier.copy_batch([(p.obj, p.target) for p in in_lambda], deadline=deadline)  # type: ignore[misc]
+        for plan, result in zip(in_lambda, results, strict=True):
+            if result.handed_over and pass_no < settings.max_passes:
+                remaining.append(plan.item)
+            elif result.handed_over:
+                settled.append(_gave_up(result, settings.max_passes))
+            else:
+                settled.append(result)
+
+    recorded = record(services, spec.job_id, f"{batch_id}-p{pass_no}", settled)
+    log.info(
+        "pass %d of batch %s: %d settled, %d handed over, %d for Fargate",
+        pass_no,
+        batch_id,
+        len(settled),
+        len(remaining),
+        len(large),
+    )
+    return {
+        "job": job,
+        "batch_id": batch_id,
+        "pass": pass_no,
+        "next_pass": pass_no + 1,
+        "counts": _sum(event.get("counts"), recorded.counts),
+        "pass_counts": recorded.counts.to_dict() if recorded.first else BatchCounts().to_dict(),
+        "remaining": remaining,
+        "large": list(event.get("large") or []) + [p.item for p in large],
+    }
+
+
+def record_failure(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
+    """A pass (or one large object) failed for good: record its objects as failed, with the
+    error, unless that pass had already been recorded before it failed."""
+    job = event["job"]
+    spec = parse_job_spec(job["spec"])
+    error = event.get("error") or {}
+    reason = _error_reason(error)
+    if "large_item" in event:
+        items, batch_key = [event["large_item"]], _large_key(event["batch_id"], event["large_item"])
+    else:
+        items = list(event.get("items") or [])
+        batch_id = event.get("batch_id") or batch_id_for(spec.job_id, items)
+        batch_key = f"{batch_id}-p{int(event.get('pass', 1))}"
+    results = []
+    for plan in (plan_item(item, spec) for item in items):
+        if plan.skip or plan.fail:
+            results.append(_settled(plan))
+        else:
+            results.append(_result(plan, Status.FAILED, reason))
+    recorded = record(services, spec.job_id, batch_key, results)
+    return {
+        "job": job,
+        "batch_id": event.get("batch_id") or batch_key.rsplit("-p", 1)[0],
+        "counts": _sum(event.get("counts"), recorded.counts),
+        "pass_counts": recorded.counts.to_dict() if recorded.first else BatchCounts().to_dict(),
+        "remaining": [],
+        "large": list(event.get("large") or []),
+    }
+
+
+def copy_large_object(
+    job_id: str,
+    batch_id: str,
+    item: Mapping[str, Any],
+    services: Services,
+    *,
+    keep_going: Callable[[], bool] = lambda: True,
+    pass_seconds: float = 90.0,
+) -> CopyResult | None:
+    """Copy one object with no time limit, in passes of `pass_seconds` that each end at a
+    checkpoint, so a stop request (Fargate Spot's SIGTERM) loses at most one pass. Returns
+    None when stopped before the end: the task exits non-zero and its retry resumes."""
+    job = services.ledger.job(job_id)
+    if job is None:
+        raise RuntimeError(f"job {job_id!r} has no record in the ledger")
+    spec = parse_job_spec(job["spec"])
+    plan = plan_item(item, spec)
+    if plan.skip or plan.fail:
+        result = _settled(plan)
+    else:
+        with services.copier(spec.options.policy) as copier:
+            while True:
+                result = copier.copy(plan.obj, plan.target, deadline=deadline_in(pass_seconds))  # type: ignore[arg-type]
+                if not result.handed_over:
+                    break
+                if not keep_going():
+                    return None
+    record(services, job_id, _large_key(batch_id, item), [result])
+    return result
+
+
+def record(services: Services, job_id: str, batch_key: str, results: list[CopyResult]) -> Recorded:
+    """Report, then count once, then the failure items (also after a crash between the two)."""
+    ledger, reports = services.ledger, services.reports
+    counts = BatchCounts.of(results)
+    attempt = uuid.uuid4().hex[:12]
+    report_key = reports.put_batch(job_id, batch_key, attempt, results) if results else None
+    recorded = ledger.record_batch(job_id, batch_key, counts, attempt=attempt, report_key=report_key)
+    if not recorded.first and report_key:
+        reports.delete(report_key)  # this attempt's results do not count; keep one report per batch
+    if recorded.counts.failed:
+        marker = ledger.batch(job_id, batch_key) or {}
+        if not marker.get("failures_recorded"):
+            if recorded.first:
+                failures = [Failure.of(r, batch_key) for r in results if r.status == Status.FAILED]
+            else:
+                failures = (
+                    list(reports.failed_in(recorded.report_key, batch_key)) if recorded.report_key else []
+                )
+            ledger.put_failures(job_id, failures)
+            ledger.failures_recorded(job_id, batch_key)
+    return recorded
+
+
+def _with_sizes(planned: list[Planned], services: Services) -> list[Planned]:
+    """Manifest rows often carry no size; one HEAD each tells which need Fargate."""
+    unknown = [i for i, p in enumerate(planned) if p.obj and p.obj.size is None and not (p.skip or p.fail)]
+    if not unknown:
+        return planned
+    client = make_client(services.source)
+
+    def head(plan: Planned) -> Planned:
+        obj = plan.obj
+        assert obj is not None
+        args = {"VersionId": obj.version_id} if obj.version_id else {}
+        try:
+            size = client.head_object(Bucket=obj.bucket, Key=obj.key, **args)["ContentLength"]
+        except Exception:  # the copy itself will report why the object cannot be read
+            return plan
+        return replace(plan, obj=replace(obj, size=size))
+
+    with ThreadPoolExecutor(16) as pool:
+        for index, plan in zip(unknown, pool.map(head, [planned[i] for i in unknown]), strict=True):
+            planned[index] = plan
+    return planned
+
+
+def _large_key(batch_id: str, item: Mapping[str, Any]) -> str:
+    digest = hashlib.sha256(json.dumps(item, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return f"{batch_id}-large-{digest}"
+
+
+def _settled(plan: Planned) -> CopyResult:
+    if plan.fail:
+        return _result(plan, Status.FAILED, plan.fail)
+    return _result(plan, Status.SKIPPED, plan.skip)
+
+
+def _result(plan: Planned, status: Status, reason: str | None) -> CopyResult:
+    obj: SourceObject | None = plan.obj
+    target: Target | None = plan.target
+    return CopyResult(
+        source_key=obj.key if obj else plan.key,
+        dest_key=target.key if target else "",
+        status=status,
+        reason=reason,
+        source_bucket=obj.bucket if obj else None,
+        dest_bucket=target.bucket if target else None,
+        version_id=obj.version_id if obj else None,
+    )
+
+
+def _gave_up(result: CopyResult, passes: int) -> CopyResult:
+    return replace(
+        result,
+        status=Status.FAILED,
+        handed_over=False,
+        reason=f"not finished after {passes} Lambda passes ({result.reason}): lower large_object_threshold so Fargate copies such objects, or raise max_passes",
+    )
+
+
+def _error_reason(error: Mapping[str, Any]) -> str:
+    name = error.get("Error") or "error"
+    cause = error.get("Cause") or ""
+    try:  # Lambda errors arrive as a JSON document in Cause
+        details = json.loads(cause)
+        cause = details.get("errorMessage") or cause
+    except (TypeError, ValueError):
+        pass
+    return f"batch failed after retries: {name}: {str(cause)[:500]}"
+
+
+def _sum(previous: Mapping[str, int] | None, counts: BatchCounts) -> dict[str, int]:
+    total = counts.to_dict()
+    for name, value in (previous or {}).items():
+        total[name] = total.get(name, 0) + int(value)
+    return total

@@ -1,0 +1,101 @@
+"""From a Distributed Map item to the object to copy and where it lands.
+
+Items come in four shapes, one per reader: ListObjectsV2 entries (`Key`, `Size`, `ETag`...),
+CSV rows (header names as written: `key`, `bucket`, `version_id`), JSON Lines objects (the
+same names), and S3 Inventory rows (`Bucket`, `Key` URL-encoded, `VersionId`, `IsLatest`,
+`IsDeleteMarker`, `Size`...). Names are matched without regard to case or `_`, so `VersionId`,
+`versionId` and `version_id` are one field.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote_plus
+
+from .jobspec import JobSpec
+from .listing import matches
+from .models import SourceObject, Target
+
+
+@dataclass(frozen=True)
+class Planned:
+    """An item either becomes a copy (`obj`, `target`) or is settled without one (`skip` or
+    `fail` says why), so every item listed ends in the job's counts."""
+
+    item: Mapping[str, Any]
+    obj: SourceObject | None = None
+    target: Target | None = None
+    skip: str | None = None
+    fail: str | None = None
+
+    @property
+    def key(self) -> str:
+        return self.obj.key if self.obj else str(_field(self.item, "key") or "")
+
+
+def plan_item(item: Mapping[str, Any], spec: JobSpec) -> Planned:
+    if not isinstance(item, Mapping):
+        return Planned({"item": item}, fail=f"manifest row is not an object: {item!r:.200}")
+    raw_key = _field(item, "key")
+    if not isinstance(raw_key, str) or raw_key == "":
+        return Planned(item, fail=f"manifest row has no key: {dict(item)!r:.300}")
+    inventory = spec.reader == "inventory"
+    key = unquote_plus(raw_key) if inventory else raw_key
+    bucket = _field(item, "bucket") or spec.source_bucket
+    if not bucket:
+        return Planned(item, fail="manifest row names no bucket and the job's source.bucket is not set")
+    version_id = _field(item, "version_id") or None
+    obj = SourceObject(
+        bucket=str(bucket),
+        key=key,
+        version_id=str(version_id) if version_id else None,
+        size=_int(_field(item, "size")),
+        etag=(str(_field(item, "etag") or "").strip('"') or None),
+        storage_class=_field(item, "storage_class") or None,
+        last_modified=_time(_field(item, "last_modified") or _field(item, "last_modified_date")),
+    )
+    relative = key[len(spec.source_prefix) :] if key.startswith(spec.source_prefix) else key
+    target = Target(spec.destination_bucket, spec.destination_prefix + relative)
+    planned = Planned(item, obj, target)
+    if inventory and _field(item, "is_delete_marker") in ("true", True):
+        return Planned(item, obj, target, skip="delete marker in the inventory: nothing to copy")
+    if inventory and _field(item, "is_latest") in ("false", False):
+        return Planned(item, obj, target, skip="not the latest version in the inventory")
+    if not matches(relative, spec.options.include, spec.options.exclude):
+        return Planned(item, obj, target, skip="excluded by options.include / options.exclude")
+    return planned
+
+
+def _norm(name: str) -> str:
+    return name.replace("_", "").replace("-", "").lower()
+
+
+def _field(item: Mapping[str, Any], name: str) -> Any:
+    wanted = _norm(name)
+    for key, value in item.items():
+        if _norm(str(key)) == wanted:
+            return value
+    return None
+
+
+def _int(value: Any) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _time(value: Any) -> dt.datetime | None:
+    if isinstance(value, dt.datetime):
+        return value
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None

@@ -1,0 +1,73 @@
+"""A pipeline job's report in S3: one JSON Lines file of object results per recorded batch,
+then, at the end, `summary.json` and `failures.jsonl`.
+
+    s3://<report bucket>/jobs/<job id>/objects/<batch key>.<attempt>.jsonl
+    s3://<report bucket>/jobs/<job id>/summary.json
+    s3://<report bucket>/jobs/<job id>/failures.jsonl
+    s3://<report bucket>/jobs/<job id>/map-run/...      (the Distributed Map's own results)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from .ledger import Failure
+from .models import CopyResult
+
+
+def job_prefix(job_id: str) -> str:
+    return f"jobs/{job_id}/"
+
+
+class JobReports:
+    def __init__(self, s3: Any, bucket: str) -> None:
+        self.s3, self.bucket = s3, bucket
+
+    def url(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+    def put_batch(self, job_id: str, batch_key: str, attempt: str, results: Iterable[CopyResult]) -> str:
+        key = f"{job_prefix(job_id)}objects/{batch_key}.{attempt}.jsonl"
+        body = "".join(json.dumps(r.to_dict(), ensure_ascii=False, default=str) + "\n" for r in results)
+        self.s3.put_object(
+            Bucket=self.bucket, Key=key, Body=body.encode(), ContentType="application/x-ndjson"
+        )
+        return key
+
+    def delete(self, key: str) -> None:
+        self.s3.delete_object(Bucket=self.bucket, Key=key)
+
+    def failed_in(self, key: str, batch_key: str) -> Iterator[Failure]:
+        """The failures a recorded batch report lists (to finish recording them after a crash)."""
+        body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read().decode()
+        for line in body.splitlines():
+            row = json.loads(line)
+            if row.get("status") == "failed":
+                yield Failure(
+                    bucket=row.get("source_bucket", ""),
+                    key=row["key"],
+                    dest_key=row.get("dest_key", ""),
+                    reason=row.get("reason") or "failed",
+                    version_id=row.get("version_id"),
+                    batch=batch_key,
+                )
+
+    def put_final(
+        self, job_id: str, summary: Mapping[str, Any], failures: Iterable[Failure]
+    ) -> tuple[str, str]:
+        """Write failures.jsonl, then summary.json (which names it); returns both keys."""
+        prefix = job_prefix(job_id)
+        failures_key, summary_key = f"{prefix}failures.jsonl", f"{prefix}summary.json"
+        body = "".join(json.dumps(f.to_dict(), ensure_ascii=False) + "\n" for f in failures)
+        self.s3.put_object(
+            Bucket=self.bucket, Key=failures_key, Body=body.encode(), ContentType="application/x-ndjson"
+        )
+        self.s3.put_object(
+            Bucket=self.bucket,
+            Key=summary_key,
+            Body=json.dumps(summary, indent=2).encode(),
+            ContentType="application/json",
+        )
+        return summary_key, failures_key

@@ -1,0 +1,162 @@
+"""A pipeline job's start and end: `prepare` before any fan-out, `finalize` after the Map.
+
+Prepare refuses a job early and clearly: a wrong field, a source that cannot be listed or
+read, a destination that cannot be written. Finalize turns the ledger into the job's report
+and its status: SUCCEEDED (every object copied or skipped), PARTIAL (some failed or pending),
+FAILED (nothing copied, or the Map itself failed).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from .batches import Services
+from .errors import ConfigError, describe
+from .job_reports import job_prefix
+from .jobspec import JobSpec, parse_job_spec
+
+
+class AccessCheckFailed(ConfigError):
+    """The job cannot work: the pipeline's identity cannot list, read or write what it names."""
+
+
+def prepare(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
+    spec = parse_job_spec(event.get("spec"), default_job_id=event.get("execution_name"))
+    check_access(spec, services)
+    services.ledger.create_job(spec.job_id, spec.to_dict(), execution_arn=event.get("execution_arn"))
+    job: dict[str, Any] = {
+        "job_id": spec.job_id,
+        "reader": spec.reader,
+        "spec": spec.to_dict(),
+        "limits": services.settings.batching(),
+        "report_prefix": job_prefix(spec.job_id),
+        "map_results_prefix": f"{job_prefix(spec.job_id)}map-run",
+    }
+    if spec.manifest:
+        job["manifest"] = {"bucket": spec.manifest.bucket, "key": spec.manifest.key}
+    else:
+        job["listing"] = {"bucket": spec.source_bucket, "prefix": spec.source_prefix}
+    return job
+
+
+def check_access(spec: JobSpec, services: Services) -> None:
+    """Ask S3 the questions the Map will ask, once, before anything is copied."""
+    s3 = services.s3
+    if spec.manifest:
+        m = spec.manifest
+        _ask(
+            lambda: s3.head_object(Bucket=m.bucket, Key=m.key),
+            f"source.manifest: cannot read s3://{m.bucket}/{m.key}",
+            action="s3:GetObject",
+            bucket=m.bucket,
+            key=m.key,
+        )
+        if m.format == "inventory":
+            _check_inventory(s3, m.bucket, m.key)
+    if spec.source_bucket:
+        bucket, prefix = spec.source_bucket, spec.source_prefix
+        _ask(
+            lambda: s3.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1),
+            f"source: cannot list s3://{bucket}/{prefix}",
+            action="s3:ListBucket",
+            bucket=bucket,
+        )
+    dest_bucket, probe = spec.destination_bucket, f"{spec.destination_prefix}.ferry-write-check"
+
+    def can_write() -> None:
+        # A multipart upload started and aborted proves s3:PutObject without leaving an object.
+        upload = s3.create_multipart_upload(Bucket=dest_bucket, Key=probe)
+        s3.abort_multipart_upload(Bucket=dest_bucket, Key=probe, UploadId=upload["UploadId"])
+
+    _ask(
+        can_write,
+        f"destination: cannot write s3://{dest_bucket}/{spec.destination_prefix}",
+        action="s3:PutObject",
+        bucket=dest_bucket,
+        key=probe,
+        side="destination",
+    )
+
+
+def _check_inventory(s3: Any, bucket: str, key: str) -> None:
+    try:
+        manifest = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    except ValueError as error:
+        raise AccessCheckFailed(
+            f"source.manifest: s3://{bucket}/{key} is not an S3 Inventory manifest.json (not JSON)"
+        ) from error
+    fmt = manifest.get("fileFormat") if isinstance(manifest, dict) else None
+    if fmt != "CSV":
+        raise AccessCheckFailed(
+            f"source.manifest: the inventory is {fmt or 'not an inventory manifest'}; Step Functions reads CSV inventories only (configure the inventory with the CSV format)"
+        )
+    if "Key" not in (manifest.get("fileSchema") or ""):
+        raise AccessCheckFailed("source.manifest: the inventory's fileSchema has no Key column")
+
+
+def _ask(
+    call: Any, what: str, *, action: str, bucket: str, key: str | None = None, side: str = "source"
+) -> None:
+    try:
+        call()
+    except ClientError as error:
+        raise AccessCheckFailed(
+            f"{what}: {describe(error, side=side, action=action, bucket=bucket, key=key)}"
+        ) from error
+    except BotoCoreError as error:
+        raise AccessCheckFailed(f"{what}: {error}") from error
+
+
+def finalize(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
+    job_id = event["job"]["job_id"]
+    ledger, reports = services.ledger, services.reports
+    job = ledger.job(job_id)
+    if job is None:
+        raise ConfigError(f"job {job_id!r} has no record in the ledger")
+    counts = {
+        k: int(job.get(k, 0)) for k in ("objects", "copied", "skipped", "failed", "pending", "bytes_copied")
+    }
+    map_error = event.get("map_error")
+    status = _status(counts, map_error)
+    summary: dict[str, Any] = {
+        "job_id": job_id,
+        "status": status,
+        **counts,
+        "batches": int(job.get("batches", 0)),
+        "started_at": job.get("started_at"),
+        "source": job["spec"]["source"],
+        "destination": job["spec"]["destination"],
+    }
+    if map_error:
+        summary["map_error"] = {"error": map_error.get("Error"), "cause": str(map_error.get("Cause"))[:1000]}
+    if event.get("map"):
+        summary["map_run"] = event["map"]
+    summary_key, failures_key = reports.put_final(job_id, summary, ledger.failures(job_id))
+    summary["report"] = reports.url(summary_key)
+    summary["failures_report"] = reports.url(failures_key)
+    ledger.finish_job(job_id, status, summary)
+    if status != "SUCCEEDED":
+        summary["cause"] = _cause(summary)
+    return summary
+
+
+def _status(counts: Mapping[str, int], map_error: Any) -> str:
+    if map_error:
+        return "FAILED"
+    if counts["failed"] == 0 and counts["pending"] == 0:
+        return "SUCCEEDED"
+    if counts["copied"] + counts["skipped"] == 0:
+        return "FAILED"
+    return "PARTIAL"
+
+
+def _cause(summary: Mapping[str, Any]) -> str:
+    parts = [f"{summary['failed']} of {summary['objects']} objects failed, {summary['pending']} pending"]
+    if summary.get("map_error"):
+        parts.append(f"the Distributed Map stopped: {summary['map_error']['error']}")
+    parts.append(f"failures: {summary['failures_report']}; summary: {summary['report']}")
+    return "; ".join(parts)

@@ -1,0 +1,371 @@
+"""The job's ledger in DynamoDB: one job item with counters, one item per failed object,
+one marker per recorded batch, and multipart checkpoints. No item per copied object (cost):
+their detail is in the job's report prefix in S3.
+
+Counters must add up to the objects listed even when Step Functions retries a batch or two
+copies of a batch race. So a batch is recorded in one transaction that creates its marker
+(only if absent) and adds its counts to the job item: whoever creates the marker adds the
+counts; every other attempt adds nothing.
+
+Table layout (partition key `pk`, sort key `sk`, TTL attribute `expires_at`):
+    JOB#<id>   JOB              status, spec, times, counters
+    JOB#<id>   BATCH#<key>      attempt, report key, counts, failures_recorded
+    JOB#<id>   FAIL#<hash>      bucket, key, version id, destination key, reason
+    CKPT#<id>  CKPT             a multipart checkpoint (expires)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from .checkpoints import Checkpoint
+from .errors import ConfigError, FerryError, error_code
+from .models import CopyResult, Status
+
+COUNTERS = ("copied", "skipped", "failed", "pending")
+DAY = 86_400
+_serialize = TypeSerializer().serialize
+_deserialize = TypeDeserializer().deserialize
+
+
+class JobExists(ConfigError):
+    """A job id is used once: a second execution with it would mix two jobs' counts."""
+
+
+class JobMissing(FerryError):
+    """A batch arrived for a job that Prepare never created."""
+
+
+@dataclass
+class BatchCounts:
+    """What one batch adds to the job: every object it was given, in exactly one counter."""
+
+    copied: int = 0
+    skipped: int = 0
+    failed: int = 0
+    pending: int = 0
+    bytes_copied: int = 0
+
+    def add(self, result: CopyResult) -> None:
+        if result.status == Status.COPIED:
+            self.copied += 1
+            self.bytes_copied += result.bytes
+        elif result.status == Status.SKIPPED:
+            self.skipped += 1
+        elif result.status == Status.FAILED:
+            self.failed += 1
+        else:
+            self.pending += 1
+
+    @property
+    def objects(self) -> int:
+        return self.copied + self.skipped + self.failed + self.pending
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "objects": self.objects,
+            "copied": self.copied,
+            "skipped": self.skipped,
+            "failed": self.failed,
+            "pending": self.pending,
+            "bytes_copied": self.bytes_copied,
+        }
+
+    @classmethod
+    def of(cls, results: Iterable[CopyResult]) -> BatchCounts:
+        counts = cls()
+        for result in results:
+            counts.add(result)
+        return counts
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> BatchCounts:
+        return cls(**{k: int(data.get(k, 0)) for k in (*COUNTERS, "bytes_copied")})
+
+
+@dataclass
+class Failure:
+    """A failed object as the ledger keeps it (and the job report lists it)."""
+
+    bucket: str
+    key: str
+    dest_key: str
+    reason: str
+    version_id: str | None = None
+    batch: str | None = None
+
+    @property
+    def item_id(self) -> str:
+        text = json.dumps([self.bucket, self.key, self.version_id, self.dest_key])
+        return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    @classmethod
+    def of(cls, result: CopyResult, batch: str | None = None) -> Failure:
+        return cls(
+            bucket=result.source_bucket or "",
+            key=result.source_key,
+            dest_key=result.dest_key,
+            reason=result.reason or "failed (no reason given)",
+            version_id=result.version_id,
+            batch=batch,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {
+            "bucket": self.bucket,
+            "key": self.key,
+            "dest_key": self.dest_key,
+            "reason": self.reason,
+            "version_id": self.version_id,
+            "batch": self.batch,
+        }
+        return {k: v for k, v in data.items() if v is not None}
+
+
+@dataclass
+class Recorded:
+    """The outcome of recording a batch: the counts that count (the first attempt's)."""
+
+    counts: BatchCounts
+    first: bool  # this call's results were the ones recorded
+    report_key: str | None
+
+
+class DynamoLedger:
+    """The ledger on one DynamoDB table (see the module docstring for its layout)."""
+
+    def __init__(self, client: Any, table: str, *, ttl_days: int = 90) -> None:
+        self.client, self.table, self.ttl_days = client, table, ttl_days
+
+    # -- jobs ---------------------------------------------------------------------------------
+
+    def create_job(self, job_id: str, spec: Mapping[str, Any], *, execution_arn: str | None = None) -> None:
+        item = {
+            "pk": _job(job_id),
+            "sk": "JOB",
+            "job_id": job_id,
+            "status": "RUNNING",
+            "spec": json.dumps(spec),
+            "started_at": _now(),
+            "execution_arn": execution_arn,
+            "batches": 0,
+            "objects": 0,
+            "bytes_copied": 0,
+            **dict.fromkeys(COUNTERS, 0),
+        }
+        try:
+            self.client.put_item(
+                TableName=self.table,
+                Item=_item({k: v for k, v in item.items() if v is not None}),
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+        except ClientError as error:
+            if error_code(error) == "ConditionalCheckFailedException":
+                raise JobExists(
+                    f"job_id: a job {job_id!r} already exists in the ledger; give a new job_id (or omit it to use the execution name)"
+                ) from error
+            raise
+
+    def job(self, job_id: str) -> dict[str, Any] | None:
+        response = self.client.get_item(
+            TableName=self.table, Key=_item({"pk": _job(job_id), "sk": "JOB"}), ConsistentRead=True
+        )
+        if "Item" not in response:
+            return None
+        job = _plain(response["Item"])
+        job["spec"] = json.loads(job["spec"])
+        return job
+
+    def finish_job(self, job_id: str, status: str, report: Mapping[str, Any]) -> None:
+        self.client.update_item(
+            TableName=self.table,
+            Key=_item({"pk": _job(job_id), "sk": "JOB"}),
+            UpdateExpression="SET #s = :s, finished_at = :t, report = :r",
+            ExpressionAttributeNames={"#s": "status"},
+            ExpressionAttributeValues=_item({":s": status, ":t": _now(), ":r": json.dumps(report)}),
+        )
+
+    # -- batches ------------------------------------------------------------------------------
+
+    def record_batch(
+        self, job_id: str, batch_key: str, counts: BatchCounts, *, attempt: str, report_key: str | None
+    ) -> Recorded:
+        """Add a batch's counts to the job once, whatever the number of attempts."""
+        marker = {
+            "pk": _job(job_id),
+            "sk": f"BATCH#{batch_key}",
+            "attempt": attempt,
+            "counts": counts.to_dict(),
+            "failures_recorded": counts.failed == 0,
+            "recorded_at": _now(),
+            "expires_at": int(time.time()) + self.ttl_days * DAY,
+        }
+        if report_key:
+            marker["report_key"] = report_key
+        values = {f":{name}": getattr(counts, name) for name in (*COUNTERS, "bytes_copied")}
+        values.update({":objects": counts.objects, ":one": 1})
+        try:
+            self.client.transact_write_items(
+                TransactItems=[
+                    {
+                        "Put": {
+                            "TableName": self.table,
+                            "Item": _item(marker),
+                            "ConditionExpression": "attribute_not_exists(pk)",
+                        }
+                    },
+                    {
+                        "Update": {
+                            "TableName": self.table,
+                            "Key": _item({"pk": _job(job_id), "sk": "JOB"}),
+                            "UpdateExpression": "ADD "
+                            + ", ".join(f"{n} :{n}" for n in (*COUNTERS, "bytes_copied", "objects"))
+                            + ", batches :one",
+                            "ConditionExpression": "attribute_exists(pk)",
+                            "ExpressionAttributeValues": _item(values),
+                        }
+                    },
+                ]
+            )
+        except ClientError as error:
+            reasons = [r.get("Code") for r in error.response.get("CancellationReasons", [])]
+            if error_code(error) != "TransactionCanceledException" or "ConditionalCheckFailed" not in reasons:
+                raise
+            if (
+                len(reasons) > 1
+                and reasons[1] == "ConditionalCheckFailed"
+                and reasons[0] != "ConditionalCheckFailed"
+            ):
+                raise JobMissing(
+                    f"job {job_id!r} has no record in the ledger: was it started by Prepare?"
+                ) from error
+            existing = self.batch(job_id, batch_key)
+            if existing is None:  # cannot happen: the condition failed because it exists
+                raise
+            return Recorded(BatchCounts.from_dict(existing["counts"]), False, existing.get("report_key"))
+        return Recorded(counts, True, report_key)
+
+    def batch(self, job_id: str, batch_key: str) -> dict[str, Any] | None:
+        response = self.client.get_item(
+            TableName=self.table,
+            Key=_item({"pk": _job(job_id), "sk": f"BATCH#{batch_key}"}),
+            ConsistentRead=True,
+        )
+        return _plain(response["Item"]) if "Item" in response else None
+
+    def failures_recorded(self, job_id: str, batch_key: str) -> None:
+        self.client.update_item(
+            TableName=self.table,
+            Key=_item({"pk": _job(job_id), "sk": f"BATCH#{batch_key}"}),
+            UpdateExpression="SET failures_recorded = :t",
+            ExpressionAttributeValues=_item({":t": True}),
+        )
+
+    # -- failed objects -----------------------------------------------------------------------
+
+    def put_failures(self, job_id: str, failures: Iterable[Failure]) -> None:
+        """One item per failed object, keyed by object: writing one twice changes nothing."""
+        requests = [
+            {
+                "PutRequest": {
+                    "Item": _item(
+                        {"pk": _job(job_id), "sk": f"FAIL#{f.item_id}", **f.to_dict(), "recorded_at": _now()}
+                    )
+                }
+            }
+            for f in failures
+        ]
+        for start in range(0, len(requests), 25):
+            pending = {self.table: requests[start : start + 25]}
+            for attempt in range(8):
+                response = self.client.batch_write_item(RequestItems=pending)
+                pending = response.get("UnprocessedItems") or {}
+                if not pending:
+                    break
+                time.sleep(min(2.0, 0.05 * 2**attempt))
+            if pending:
+                raise FerryError(
+                    "DynamoDB kept refusing failure items (throttled): the batch will be retried"
+                )
+
+    def failures(self, job_id: str) -> Iterator[Failure]:
+        paginator = self.client.get_paginator("query")
+        for page in paginator.paginate(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :fail)",
+            ExpressionAttributeValues=_item({":pk": _job(job_id), ":fail": "FAIL#"}),
+        ):
+            for raw in page.get("Items", []):
+                item = _plain(raw)
+                yield Failure(
+                    bucket=item["bucket"],
+                    key=item["key"],
+                    dest_key=item["dest_key"],
+                    reason=item["reason"],
+                    version_id=item.get("version_id"),
+                    batch=item.get("batch"),
+                )
+
+
+class DynamoCheckpointStore:
+    """Multipart checkpoints for the engine, kept until they expire (TTL) or the copy ends."""
+
+    def __init__(self, client: Any, table: str, *, ttl_days: int = 7) -> None:
+        self.client, self.table, self.ttl_days = client, table, ttl_days
+
+    def _key(self, copy_id: str) -> dict[str, Any]:
+        return _item({"pk": f"CKPT#{copy_id}", "sk": "CKPT"})
+
+    def load(self, copy_id: str) -> Checkpoint | None:
+        response = self.client.get_item(TableName=self.table, Key=self._key(copy_id), ConsistentRead=True)
+        if "Item" not in response:
+            return None
+        return Checkpoint.from_dict(json.loads(_plain(response["Item"])["data"]))
+
+    def save(self, checkpoint: Checkpoint) -> None:
+        item = {
+            "pk": f"CKPT#{checkpoint.copy_id}",
+            "sk": "CKPT",
+            "data": json.dumps(checkpoint.to_dict()),
+            "expires_at": int(time.time()) + self.ttl_days * DAY,
+        }
+        self.client.put_item(TableName=self.table, Item=_item(item))
+
+    def delete(self, copy_id: str) -> None:
+        self.client.delete_item(TableName=self.table, Key=self._key(copy_id))
+
+
+def _job(job_id: str) -> str:
+    return f"JOB#{job_id}"
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _item(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _serialize(v) for k, v in data.items()}
+
+
+def _plain(item: Mapping[str, Any]) -> dict[str, Any]:
+    """DynamoDB attribute values to Python, with whole numbers as int (not Decimal)."""
+    return {k: _numbers(_deserialize(v)) for k, v in item.items()}
+
+
+def _numbers(value: Any) -> Any:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, dict):
+        return {k: _numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_numbers(v) for v in value]
+    return value

@@ -1,0 +1,19 @@
+"""Lambda: one pass over a batch, until the deadline the Lambda's remaining time sets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ferry.batches import copy_batch
+
+from .runtime import logger, metrics, publish_counts, services, tag_logs, tracer
+
+
+@logger.inject_lambda_context(log_event=False, clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    tag_logs(event)
+    result = copy_batch(event, services(), context.get_remaining_time_in_millis())
+    publish_counts(result.pop("pass_counts"))
+    return result

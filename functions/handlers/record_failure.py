@@ -1,0 +1,20 @@
+"""Lambda: a batch pass or a large object failed for good; record its objects as failed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ferry.batches import record_failure
+
+from .runtime import logger, metrics, publish_counts, services, tag_logs, tracer
+
+
+@logger.inject_lambda_context(log_event=False, clear_state=True)
+@tracer.capture_lambda_handler
+@metrics.log_metrics
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    tag_logs(event)
+    logger.error("recording a failed batch", extra={"error": event.get("error")})
+    result = record_failure(event, services())
+    publish_counts(result.pop("pass_counts"))
+    return result

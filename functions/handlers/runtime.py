@@ -1,0 +1,53 @@
+"""What every handler shares: Powertools, the AWS clients (made once per process) and the
+job/batch ids on every log line, including the engine's own `ferry.*` loggers."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import boto3
+from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.metrics import MetricUnit
+from botocore.config import Config
+
+from ferry.batches import Services
+from ferry.settings import WorkerSettings
+
+SERVICE, NAMESPACE = "ferry", "Ferry"
+logger = Logger(service=SERVICE)
+metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
+tracer = Tracer(service=SERVICE)
+copy_config_to_registered_loggers(source_logger=logger, include={"ferry"}, log_level=logging.INFO)
+
+_RETRIES = Config(retries={"max_attempts": 10, "mode": "adaptive"})
+
+
+@functools.cache
+def services() -> Services:
+    return Services(
+        s3=boto3.client("s3", config=_RETRIES),
+        dynamodb=boto3.client("dynamodb", config=_RETRIES),
+        settings=WorkerSettings.from_environ(),
+    )
+
+
+def tag_logs(event: Mapping[str, Any]) -> None:
+    job = event.get("job") or {}
+    keys = {"job_id": job.get("job_id"), "batch_id": event.get("batch_id"), "pass": event.get("pass")}
+    logger.append_keys(**{k: v for k, v in keys.items() if v is not None})
+
+
+def publish_counts(counts: Mapping[str, int]) -> None:
+    """EMF metrics for one recorded pass (a retried pass that counted nothing adds zeros)."""
+    for name, key in (
+        ("ObjectsCopied", "copied"),
+        ("ObjectsSkipped", "skipped"),
+        ("ObjectsFailed", "failed"),
+        ("ObjectsPending", "pending"),
+    ):
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=int(counts.get(key, 0)))
+    metrics.add_metric(name="BytesCopied", unit=MetricUnit.Bytes, value=int(counts.get("bytes_copied", 0)))

@@ -1,0 +1,334 @@
+"""The Lambda handlers and the Fargate entry point, called as AWS calls them, on moto S3 and
+DynamoDB: a job is accepted or refused before any fan-out; every object listed ends in the
+ledger's counts exactly once, also when batches run concurrently or are retried; failures
+are kept one per object with their reason; the report and the status say what happened."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext
+from ferry.ledger import DynamoLedger
+from handlers import copy_batch, finalize, prepare, record_failure
+
+
+def start_job(spec: dict[str, Any], name: str = "exec-1") -> dict[str, Any]:
+    event = {"spec": spec, "execution_name": name, "execution_arn": f"arn:aws:states:::execution:x:{name}"}
+    return prepare.handler(event, FakeLambdaContext())
+
+
+def listing_items(s3: Any, bucket: str, prefix: str = "") -> list[dict[str, Any]]:
+    """Items as the Distributed Map's listObjectsV2 reader gives them."""
+    response = s3.list_objects_v2(Bucket=bucket, Prefix=prefix)
+    return [
+        {
+            "Key": o["Key"],
+            "Size": o["Size"],
+            "ETag": o["ETag"],
+            "StorageClass": o.get("StorageClass", "STANDARD"),
+        }
+        for o in response.get("Contents", [])
+    ]
+
+
+def job_item(pipeline: Any, job_id: str) -> dict[str, Any]:
+    job = DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).job(job_id)
+    assert job is not None
+    return job
+
+
+def fill(s3: Any, count: int, prefix: str = "data/") -> None:
+    for n in range(count):
+        s3.put_object(Bucket="src", Key=f"{prefix}{n:03}.txt", Body=f"object {n}".encode() * (n + 1))
+
+
+SPEC = {"source": {"bucket": "src", "prefix": "data"}, "destination": {"bucket": "dst", "prefix": "copy"}}
+
+
+def test_prepare_accepts_a_job_and_passes_the_configured_limits_to_the_map(pipeline) -> None:
+    job = start_job(SPEC)
+
+    assert job["job_id"] == "exec-1"
+    assert job["reader"] == "listing"
+    assert job["listing"] == {"bucket": "src", "prefix": "data/"}
+    settings = pipeline.settings
+    assert job["limits"] == {
+        "max_items_per_batch": settings.max_items_per_batch,
+        "max_input_bytes_per_batch": settings.max_input_bytes_per_batch,
+        "max_concurrency": settings.max_concurrency,
+        "tolerated_failure_percentage": settings.tolerated_failure_percentage,
+        "large_object_concurrency": settings.fargate_max_concurrency,
+    }
+    record = job_item(pipeline, "exec-1")
+    assert record["status"] == "RUNNING"
+    assert record["spec"]["destination"] == {"bucket": "dst", "prefix": "copy/"}
+    assert pipeline.s3.list_multipart_uploads(Bucket="dst").get("Uploads", []) == []  # the write probe
+
+
+@pytest.mark.parametrize(
+    ("spec", "named"),
+    [
+        ({**SPEC, "options": {"mode": "fast"}}, "options.mode: 'fast' is not one of"),
+        ({**SPEC, "options": {"part_size": "1MiB"}}, "options.part_size:"),
+        ({**SPEC, "options": {"colour": "red"}}, "options.colour: unknown option"),
+        (
+            {**SPEC, "destination": {"bucket": "Not_A_Bucket"}},
+            "destination.bucket: 'Not_A_Bucket' is not a valid",
+        ),
+        (
+            {
+                "source": {"manifest": {"bucket": "src", "key": "m.csv", "format": "xml"}},
+                "destination": {"bucket": "dst"},
+            },
+            "source.manifest.format: 'xml' is not one of csv, jsonl, inventory",
+        ),
+        ({**SPEC, "job_id": "no spaces please"}, "job_id:"),
+        ({"source": {"bucket": "src"}}, "destination: missing"),
+        ({**SPEC, "source": {"bucket": "missing-bucket"}}, "source: cannot list s3://missing-bucket/"),
+        ({**SPEC, "destination": {"bucket": "missing-dest"}}, "destination: cannot write s3://missing-dest/"),
+        (
+            {
+                "source": {"manifest": {"bucket": "src", "key": "none.csv", "format": "csv"}},
+                "destination": {"bucket": "dst"},
+            },
+            "source.manifest: cannot read s3://src/none.csv",
+        ),
+    ],
+)
+def test_prepare_refuses_a_wrong_job_naming_the_field_before_any_record(pipeline, spec, named) -> None:
+    result = start_job(spec)
+
+    assert set(result) == {"rejected"}
+    assert result["rejected"].startswith(named.split(":")[0]), result["rejected"]
+    assert named in result["rejected"]
+    assert "Traceback" not in result["rejected"]
+    assert DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).job("exec-1") is None
+
+
+def test_prepare_refuses_a_job_id_used_before(pipeline) -> None:
+    start_job({**SPEC, "job_id": "nightly"})
+    again = start_job({**SPEC, "job_id": "nightly"}, name="exec-2")
+    assert "job_id: a job 'nightly' already exists" in again["rejected"]
+
+
+def test_prepare_refuses_an_inventory_that_is_not_csv(pipeline) -> None:
+    manifest = {"sourceBucket": "src", "fileFormat": "Parquet", "fileSchema": "message s3.inventory {...}"}
+    pipeline.s3.put_object(Bucket="src", Key="inv/manifest.json", Body=json.dumps(manifest).encode())
+    spec = {
+        "source": {"manifest": {"bucket": "src", "key": "inv/manifest.json", "format": "inventory"}},
+        "destination": {"bucket": "dst"},
+    }
+    assert "Step Functions reads CSV inventories only" in start_job(spec)["rejected"]
+
+
+def test_a_batch_copies_reports_and_counts_every_item_once_even_when_retried(pipeline) -> None:
+    fill(pipeline.s3, 12)
+    job = start_job({**SPEC, "options": {"exclude": ["*5.txt"]}})
+    items = listing_items(pipeline.s3, "src", "data/") + [
+        {"Key": "data/vanished.txt", "Size": 3, "ETag": '"x"'}
+    ]
+    event = {"job": job, "items": items, "pass": 1}
+
+    first = copy_batch.handler(json.loads(json.dumps(event)), FakeLambdaContext())
+    retry = copy_batch.handler(json.loads(json.dumps(event)), FakeLambdaContext())
+
+    assert first["counts"] == {
+        "objects": 13,
+        "copied": 11,
+        "skipped": 1,
+        "failed": 1,
+        "pending": 0,
+        "bytes_copied": first["counts"]["bytes_copied"],
+    }
+    assert retry["counts"] == first["counts"]  # the retry's own outcome (all skipped) does not count
+    assert first["remaining"] == [] and first["large"] == []
+    record = job_item(pipeline, "exec-1")
+    assert (record["objects"], record["copied"], record["skipped"], record["failed"]) == (13, 11, 1, 1)
+    assert record["batches"] == 1
+    copied = {o["Key"] for o in pipeline.s3.list_objects_v2(Bucket="dst")["Contents"]}
+    assert copied == {f"copy/{n:03}.txt" for n in range(12) if n != 5}
+
+    reports = pipeline.s3.list_objects_v2(Bucket=PIPELINE_REPORTS, Prefix="jobs/exec-1/objects/")["Contents"]
+    assert len(reports) == 1, "the losing attempt's report is removed: one report per recorded batch"
+    lines = (
+        pipeline.s3.get_object(Bucket=PIPELINE_REPORTS, Key=reports[0]["Key"])["Body"]
+        .read()
+        .decode()
+        .splitlines()
+    )
+    statuses = sorted(json.loads(line)["status"] for line in lines)
+    assert statuses == ["copied"] * 11 + ["failed", "skipped"]
+
+    failures = list(DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).failures("exec-1"))
+    assert [(f.key, f.dest_key) for f in failures] == [("data/vanished.txt", "copy/vanished.txt")]
+    assert "NoSuchKey" in failures[0].reason or "no longer exists" in failures[0].reason
+
+
+def test_counters_add_up_across_concurrent_and_retried_batches(pipeline) -> None:
+    fill(pipeline.s3, 40)
+    job = start_job(SPEC)
+    items = listing_items(pipeline.s3, "src", "data/")
+    batches = [items[i : i + 7] for i in range(0, len(items), 7)]
+    events = [{"job": job, "items": b, "pass": 1} for b in batches] * 2  # every batch twice, at once
+    outputs: list[dict[str, Any]] = []
+    errors: list[BaseException] = []
+
+    def run(event: dict[str, Any]) -> None:
+        try:
+            outputs.append(copy_batch.handler(json.loads(json.dumps(event)), FakeLambdaContext()))
+        except BaseException as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(e,)) for e in events]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert errors == []
+    record = job_item(pipeline, "exec-1")
+    assert record["objects"] == 40
+    assert record["copied"] + record["skipped"] == 40
+    assert record["failed"] == record["pending"] == 0
+    # Which attempt won a batch decides copied or skipped; either way each object counts once.
+    assert len(pipeline.s3.list_objects_v2(Bucket="dst")["Contents"]) == 40
+    assert record["batches"] == len(batches)
+    assert len({o["batch_id"] for o in outputs}) == len(batches)
+
+
+def test_objects_above_the_lambda_threshold_are_handed_to_fargate_uncounted(pipeline) -> None:
+    fill(pipeline.s3, 3)
+    job = start_job(SPEC)
+    items = listing_items(pipeline.s3, "src", "data/")
+    items.append({"Key": "data/huge.bin", "Size": 100 * 1024 * 1024 * 1024, "ETag": '"abc-9"'})
+
+    out = copy_batch.handler({"job": job, "items": items, "pass": 1}, FakeLambdaContext())
+
+    assert out["large"] == [items[-1]]
+    assert out["counts"]["objects"] == 3
+    assert job_item(pipeline, "exec-1")["objects"] == 3
+
+
+def test_a_failed_batch_is_recorded_as_failed_unless_it_was_already_counted(pipeline) -> None:
+    fill(pipeline.s3, 4)
+    job = start_job(SPEC)
+    items = listing_items(pipeline.s3, "src", "data/")
+    error = {
+        "Error": "Lambda.Unknown",
+        "Cause": json.dumps({"errorMessage": "Task timed out after 900 seconds"}),
+    }
+
+    out = record_failure.handler(
+        {"job": job, "items": items[:2], "pass": 1, "error": error}, FakeLambdaContext()
+    )
+    assert out["counts"]["failed"] == 2
+    assert out["remaining"] == []
+    failures = sorted(f.key for f in DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).failures("exec-1"))
+    assert failures == ["data/000.txt", "data/001.txt"]
+    reasons = {f.reason for f in DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).failures("exec-1")}
+    assert reasons == {"batch failed after retries: Lambda.Unknown: Task timed out after 900 seconds"}
+
+    done = copy_batch.handler({"job": job, "items": items[2:], "pass": 1}, FakeLambdaContext())
+    late = record_failure.handler(
+        {"job": job, "items": items[2:], "pass": 1, "batch_id": done["batch_id"], "error": error},
+        FakeLambdaContext(),
+    )
+    assert late["counts"]["copied"] == 2 and late["counts"]["failed"] == 0
+    record = job_item(pipeline, "exec-1")
+    assert (record["objects"], record["copied"], record["failed"]) == (4, 2, 2)
+
+
+def test_finalize_reports_success(pipeline) -> None:
+    fill(pipeline.s3, 3)
+    job = start_job(SPEC)
+    copy_batch.handler(
+        {"job": job, "items": listing_items(pipeline.s3, "src", "data/"), "pass": 1}, FakeLambdaContext()
+    )
+
+    summary = finalize.handler({"job": job, "map": {"map_run_arn": "arn:x"}}, FakeLambdaContext())
+
+    assert summary["status"] == "SUCCEEDED"
+    assert (summary["objects"], summary["copied"], summary["failed"]) == (3, 3, 0)
+    assert "cause" not in summary
+    stored = json.loads(
+        pipeline.s3.get_object(Bucket=PIPELINE_REPORTS, Key="jobs/exec-1/summary.json")["Body"].read()
+    )
+    assert stored["status"] == "SUCCEEDED" and stored["copied"] == 3
+    assert (
+        pipeline.s3.get_object(Bucket=PIPELINE_REPORTS, Key="jobs/exec-1/failures.jsonl")["Body"].read()
+        == b""
+    )
+    assert job_item(pipeline, "exec-1")["status"] == "SUCCEEDED"
+
+
+def test_finalize_reports_partial_with_the_failures_and_where_they_are(pipeline) -> None:
+    fill(pipeline.s3, 3)
+    job = start_job(SPEC)
+    items = listing_items(pipeline.s3, "src", "data/") + [{"Key": "data/gone.txt", "Size": 1}]
+    copy_batch.handler({"job": job, "items": items, "pass": 1}, FakeLambdaContext())
+
+    summary = finalize.handler({"job": job, "map": {}}, FakeLambdaContext())
+
+    assert summary["status"] == "PARTIAL"
+    assert summary["cause"].startswith("1 of 4 objects failed, 0 pending")
+    assert f"s3://{PIPELINE_REPORTS}/jobs/exec-1/failures.jsonl" in summary["cause"]
+    lines = (
+        pipeline.s3.get_object(Bucket=PIPELINE_REPORTS, Key="jobs/exec-1/failures.jsonl")["Body"]
+        .read()
+        .decode()
+        .splitlines()
+    )
+    assert [json.loads(line)["key"] for line in lines] == ["data/gone.txt"]
+    assert json.loads(lines[0])["reason"]
+    assert job_item(pipeline, "exec-1")["status"] == "PARTIAL"
+
+
+def test_finalize_after_the_map_failed_says_failed(pipeline) -> None:
+    job = start_job(SPEC)
+    summary = finalize.handler(
+        {"job": job, "map_error": {"Error": "States.ExceedToleratedFailureThreshold", "Cause": "too many"}},
+        FakeLambdaContext(),
+    )
+    assert summary["status"] == "FAILED"
+    assert "the Distributed Map stopped: States.ExceedToleratedFailureThreshold" in summary["cause"]
+
+
+def test_manifest_rows_of_each_format_map_to_keys(pipeline) -> None:
+    pipeline.s3.put_object(Bucket="src", Key="a b+c.txt", Body=b"1")
+    pipeline.s3.put_object(Bucket="src", Key="plain.txt", Body=b"22")
+    pipeline.s3.put_object(Bucket="src", Key="m.csv", Body=b"key\nplain.txt\n")
+    job = start_job(
+        {
+            "source": {"bucket": "src", "manifest": {"bucket": "src", "key": "m.csv", "format": "csv"}},
+            "destination": {"bucket": "dst", "prefix": "x"},
+        }
+    )
+    assert job["reader"] == "csv"
+    out = copy_batch.handler({"job": job, "items": [{"key": "plain.txt"}], "pass": 1}, FakeLambdaContext())
+    assert out["counts"]["copied"] == 1
+    assert pipeline.s3.get_object(Bucket="dst", Key="x/plain.txt")["Body"].read() == b"22"
+
+    manifest = {
+        "sourceBucket": "src",
+        "fileFormat": "CSV",
+        "fileSchema": "Bucket, Key, VersionId, IsLatest, IsDeleteMarker, Size",
+    }
+    pipeline.s3.put_object(Bucket="src", Key="inv/manifest.json", Body=json.dumps(manifest).encode())
+    inv = start_job(
+        {
+            "source": {"manifest": {"bucket": "src", "key": "inv/manifest.json", "format": "inventory"}},
+            "destination": {"bucket": "dst", "prefix": "inv"},
+        },
+        name="exec-2",
+    )
+    rows = [
+        {"Bucket": "src", "Key": "a+b%2Bc.txt", "IsLatest": "true", "IsDeleteMarker": "false", "Size": "1"},
+        {"Bucket": "src", "Key": "plain.txt", "IsLatest": "true", "IsDeleteMarker": "true", "Size": ""},
+    ]
+    out = copy_batch.handler({"job": inv, "items": rows, "pass": 1}, FakeLambdaContext())
+    assert (out["counts"]["copied"], out["counts"]["skipped"]) == (1, 1)
+    assert pipeline.s3.get_object(Bucket="dst", Key="inv/a b+c.txt")["Body"].read() == b"1"
