@@ -332,3 +332,84 @@ def test_manifest_rows_of_each_format_map_to_keys(pipeline) -> None:
     out = copy_batch.handler({"job": inv, "items": rows, "pass": 1}, FakeLambdaContext())
     assert (out["counts"]["copied"], out["counts"]["skipped"]) == (1, 1)
     assert pipeline.s3.get_object(Bucket="dst", Key="inv/a b+c.txt")["Body"].read() == b"1"
+
+
+def test_failures_of_a_recorded_batch_are_kept_even_if_the_worker_died_before_writing_them(pipeline) -> None:
+    """A crash between counting a batch and writing its failure items: the next attempt (whose
+    own results do not count) writes the recorded attempt's failures from its report."""
+    from ferry.batches import record
+    from ferry.ledger import BatchCounts
+    from ferry.models import CopyResult, Status
+
+    job = start_job(SPEC)
+    services = pipeline.services()
+    failed = CopyResult(
+        "data/a", "copy/a", Status.FAILED, reason="AccessDenied", source_bucket="src", dest_bucket="dst"
+    )
+    copied = CopyResult("data/b", "copy/b", Status.COPIED, bytes=3, source_bucket="src", dest_bucket="dst")
+    report_key = services.reports.put_batch("exec-1", "b1-p1", "first", [failed, copied])
+    services.ledger.record_batch(
+        "exec-1", "b1-p1", BatchCounts.of([failed, copied]), attempt="first", report_key=report_key
+    )
+    assert list(services.ledger.failures("exec-1")) == []  # the crash: counted, failures not yet written
+
+    retry = CopyResult("data/a", "copy/a", Status.COPIED, bytes=3, source_bucket="src", dest_bucket="dst")
+    recorded = record(services, "exec-1", "b1-p1", [retry, copied])
+
+    assert not recorded.first and recorded.counts.failed == 1
+    failures = list(services.ledger.failures("exec-1"))
+    assert [(f.key, f.reason) for f in failures] == [("data/a", "AccessDenied")]
+    assert services.ledger.batch("exec-1", "b1-p1")["failures_recorded"] is True
+    record_ = job_item(pipeline, "exec-1")
+    assert (record_["objects"], record_["failed"], record_["copied"]) == (2, 1, 1)
+    assert job["job_id"] == "exec-1"
+
+
+def test_fargate_worker_copies_one_large_object_and_records_it_once(pipeline, monkeypatch) -> None:
+    """The Fargate entry point: the object comes in the environment; a stop request before the
+    end exits 75 (the retry resumes); the finished copy is counted once."""
+    from handlers import copy_large
+
+    data = b"L" * (6 * 1024 * 1024)
+    pipeline.s3.put_object(Bucket="src", Key="data/large.bin", Body=data)
+    job = start_job(SPEC)
+    item = {"Key": "data/large.bin", "Size": len(data)}
+    monkeypatch.setenv("FERRY_JOB_ID", job["job_id"])
+    monkeypatch.setenv("FERRY_BATCH_ID", "batch-1")
+    monkeypatch.setenv("FERRY_ITEM", json.dumps(item))
+
+    import ferry.batches as batches
+
+    real = batches.copy_large_object
+    monkeypatch.setattr(
+        copy_large,
+        "copy_large_object",
+        lambda *a, **k: real(*a, **{**k, "keep_going": lambda: False, "pass_seconds": -1}),
+    )
+    assert copy_large.main() == copy_large.EXIT_STOPPED
+    assert job_item(pipeline, "exec-1")["objects"] == 0, "a stopped task records nothing"
+
+    monkeypatch.setattr(copy_large, "copy_large_object", real)
+    assert copy_large.main() == copy_large.EXIT_OK
+    assert copy_large.main() == copy_large.EXIT_OK  # a retried task after success: counted once
+    record_ = job_item(pipeline, "exec-1")
+    assert (record_["objects"], record_["copied"]) == (1, 1)
+    assert pipeline.s3.get_object(Bucket="dst", Key="copy/large.bin")["Body"].read() == data
+
+
+def test_a_pass_that_reaches_max_passes_fails_what_it_could_not_finish(pipeline, monkeypatch) -> None:
+    fill(pipeline.s3, 2)
+    job = start_job(SPEC)
+    items = listing_items(pipeline.s3, "src", "data/")
+    max_passes = pipeline.settings.max_passes
+    context = FakeLambdaContext(remaining_ms=0)  # the deadline has passed: nothing starts
+
+    early = copy_batch.handler({"job": job, "items": items, "pass": 1}, context)
+    last = copy_batch.handler(
+        {"job": job, "items": items, "pass": max_passes, "batch_id": early["batch_id"]}, context
+    )
+
+    assert early["remaining"] == items and early["counts"]["objects"] == 0
+    assert last["remaining"] == [] and last["counts"]["failed"] == 2
+    reasons = {f.reason for f in DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).failures("exec-1")}
+    assert all(r.startswith(f"not finished after {max_passes} Lambda passes") for r in reasons)
