@@ -29,7 +29,8 @@ from botocore.exceptions import ClientError
 
 from .checkpoints import Checkpoint
 from .errors import ConfigError, FerryError, error_code
-from .models import CopyResult, Status
+from .models import CopyResult
+from .report import Counts
 
 COUNTERS = ("copied", "skipped", "failed", "pending")
 DAY = 86_400
@@ -45,46 +46,21 @@ class JobMissing(FerryError):
     """A batch arrived for a job that Prepare never created."""
 
 
-@dataclass
-class BatchCounts:
+class BatchCounts(Counts):
     """What one batch adds to the job: every object it was given, in exactly one counter."""
-
-    copied: int = 0
-    skipped: int = 0
-    failed: int = 0
-    pending: int = 0
-    bytes_copied: int = 0
-
-    def add(self, result: CopyResult) -> None:
-        if result.status == Status.COPIED:
-            self.copied += 1
-            self.bytes_copied += result.bytes
-        elif result.status == Status.SKIPPED:
-            self.skipped += 1
-        elif result.status == Status.FAILED:
-            self.failed += 1
-        else:
-            self.pending += 1
 
     @property
     def objects(self) -> int:
-        return self.copied + self.skipped + self.failed + self.pending
+        return self.total
 
     def to_dict(self) -> dict[str, int]:
-        return {
-            "objects": self.objects,
-            "copied": self.copied,
-            "skipped": self.skipped,
-            "failed": self.failed,
-            "pending": self.pending,
-            "bytes_copied": self.bytes_copied,
-        }
+        return self.counts()
 
     @classmethod
     def of(cls, results: Iterable[CopyResult]) -> BatchCounts:
         counts = cls()
         for result in results:
-            counts.add(result)
+            counts.count(result)
         return counts
 
     @classmethod

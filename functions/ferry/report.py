@@ -17,12 +17,43 @@ from .models import CopyResult, Status
 
 
 @dataclass
-class Summary:
+class Counts:
+    """Every object in exactly one of copied, skipped, failed, pending: counts that add up."""
+
     copied: int = 0
     skipped: int = 0
     failed: int = 0
     pending: int = 0
     bytes_copied: int = 0
+
+    def count(self, result: CopyResult) -> None:
+        if result.status == Status.COPIED:
+            self.copied += 1
+            self.bytes_copied += result.bytes
+        elif result.status == Status.SKIPPED:
+            self.skipped += 1
+        elif result.status == Status.FAILED:
+            self.failed += 1
+        else:
+            self.pending += 1
+
+    @property
+    def total(self) -> int:
+        return self.copied + self.skipped + self.failed + self.pending
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "objects": self.total,
+            "copied": self.copied,
+            "skipped": self.skipped,
+            "failed": self.failed,
+            "pending": self.pending,
+            "bytes_copied": self.bytes_copied,
+        }
+
+
+@dataclass
+class Summary(Counts):
     strategies: Counter[str] = field(default_factory=Counter)
     verified_by: Counter[str] = field(default_factory=Counter)
     started: float = field(default_factory=time.monotonic)
@@ -31,17 +62,10 @@ class Summary:
 
     def add(self, result: CopyResult) -> None:
         with self._lock:
+            self.count(result)
             if result.status == Status.COPIED:
-                self.copied += 1
-                self.bytes_copied += result.bytes
                 self.strategies[result.strategy or "unknown"] += 1
                 self.verified_by[result.verified_by or "unverified"] += 1
-            elif result.status == Status.SKIPPED:
-                self.skipped += 1
-            elif result.status == Status.FAILED:
-                self.failed += 1
-            else:
-                self.pending += 1
             self.seconds = time.monotonic() - self.started
 
     def finish(self) -> Summary:
@@ -49,21 +73,12 @@ class Summary:
         return self
 
     @property
-    def total(self) -> int:
-        return self.copied + self.skipped + self.failed + self.pending
-
-    @property
     def throughput(self) -> float:
         return self.bytes_copied / self.seconds if self.seconds > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "objects": self.total,
-            "copied": self.copied,
-            "skipped": self.skipped,
-            "failed": self.failed,
-            "pending": self.pending,
-            "bytes_copied": self.bytes_copied,
+            **self.counts(),
             "seconds": round(self.seconds, 3),
             "bytes_per_second": round(self.throughput),
             "strategies": dict(self.strategies),
