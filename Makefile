@@ -15,22 +15,27 @@ $(BIN)/.installed: requirements.txt functions/requirements.txt pyproject.toml
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $@
 
+# The pinned CDK CLI and asl-validator (package.json, package-lock.json), for `npx cdk` and the CDK tests.
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
 # The real S3 server the integration tests talk to, built once into a cache this Makefile owns.
 $(VERSITYGW):
 	mkdir -p $(CACHE)/bin $(CACHE)/gobin
 	GOBIN=$(abspath $(CACHE)/gobin) GOFLAGS=-modcacherw go install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 	mv $(CACHE)/gobin/versitygw $@
 
-setup: $(BIN)/.installed
+setup: $(BIN)/.installed node_modules/.installed
 
 demo: $(BIN)/.installed
 	$(BIN)/ferry demo
 
 lint: $(BIN)/.installed
-	$(BIN)/ruff check functions tests bench
-	$(BIN)/ruff format --check functions tests bench
+	$(BIN)/ruff check functions tests bench cdk
+	$(BIN)/ruff format --check functions tests bench cdk
 
-test: $(BIN)/.installed $(VERSITYGW) lint
+test: $(BIN)/.installed node_modules/.installed $(VERSITYGW) lint
 	FERRY_VERSITYGW=$(abspath $(VERSITYGW)) $(BIN)/pytest -q --timeout=600
 
 clean:
