@@ -1,0 +1,72 @@
+"""The CDK app (`npx cdk synth` / `npx cdk deploy` from the repository root, see cdk.json)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+
+from ferry.errors import ConfigError
+from ferry.settings import PipelineSettings
+from ferry_cdk.stack import FerryStack
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def settings_from(app: cdk.App) -> PipelineSettings:
+    """The `ferry` context, with the values of the file `ferry:configFile` names on top."""
+    values: Any = app.node.try_get_context("ferry") or {}
+    if not isinstance(values, dict):
+        raise ConfigError("the 'ferry' context in cdk.json must be an object")
+    config_file = app.node.try_get_context("ferry:configFile")
+    if config_file:
+        path = Path(config_file)
+        path = path if path.is_absolute() else REPO / path
+        try:
+            overrides = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError) as error:
+            raise ConfigError(f"ferry:configFile: cannot read {str(path)!r}: {error}") from error
+        if not isinstance(overrides, dict):
+            raise ConfigError(f"ferry:configFile: {str(path)!r} must hold a JSON object of settings")
+        values = {**values, **overrides}
+    return PipelineSettings.from_context(values)
+
+
+def build(app: cdk.App) -> FerryStack:
+    settings = settings_from(app)
+    env = None
+    if settings.vpc_id:  # Vpc.from_lookup needs a concrete account and region
+        env = cdk.Environment(
+            account=os.environ.get("CDK_DEFAULT_ACCOUNT"), region=os.environ.get("CDK_DEFAULT_REGION")
+        )
+    stack = FerryStack(
+        app,
+        app.node.try_get_context("ferry:stackName") or "Ferry",
+        settings=settings,
+        env=env,
+        description=f"Ferry: verified S3 copies at scale ({settings.describe()})",
+    )
+    cdk.Validations.of(app).add_plugins(
+        AwsSolutionsChecks(app, verbose=True, write_suppressions_to_cloud_formation=True)
+    )
+    return stack
+
+
+def main() -> int:
+    app = cdk.App()
+    try:
+        build(app)
+    except ConfigError as error:
+        print(f"ferry: configuration error: {error}", file=sys.stderr)
+        return 1
+    app.synth()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,93 @@
+"""IAM statements scoped to the configured buckets and prefixes: nothing wider.
+
+Object actions go on `arn:aws:s3:::bucket/prefix*` only; `s3:ListBucket` goes on the bucket
+with an `s3:prefix` condition. Keys may hold characters IAM reads as wildcards or variables
+(`*`, `?`, `$`): they are escaped (`${*}`, `${?}`, `${$}`), so a prefix `a*` grants `a*...`
+and not `a...`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+
+from ferry.settings import Location
+
+SOURCE_READ = (
+    "s3:GetObject",
+    "s3:GetObjectVersion",
+    "s3:GetObjectTagging",
+    "s3:GetObjectVersionTagging",
+    "s3:GetObjectAttributes",
+    "s3:RestoreObject",
+)
+DESTINATION_WRITE = (
+    "s3:PutObject",
+    "s3:PutObjectTagging",
+    "s3:GetObject",  # verification and the skip-existing check read the copy back
+    "s3:GetObjectTagging",
+    "s3:AbortMultipartUpload",
+    "s3:ListMultipartUploadParts",
+    "s3:DeleteObject",  # a copy that fails verification is removed
+)
+LEDGER_READ_WRITE = (
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:Query",
+    "dynamodb:ConditionCheckItem",
+)
+# A batch's report object: written, read back after a crash, deleted when the ledger says
+# that attempt does not count (ferry.batches.record).
+BATCH_REPORTS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject")
+
+
+def iam_escape(text: str) -> str:
+    """A key prefix as an IAM ARN or StringLike pattern matches it literally."""
+    return "".join({"*": "${*}", "?": "${?}", "$": "${$}"}.get(c, c) for c in text)
+
+
+def bucket_arn(bucket: str) -> str:
+    return f"arn:{cdk.Aws.PARTITION}:s3:::{bucket}"
+
+
+def object_arns(locations: Iterable[Location]) -> list[str]:
+    return sorted({f"{bucket_arn(loc.bucket)}/{iam_escape(loc.prefix)}*" for loc in locations})
+
+
+def list_bucket_statements(
+    locations: Iterable[Location], *, sid: str, allow_missing_prefix: bool
+) -> list[iam.PolicyStatement]:
+    """`s3:ListBucket` per bucket, limited to the configured prefixes.
+
+    `allow_missing_prefix` (workers): S3 also checks ListBucket when a GET or HEAD names a
+    key that does not exist, to answer 404 rather than 403; that request carries no
+    `s3:prefix`, so the condition must let it through (`StringLikeIfExists`), or every
+    skip-existing check on a new destination key would fail as AccessDenied.
+    """
+    by_bucket: dict[str, set[str]] = {}
+    for loc in locations:
+        by_bucket.setdefault(loc.bucket, set()).add(loc.prefix)
+    statements = []
+    for index, (bucket, prefixes) in enumerate(sorted(by_bucket.items())):
+        conditions = None
+        if "" not in prefixes:  # a whole bucket configured: no condition to add
+            operator = "StringLikeIfExists" if allow_missing_prefix else "StringLike"
+            conditions = {operator: {"s3:prefix": sorted(iam_escape(p) + "*" for p in prefixes)}}
+        statements.append(
+            iam.PolicyStatement(
+                sid=f"{sid}{index}",
+                actions=["s3:ListBucket"],
+                resources=[bucket_arn(bucket)],
+                conditions=conditions,
+            )
+        )
+    return statements
+
+
+def statement(sid: str, actions: Sequence[str], resources: Sequence[str]) -> iam.PolicyStatement:
+    return iam.PolicyStatement(sid=sid, actions=list(actions), resources=list(resources))

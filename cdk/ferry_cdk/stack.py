@@ -1,0 +1,463 @@
+"""FerryStack: the whole pipeline in one stack, built from `PipelineSettings`.
+
+Report bucket and DynamoDB ledger; four Lambda functions (arm64 by default) over the
+`functions/` code with the pinned dependencies in a layer; a Fargate task for large objects
+(same code, image built from `functions/Dockerfile`); the Step Functions state machine
+rendered from `statemachine/*.asl.json`. Every role gets only what its code does, on the
+configured buckets and prefixes only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_ecr_assets as ecr_assets
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from ferry.errors import ConfigError
+from ferry.settings import Location, PipelineSettings
+
+from . import access, bundling, nag
+from .access import BATCH_REPORTS, DESTINATION_WRITE, LEDGER_READ_WRITE, SOURCE_READ, statement
+from .definition import parent_definition
+
+FUNCTIONS_DIR = bundling.FUNCTIONS_DIR
+CONTAINER_NAME = "worker"
+CONTAINER_COMMAND = ["python", "-m", "handlers.copy_large"]
+REPORTS_PREFIX = "jobs/"
+# What is not code in functions/: kept out of the Lambda asset (and of its hash).
+CODE_EXCLUDE = [
+    "**/__pycache__",
+    "**/*.pyc",
+    "*.egg-info",
+    "Dockerfile",
+    ".dockerignore",
+    "requirements*.txt",
+]
+IMAGE_EXCLUDE = ["**/__pycache__", "**/*.pyc", "*.egg-info"]
+RETENTION = {
+    1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS", 30: "ONE_MONTH",
+    60: "TWO_MONTHS", 90: "THREE_MONTHS", 120: "FOUR_MONTHS", 150: "FIVE_MONTHS", 180: "SIX_MONTHS",
+    365: "ONE_YEAR", 400: "THIRTEEN_MONTHS", 545: "EIGHTEEN_MONTHS", 731: "TWO_YEARS",
+    1096: "THREE_YEARS", 1827: "FIVE_YEARS", 2192: "SIX_YEARS", 2557: "SEVEN_YEARS",
+    2922: "EIGHT_YEARS", 3288: "NINE_YEARS", 3653: "TEN_YEARS",
+}  # fmt: skip
+
+
+class FerryStack(cdk.Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: PipelineSettings,
+        acknowledge_nag_findings: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, construct_id, **kwargs)
+        self.settings = settings
+        self.retention = _retention(settings.log_retention_days)
+        self.arm64 = settings.lambda_architecture == "arm64"
+
+        self.report_bucket = self._report_bucket()
+        self.table = self._table()
+        self.worker_env = {
+            "FERRY_TABLE": self.table.table_name,
+            "FERRY_REPORT_BUCKET": self.report_bucket.bucket_name,
+            "POWERTOOLS_SERVICE_NAME": "ferry",
+            "POWERTOOLS_METRICS_NAMESPACE": "Ferry",
+        }
+        self.functions = self._functions()
+        self._network()
+        self._fargate()
+        self.state_machine = self._state_machine()
+
+        cdk.CfnOutput(self, "StateMachineArn", value=self.state_machine.state_machine_arn)
+        cdk.CfnOutput(self, "ReportBucketName", value=self.report_bucket.bucket_name)
+        cdk.CfnOutput(self, "TableName", value=self.table.table_name)
+        if acknowledge_nag_findings:
+            nag.acknowledge(self)
+
+    # -- storage --------------------------------------------------------------------------
+
+    def _report_bucket(self) -> s3.Bucket:
+        return s3.Bucket(
+            self,
+            "ReportBucket",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    id="ExpireJobReports",
+                    prefix=REPORTS_PREFIX,
+                    expiration=cdk.Duration.days(self.settings.report_retention_days),
+                ),
+                s3.LifecycleRule(
+                    id="AbortIncompleteMultipartUploads",
+                    abort_incomplete_multipart_upload_after=cdk.Duration.days(1),
+                ),
+            ],
+            removal_policy=cdk.RemovalPolicy.RETAIN,
+        )
+
+    def _table(self) -> dynamodb.Table:
+        return dynamodb.Table(
+            self,
+            "Ledger",
+            partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name="sk", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            time_to_live_attribute="expires_at",
+            removal_policy=cdk.RemovalPolicy.RETAIN,  # the history of every job
+        )
+
+    # -- Lambda ---------------------------------------------------------------------------
+
+    def _functions(self) -> dict[str, lambda_.Function]:
+        s = self.settings
+        architecture = lambda_.Architecture.ARM_64 if self.arm64 else lambda_.Architecture.X86_64
+        runtime = lambda_.Runtime(s.lambda_runtime, lambda_.RuntimeFamily.PYTHON, supports_inline_code=True)
+        layer = lambda_.LayerVersion(
+            self,
+            "Dependencies",
+            code=bundling.layer_code(s.lambda_architecture, s.lambda_runtime),
+            compatible_architectures=[architecture],
+            compatible_runtimes=[runtime],
+            description=f"Ferry's pinned dependencies (functions/requirements.txt) for {s.lambda_runtime}",
+        )
+        code = lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=CODE_EXCLUDE)
+        environment = {**self.worker_env, **s.worker_environment()}
+        specs = {  # name: (handler module, memory MB, timeout minutes, description)
+            "Prepare": ("prepare", 512, 5, "Checks a job spec and its access, creates the job record"),
+            "CopyBatch": ("copy_batch", s.lambda_memory_mb, 15, "Copies one batch of objects, verified"),
+            "RecordFailure": ("record_failure", 512, 5, "Records every object of a failed step as failed"),
+            "Finalize": ("finalize", 1024, 15, "Writes a job's report and sets its final status"),
+        }
+        functions = {}
+        for name, (module, memory, minutes, description) in specs.items():
+            log_group = logs.LogGroup(self, f"{name}Logs", retention=self.retention)
+            role = iam.Role(
+                self,
+                f"{name}Role",
+                assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+                description=f"Ferry {name} function",
+            )
+            log_group.grant_write(role)
+            functions[name] = lambda_.Function(
+                self,
+                name,
+                description=f"Ferry: {description}",
+                runtime=runtime,
+                architecture=architecture,
+                handler=f"handlers.{module}.handler",
+                code=code,
+                layers=[layer],
+                memory_size=memory,
+                timeout=cdk.Duration.minutes(minutes),
+                environment=environment,
+                tracing=lambda_.Tracing.ACTIVE,
+                log_group=log_group,
+                role=role,
+            )
+        self._grant_functions(functions)
+        return functions
+
+    def _grant_functions(self, functions: dict[str, lambda_.Function]) -> None:
+        s = self.settings
+        table = [self.table.table_arn]
+        reports = [f"{self.report_bucket.bucket_arn}/{REPORTS_PREFIX}*"]
+        sources, destinations = access.object_arns(s.sources), access.object_arns(s.destinations)
+
+        prepare = functions["Prepare"]
+        for st in access.list_bucket_statements(
+            (*s.sources, *s.destinations), sid="ListConfiguredPrefixes", allow_missing_prefix=True
+        ):
+            prepare.add_to_role_policy(st)
+        if s.manifests:
+            prepare.add_to_role_policy(
+                statement("ReadManifests", ["s3:GetObject"], access.object_arns(s.manifests))
+            )
+        # The destination check opens a multipart upload and aborts it at once.
+        prepare.add_to_role_policy(
+            statement("ProbeDestinations", ["s3:PutObject", "s3:AbortMultipartUpload"], destinations)
+        )
+        if s.destination_kms_key_arns:
+            prepare.add_to_role_policy(
+                statement("ProbeDestinationKeys", ["kms:GenerateDataKey"], s.destination_kms_key_arns)
+            )
+        prepare.add_to_role_policy(statement("CreateJob", ["dynamodb:GetItem", "dynamodb:PutItem"], table))
+
+        copy_batch = functions["CopyBatch"]
+        for st in self._copy_statements(sources, destinations, table, reports):
+            copy_batch.add_to_role_policy(st)
+
+        record_failure = functions["RecordFailure"]
+        record_failure.add_to_role_policy(statement("Ledger", LEDGER_READ_WRITE, table))
+        record_failure.add_to_role_policy(statement("Reports", BATCH_REPORTS, reports))
+
+        finalize = functions["Finalize"]
+        finalize.add_to_role_policy(
+            statement("Ledger", ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"], table)
+        )
+        finalize.add_to_role_policy(statement("Reports", ["s3:GetObject", "s3:PutObject"], reports))
+        for st in access.list_bucket_statements(
+            [Location(self.report_bucket.bucket_name, REPORTS_PREFIX)],
+            sid="ListReports",
+            allow_missing_prefix=True,
+        ):
+            finalize.add_to_role_policy(st)
+
+    def _copy_statements(
+        self, sources: list[str], destinations: list[str], table: list[str], reports: list[str]
+    ) -> list[iam.PolicyStatement]:
+        """What a copy worker (the CopyBatch function and the Fargate task) may do."""
+        s = self.settings
+        statements = [
+            statement("ReadSources", SOURCE_READ, sources),
+            *access.list_bucket_statements(s.sources, sid="ListSources", allow_missing_prefix=True),
+            statement("WriteDestinations", DESTINATION_WRITE, destinations),
+            *access.list_bucket_statements(s.destinations, sid="ListDestinations", allow_missing_prefix=True),
+            statement("Ledger", LEDGER_READ_WRITE, table),
+            statement("Reports", BATCH_REPORTS, reports),
+        ]
+        if s.source_kms_key_arns:
+            statements.append(statement("DecryptSources", ["kms:Decrypt"], s.source_kms_key_arns))
+        if s.destination_kms_key_arns:
+            statements.append(
+                statement(
+                    "EncryptDestinations",
+                    ["kms:GenerateDataKey", "kms:Decrypt", "kms:Encrypt"],
+                    s.destination_kms_key_arns,
+                )
+            )
+        return statements
+
+    # -- network and Fargate --------------------------------------------------------------
+
+    def _network(self) -> None:
+        s = self.settings
+        if s.vpc_id:
+            # Needs credentials at synth time (the lookup is cached in cdk.context.json).
+            self.vpc = ec2.Vpc.from_lookup(self, "Vpc", vpc_id=s.vpc_id)
+            private = self.vpc.select_subnets(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+            if private.subnet_ids:
+                self.task_subnets, self.assign_public_ip = private, "DISABLED"
+            else:
+                self.task_subnets = self.vpc.select_subnets(subnet_type=ec2.SubnetType.PUBLIC)
+                self.assign_public_ip = "ENABLED"
+        else:
+            # Public subnets and no NAT gateway (no hourly charge): tasks get a public IP to
+            # reach ECR, CloudWatch Logs and DynamoDB; S3 traffic takes the free gateway endpoint.
+            self.vpc = ec2.Vpc(
+                self,
+                "Vpc",
+                max_azs=2,
+                nat_gateways=0,
+                subnet_configuration=[
+                    ec2.SubnetConfiguration(name="Public", subnet_type=ec2.SubnetType.PUBLIC, cidr_mask=24)
+                ],
+            )
+            self.vpc.add_gateway_endpoint("S3Endpoint", service=ec2.GatewayVpcEndpointAwsService.S3)
+            self.vpc.add_flow_log(
+                "RejectedTraffic",
+                traffic_type=ec2.FlowLogTrafficType.REJECT,
+                destination=ec2.FlowLogDestination.to_cloud_watch_logs(
+                    logs.LogGroup(self, "FlowLogs", retention=self.retention)
+                ),
+            )
+            self.task_subnets = self.vpc.select_subnets(subnet_type=ec2.SubnetType.PUBLIC)
+            self.assign_public_ip = "ENABLED"
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "TaskSecurityGroup",
+            vpc=self.vpc,
+            description="Ferry copy tasks: no inbound traffic; outbound to AWS APIs",
+            allow_all_outbound=True,
+        )
+
+    def _fargate(self) -> None:
+        s = self.settings
+        self.cluster = ecs.Cluster(self, "Cluster", vpc=self.vpc, enable_fargate_capacity_providers=True)
+        self.task_role = iam.Role(
+            self,
+            "CopyTaskRole",
+            assumed_by=iam.ServicePrincipal("ecs-tasks.amazonaws.com"),
+            description="Ferry large-object copy task",
+        )
+        self.task_definition = ecs.FargateTaskDefinition(
+            self,
+            "CopyTask",
+            cpu=s.fargate_cpu,
+            memory_limit_mib=s.fargate_memory_mb,
+            task_role=self.task_role,
+            runtime_platform=ecs.RuntimePlatform(
+                cpu_architecture=ecs.CpuArchitecture.ARM64 if self.arm64 else ecs.CpuArchitecture.X86_64,
+                operating_system_family=ecs.OperatingSystemFamily.LINUX,
+            ),
+        )
+        self.container = self.task_definition.add_container(
+            CONTAINER_NAME,
+            image=ecs.ContainerImage.from_asset(
+                str(FUNCTIONS_DIR),
+                file="Dockerfile",
+                platform=ecr_assets.Platform.LINUX_ARM64 if self.arm64 else ecr_assets.Platform.LINUX_AMD64,
+                build_args={"PYTHON_VERSION": bundling.python_version(s.lambda_runtime)},
+                exclude=IMAGE_EXCLUDE,
+            ),
+            command=CONTAINER_COMMAND,
+            environment={**self.worker_env, **s.worker_environment(fargate=True)},
+            logging=ecs.LogDrivers.aws_logs(
+                stream_prefix="copy-large",
+                log_group=logs.LogGroup(self, "CopyTaskLogs", retention=self.retention),
+            ),
+            # Fargate Spot warns two minutes ahead with SIGTERM: the longest stop timeout lets
+            # the task finish its parts in flight and save a checkpoint.
+            stop_timeout=cdk.Duration.seconds(120),
+            # The code writes no file: the root filesystem is read-only, /tmp a scratch volume.
+            readonly_root_filesystem=True,
+        )
+        self.task_definition.add_volume(name="tmp")
+        self.container.add_mount_points(
+            ecs.MountPoint(container_path="/tmp", source_volume="tmp", read_only=False)
+        )
+        table = [self.table.table_arn]
+        reports = [f"{self.report_bucket.bucket_arn}/{REPORTS_PREFIX}*"]
+        for st in self._copy_statements(
+            access.object_arns(s.sources), access.object_arns(s.destinations), table, reports
+        ):
+            self.task_role.add_to_policy(st)
+
+    # -- state machine --------------------------------------------------------------------
+
+    def _state_machine(self) -> sfn.StateMachine:
+        s = self.settings
+        name = self.state_machine_name = f"{self.stack_name}-jobs"
+        values = {
+            "PrepareFunctionArn": self.functions["Prepare"].function_arn,
+            "CopyBatchFunctionArn": self.functions["CopyBatch"].function_arn,
+            "RecordFailureFunctionArn": self.functions["RecordFailure"].function_arn,
+            "FinalizeFunctionArn": self.functions["Finalize"].function_arn,
+            "ReportBucket": self.report_bucket.bucket_name,
+            "ClusterArn": self.cluster.cluster_arn,
+            "TaskDefinitionArn": self.task_definition.task_definition_arn,
+            "ContainerName": CONTAINER_NAME,
+            "Subnets": list(self.task_subnets.subnet_ids),
+            "SecurityGroups": [self.security_group.security_group_id],
+            "AssignPublicIp": self.assign_public_ip,
+            "CapacityProvider": s.capacity_provider,
+        }
+        self.definition = parent_definition(values)
+        role = iam.Role(
+            self,
+            "StateMachineRole",
+            assumed_by=iam.ServicePrincipal("states.amazonaws.com"),
+            description="Ferry state machine",
+        )
+        for st in self._state_machine_statements(name):
+            role.add_to_policy(st)
+        log_group = logs.LogGroup(
+            self,
+            "StateMachineLogs",
+            # The vended-logs prefix keeps the CloudWatch Logs resource policy small.
+            log_group_name=f"/aws/vendedlogs/states/{name}",
+            retention=self.retention,
+        )
+        return sfn.StateMachine(
+            self,
+            "StateMachine",
+            state_machine_name=name,
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            definition_body=sfn.DefinitionBody.from_string(self.to_json_string(self.definition)),
+            role=role,
+            tracing_enabled=True,
+            logs=sfn.LogOptions(destination=log_group, level=sfn.LogLevel.ALL, include_execution_data=False),
+        )
+
+    def _state_machine_statements(self, name: str) -> list[iam.PolicyStatement]:
+        s = self.settings
+        self.task_arn_pattern = self.format_arn(
+            service="ecs",
+            resource="task",
+            resource_name=f"{self.cluster.cluster_name}/*",
+            arn_format=cdk.ArnFormat.SLASH_RESOURCE_NAME,
+        )
+        machine_arn = self.format_arn(
+            service="states",
+            resource="stateMachine",
+            resource_name=name,
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+        # Distributed Map child executions are named `<machine>/<map run label>:<id>`.
+        children = self.format_arn(
+            service="states",
+            resource="execution",
+            resource_name=f"{name}/*",
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+        statements = [
+            statement(
+                "InvokeFunctions",
+                ["lambda:InvokeFunction"],
+                [f.function_arn for f in self.functions.values()],
+            ),
+            statement("StartChildExecutions", ["states:StartExecution"], [machine_arn]),
+            statement(
+                "ManageChildExecutions",
+                ["states:DescribeExecution", "states:StopExecution", "states:RedriveExecution"],
+                [children],
+            ),
+            *access.list_bucket_statements(s.sources, sid="ItemReaderList", allow_missing_prefix=False),
+            statement(
+                "ResultWriter",
+                ["s3:PutObject", "s3:GetObject", "s3:ListMultipartUploadParts", "s3:AbortMultipartUpload"],
+                [f"{self.report_bucket.bucket_arn}/{REPORTS_PREFIX}*"],
+            ),
+            statement("RunCopyTask", ["ecs:RunTask"], [self.task_definition.task_definition_arn]),
+            statement("FollowCopyTasks", ["ecs:StopTask", "ecs:DescribeTasks"], [self.task_arn_pattern]),
+            statement(
+                "EcsSyncRule",
+                ["events:PutTargets", "events:PutRule", "events:DescribeRule"],
+                [
+                    self.format_arn(
+                        service="events",
+                        resource="rule",
+                        resource_name="StepFunctionsGetEventsForECSTaskRule",
+                        arn_format=cdk.ArnFormat.SLASH_RESOURCE_NAME,
+                    )
+                ],
+            ),
+            statement(
+                "PassCopyTaskRoles",
+                ["iam:PassRole"],
+                [self.task_role.role_arn, self.task_definition.obtain_execution_role().role_arn],
+            ),
+        ]
+        if s.manifests:
+            statements.append(
+                statement("ItemReaderManifests", ["s3:GetObject"], access.object_arns(s.manifests))
+            )
+        return statements
+
+
+def _retention(days: int) -> logs.RetentionDays:
+    if days not in RETENTION:
+        raise ConfigError(
+            f"log_retention_days: {days} is not a CloudWatch Logs retention; use one of "
+            + ", ".join(str(d) for d in RETENTION)
+        )
+    return logs.RetentionDays[RETENTION[days]]
