@@ -81,7 +81,7 @@ class PipelineSettings:
     fargate_cpu: int = 2048
     fargate_memory_mb: int = 4096
     fargate_spot: bool = True
-    fargate_max_concurrency: int = 20
+    fargate_max_concurrency: int = 2  # per batch: all batches together run up to max_concurrency x this
     vpc_id: str | None = None
     report_retention_days: int = 90
     checkpoint_ttl_days: int = 7
