@@ -194,6 +194,7 @@ def pipeline(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     }
     for name, value in env.items():
         monkeypatch.setenv(name, value)
+    _atomic_moto_dynamodb(monkeypatch)
     config = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
     with mock_aws(config=config):
         s3 = boto3.client("s3", region_name="us-east-1")
@@ -217,3 +218,23 @@ def pipeline(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         runtime.services.cache_clear()
         yield SimpleNamespace(s3=s3, dynamodb=dynamodb, settings=settings, env=env, services=runtime.services)
         runtime.services.cache_clear()
+
+
+def _atomic_moto_dynamodb(monkeypatch: pytest.MonkeyPatch) -> None:
+    """DynamoDB applies each write (an ADD, a transaction) atomically; moto's in-process
+    backend reads and writes items without a lock, so concurrent ADDs from threads can be
+    lost there. One lock around its writes restores the service's guarantee, and leaves the
+    copies themselves running concurrently."""
+    import threading
+
+    from moto.dynamodb.models import DynamoDBBackend
+
+    lock = threading.RLock()
+    for name in ("put_item", "update_item", "delete_item", "transact_write_items", "get_item"):
+        original = getattr(DynamoDBBackend, name)
+
+        def locked(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            with lock:
+                return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(DynamoDBBackend, name, locked)

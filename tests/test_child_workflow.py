@@ -167,9 +167,10 @@ def test_a_batch_of_small_objects_is_copied_and_counted(pipeline, child) -> None
 def test_a_large_object_is_checkpointed_at_the_deadline_and_finished_in_a_second_pass(
     pipeline, child, monkeypatch
 ) -> None:
-    """Streamed in 5 MiB parts with room for two at a time, each UploadPart slowed to 2 s: the
-    first pass's deadline (1.5 s after it starts) falls after parts 1-2 start, so it checkpoints
-    2 of 4 parts; the second pass resumes and uploads only parts 3 and 4."""
+    """Streamed in 5 MiB parts with room for two at a time, each UploadPart slowed to 4 s: the
+    first pass's deadline (3 s after it starts) falls after parts 1-2 start and before a slot
+    frees for part 3, so it checkpoints 2 of 4 parts; the second pass resumes and uploads only
+    parts 3 and 4."""
     data = bytes(range(256)) * (20 * MiB // 256)
     pipeline.s3.put_object(Bucket="src", Key="big/object.bin", Body=data)
     pipeline.s3.put_object(Bucket="src", Key="big/small.txt", Body=b"small")
@@ -185,7 +186,7 @@ def test_a_large_object_is_checkpointed_at_the_deadline_and_finished_in_a_second
 
     runtime.services.cache_clear()
     margin = pipeline.settings.deadline_margin_seconds
-    child.remaining_ms = lambda call: int((margin + 1.5) * 1000) if call == 1 else 900_000
+    child.remaining_ms = lambda call: int((margin + 3.0) * 1000) if call == 1 else 900_000
     uploaded: list[int] = []
     real_make_client = clients.make_client
 
@@ -194,7 +195,7 @@ def test_a_large_object_is_checkpointed_at_the_deadline_and_finished_in_a_second
 
         def slow_part(params: dict[str, Any], **_: Any) -> None:
             uploaded.append(params["PartNumber"])
-            time.sleep(2.0)
+            time.sleep(4.0)
 
         client.meta.events.register("before-parameter-build.s3.UploadPart", slow_part)
         return client
