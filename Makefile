@@ -40,3 +40,48 @@ test: $(BIN)/.installed node_modules/.installed $(VERSITYGW) lint
 
 clean:
 	rm -rf $(VENV) $(CACHE)
+
+# `make bench`: Ferry side by side with s5cmd, rclone and the AWS CLI on local MinIO and
+# versitygw (bench/README.md). Everything goes into .cache/; options: BENCH_ARGS="--quick".
+MINIO_VERSION := v0.0.0-20260212201848-7aac2a2c5b7c
+MINIO := $(CACHE)/bin/minio-$(MINIO_VERSION)
+S5CMD_VERSION := v2.3.0
+S5CMD := $(CACHE)/bin/s5cmd-$(S5CMD_VERSION)
+AWSCLI_VERSION := 1.46.2
+AWSCLI := $(CACHE)/awscli-$(AWSCLI_VERSION)/bin/aws
+BENCH_ARGS ?=
+
+$(MINIO):
+	mkdir -p $(CACHE)/bin $(CACHE)/gobin
+	GOBIN=$(abspath $(CACHE)/gobin) GOFLAGS=-modcacherw go install github.com/minio/minio@$(MINIO_VERSION)
+	mv $(CACHE)/gobin/minio $@
+
+# `go install` refuses s5cmd (replace directives); build it from its module instead.
+$(S5CMD):
+	mkdir -p $(CACHE)/bin $(CACHE)/src
+	rm -rf $(CACHE)/src/s5cmd-$(S5CMD_VERSION)
+	cp -r "$$(go mod download -json github.com/peak/s5cmd/v2@$(S5CMD_VERSION) | sed -n 's/^.*"Dir": "\(.*\)",$$/\1/p')" $(CACHE)/src/s5cmd-$(S5CMD_VERSION)
+	chmod -R u+w $(CACHE)/src/s5cmd-$(S5CMD_VERSION)
+	cd $(CACHE)/src/s5cmd-$(S5CMD_VERSION) && GOFLAGS=-modcacherw go build -mod=mod \
+		-ldflags "-X github.com/peak/s5cmd/v2/version.Version=$(S5CMD_VERSION) -X github.com/peak/s5cmd/v2/version.GitCommit=module" \
+		-o $(abspath $@) .
+
+# The AWS CLI v1 pins its own botocore: it gets a venv of its own, never Ferry's.
+$(AWSCLI):
+	$(PYTHON) -m venv $(CACHE)/awscli-$(AWSCLI_VERSION)
+	$(CACHE)/awscli-$(AWSCLI_VERSION)/bin/pip install --quiet awscli==$(AWSCLI_VERSION)
+
+# rclone and GNU time (which measures each tool's peak memory) come from apt; without root
+# the bench still runs and names what is missing.
+bench-apt:
+	@command -v rclone >/dev/null && test -x /usr/bin/time || \
+		apt-get install -y rclone time >/dev/null 2>&1 || \
+		(apt-get update >/dev/null 2>&1 && apt-get install -y rclone time >/dev/null 2>&1) || \
+		echo "bench: could not install rclone and GNU time with apt-get (needs root): their rows and peak RSS will be missing" >&2
+
+bench: $(BIN)/.installed $(VERSITYGW) $(MINIO) $(S5CMD) $(AWSCLI) bench-apt
+	$(BIN)/python -m bench.run --minio $(MINIO) --minio-version $(MINIO_VERSION) \
+		--versitygw $(VERSITYGW) --versitygw-version $(VERSITYGW_VERSION) \
+		--s5cmd $(S5CMD) --aws $(AWSCLI) --argv "make bench$(if $(BENCH_ARGS), BENCH_ARGS=\"$(BENCH_ARGS)\")" $(BENCH_ARGS)
+
+.PHONY: bench bench-apt
