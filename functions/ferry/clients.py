@@ -7,15 +7,75 @@ retry loop around a request botocore already retried; it only retries reading a 
 
 from __future__ import annotations
 
+import datetime
+import email.utils
+import functools
+import platform
 from typing import Any
 
 import boto3
+import botocore
+import botocore.session
 from botocore.config import Config
 from botocore.credentials import RefreshableCredentials
+from botocore.loaders import Loader
+from botocore.utils import parse_timestamp
 
 from .models import Endpoint
 
 MAX_ATTEMPTS = 8
+
+
+@functools.cache
+def _user_agent() -> str:
+    """One fixed User-Agent. botocore otherwise rebuilds its default one on every request
+    (about 14% of Ferry's CPU when copying small objects); this one also names Ferry."""
+    try:
+        from importlib.metadata import version
+
+        ferry = version("ferry")
+    except Exception:
+        ferry = "unknown"
+    return (
+        f"ferry/{ferry} Boto3/{boto3.__version__} Botocore/{botocore.__version__} "
+        f"Python/{platform.python_version()} {platform.system()}/{platform.release()}"
+    )
+
+
+def fast_timestamp(value: Any) -> Any:
+    """Parse S3's two timestamp forms with the standard library, else as botocore does.
+
+    botocore's default goes through dateutil, which took a third of a millisecond per value:
+    more CPU than the rest of a listed key, and three values per small object copied.
+    """
+    if isinstance(value, str):
+        try:
+            if "," in value:  # RFC 1123, in headers: "Fri, 21 Nov 2026 06:30:00 GMT"
+                parsed = email.utils.parsedate_to_datetime(value)
+            else:  # ISO 8601, in XML bodies: "2026-11-21T06:30:00.000Z"
+                parsed = datetime.datetime.fromisoformat(value)
+            if parsed.tzinfo is not None:
+                return parsed
+        except (TypeError, ValueError):
+            pass
+    return parse_timestamp(value)
+
+
+@functools.cache
+def _loader() -> Loader:
+    """One model loader for every client, so each new session does not parse the S3 model
+    JSON again (what one session does for all its clients anyway)."""
+    return botocore.session.get_session().get_component("data_loader")
+
+
+def _session(profile: str | None, region: str | None) -> boto3.Session:
+    core = botocore.session.get_session()
+    core.register_component("data_loader", _loader())
+    core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=fast_timestamp)
+    session = boto3.Session(botocore_session=core, profile_name=profile, region_name=region)
+    paths = _loader().search_paths
+    paths[:] = list(dict.fromkeys(paths))  # boto3 appends its data path once per session
+    return session
 
 
 def client_config(endpoint: Endpoint, pool_size: int) -> Config:
@@ -24,6 +84,7 @@ def client_config(endpoint: Endpoint, pool_size: int) -> Config:
         s3_options["addressing_style"] = "path"
     return Config(
         region_name=endpoint.region,
+        user_agent=_user_agent(),
         retries={"mode": "adaptive", "max_attempts": MAX_ATTEMPTS},
         max_pool_connections=pool_size,
         connect_timeout=10,
@@ -60,7 +121,7 @@ def _add_request_payer(params: dict[str, Any], **_: Any) -> None:
 
 
 def make_client(endpoint: Endpoint, pool_size: int = 64) -> Any:
-    session = boto3.Session(profile_name=endpoint.profile, region_name=endpoint.region)
+    session = _session(endpoint.profile, endpoint.region)
     if endpoint.role_arn:
         session = _assumed_role_session(session, endpoint.role_arn)
     client = session.client(
