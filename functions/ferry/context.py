@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .budget import ByteBudget
+from .buffers import BufferPool
 from .checkpoints import CheckpointStore
 from .checksums import CRC_ALGORITHMS
 from .models import CopyPolicy, Endpoint
@@ -24,6 +25,11 @@ class TransferContext:
     part_concurrency: int
     memory: ByteBudget
     checkpoints: CheckpointStore | None
+    buffers: BufferPool = field(init=False)
+
+    def __post_init__(self) -> None:
+        # Part buffers are reused, and the pool keeps no more than the memory limit.
+        self.buffers = BufferPool(self.memory.capacity)
 
     def payer_args(self) -> dict[str, str]:
         """Server-side requests go through the destination client but also bill the source."""
