@@ -115,6 +115,25 @@ def small_streamed(c: Commands, s: Settings, work: Path) -> Case:
             "default (64 on 2 CPUs)",
             lambda p: Invocation([[c.ferry(src, f"s3://{DST_BUCKET}/{p}", "--mode", "stream")]]),
         ),
+        Variant(
+            "ferry",
+            f"{e}, --no-skip-existing",
+            lambda p: Invocation(
+                [
+                    [
+                        c.ferry(
+                            src,
+                            f"s3://{DST_BUCKET}/{p}",
+                            "--mode",
+                            "stream",
+                            "--concurrency",
+                            str(e),
+                            "--no-skip-existing",
+                        )
+                    ]
+                ]
+            ),
+        ),
     ]
     notes = []
     if c.bins.rclone:

@@ -88,7 +88,7 @@ def case_table(case: CaseResult) -> list[str]:
 def standing(case: CaseResult) -> str | None:
     """One sentence: Ferry's best row against the best row of any other tool."""
     ferry = fastest([r for r in case.rows if r.tool == "ferry"])
-    peer = fastest([r for r in case.rows if r.tool != "ferry"])
+    peer = fastest([r for r in case.rows if not r.tool.startswith("ferry")])
     if ferry is None:
         failed = [r for r in case.rows if r.tool == "ferry" and r.failures]
         why = failed[0].failures[0].error if failed else "no complete run"

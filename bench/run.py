@@ -13,11 +13,12 @@ import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from . import data, measure
@@ -61,6 +62,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rclone", default=shutil.which("rclone"))
     p.add_argument("--aws", default=os.environ.get("BENCH_AWS"))
     p.add_argument("--ferry", default=str(Path(sys.executable).parent / "ferry"))
+    p.add_argument(
+        "--baseline-ferry",
+        help="another ferry command (e.g. a build of an earlier commit) run as extra rows, to measure a change side by side",
+    )
     p.add_argument("--output", default=str(REPO / "bench" / "results" / "latest.md"))
     p.add_argument("--argv", default="make bench", help="the command line to print in the results")
     args = p.parse_args(argv)
@@ -185,6 +190,12 @@ def run_server(server: Server, args: argparse.Namespace, bins: Binaries, page: P
         commands = Commands(bins, server.url)
         for number in cases:
             case = BUILDERS[number](commands, settings, work)
+            if args.baseline_ferry:
+                base_bins = replace(bins, ferry=args.baseline_ferry, s5cmd=None, rclone=None, aws=None)
+                baseline = BUILDERS[number](Commands(base_bins, server.url), settings, work)
+                for variant in baseline.variants:
+                    variant.tool = "ferry-baseline"
+                case.variants += baseline.variants
             needed = case.total_bytes * 2.2 + 2 * GiB
             if free_disk(server.root) < needed:
                 result.cases.append(
@@ -220,6 +231,8 @@ def run_server(server: Server, args: argparse.Namespace, bins: Binaries, page: P
 
 
 def main(argv: list[str] | None = None) -> int:
+    # A terminated bench still stops its servers and removes their data (finally blocks run).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args = parse_args(argv)
     settings: Settings = args.settings
     wanted = set(args.tools.split(","))
@@ -246,6 +259,10 @@ def main(argv: list[str] | None = None) -> int:
         f"{settings.runs} runs of every row; equal concurrency {settings.equal} objects "
         f"(parts: {settings.equal_parts})",
     ]
+    if args.baseline_ferry:
+        settings_lines.append(
+            f"ferry-baseline rows: the same Ferry command lines run with `{args.baseline_ferry}`"
+        )
     if missing:
         settings_lines.append("Missing tools, whose rows are absent: " + ", ".join(missing))
     page = Page(
