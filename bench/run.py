@@ -168,6 +168,7 @@ def run_case(case: Case, server: Server, env: dict[str, str], s3: object, settin
                 f"{sample.wall:.2f} s, cpu {sample.cpu:.1f} s, rss {sample.peak_rss / 2**20:.0f} MiB {status}"
             )
             data.empty(s3, data.DST_BUCKET, prefix)
+            server.purge_deleted()
     return CaseResult(case.number, case.title, rows, case.notes)
 
 
@@ -197,6 +198,7 @@ def run_server(server: Server, args: argparse.Namespace, bins: Binaries, page: P
                     variant.tool = "ferry-baseline"
                 case.variants += baseline.variants
             needed = case.total_bytes * 2.2 + 2 * GiB
+            wait_for_disk(server.root, needed, limit=900)  # the last case's deletes may still be running
             if free_disk(server.root) < needed:
                 result.cases.append(
                     CaseResult(number, case.title, [], skipped=f"needs {needed / GiB:.0f} GiB free disk")
@@ -221,6 +223,7 @@ def run_server(server: Server, args: argparse.Namespace, bins: Binaries, page: P
             result.cases.append(case_result)
             if number == 4:
                 data.empty(s3, data.SRC_BUCKET, HUGE_KEY)  # 5.5 GiB less on disk for what follows
+                server.purge_deleted()
             write()
     except Exception as error:  # one server failing must not lose the other's results
         result.problem = f"{type(error).__name__}: {error} {server.log_tail(400)}"
