@@ -91,7 +91,7 @@ def standing(case: CaseResult) -> str | None:
     peer = fastest([r for r in case.rows if not r.tool.startswith("ferry")])
     if ferry is None:
         failed = [r for r in case.rows if r.tool == "ferry" and r.failures]
-        why = failed[0].failures[0].error if failed else "no complete run"
+        why = _oneline(failed[0].failures[0].error) if failed else "no complete run"
         return f"Ferry did not complete this case: {why}"
     if peer is None or ferry.median_wall is None or peer.median_wall is None:
         return None
@@ -141,7 +141,7 @@ def render(page: Page) -> str:
     out.append(f"Measured {page.date} with `{page.argv}`.")
     out.append("")
     out += [f"- {line}" for line in page.machine]
-    out.append("- Tools: " + "; ".join(f"{v}" for v in page.tools.values()))
+    out.append("- Tools: " + "; ".join(v if v.startswith(k) else f"{k} {v}" for k, v in page.tools.items()))
     out += [f"- {line}" for line in page.settings]
     out += ["", "## How it was measured", ""]
     out += page.method
