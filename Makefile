@@ -5,6 +5,8 @@ BIN := $(VENV)/bin
 CACHE := .cache
 VERSITYGW_VERSION := v1.8.0
 VERSITYGW := $(CACHE)/bin/versitygw-$(VERSITYGW_VERSION)
+MINIO_VERSION := v0.0.0-20260212201848-7aac2a2c5b7c
+MINIO := $(CACHE)/bin/minio-$(MINIO_VERSION)
 
 .PHONY: demo test lint unit setup clean
 
@@ -26,6 +28,12 @@ $(VERSITYGW):
 	GOBIN=$(abspath $(CACHE)/gobin) GOFLAGS=-modcacherw go install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION)
 	mv $(CACHE)/gobin/versitygw $@
 
+# MinIO, for the tests of its deviations from S3 (and for the benchmarks).
+$(MINIO):
+	mkdir -p $(CACHE)/bin $(CACHE)/gobin
+	GOBIN=$(abspath $(CACHE)/gobin) GOFLAGS=-modcacherw go install github.com/minio/minio@$(MINIO_VERSION)
+	mv $(CACHE)/gobin/minio $@
+
 setup: $(BIN)/.installed node_modules/.installed
 
 demo: $(BIN)/.installed
@@ -35,26 +43,19 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check functions tests bench cdk
 	$(BIN)/ruff format --check functions tests bench cdk
 
-test: $(BIN)/.installed node_modules/.installed $(VERSITYGW) lint
-	FERRY_VERSITYGW=$(abspath $(VERSITYGW)) $(BIN)/pytest -q --timeout=600
+test: $(BIN)/.installed node_modules/.installed $(VERSITYGW) $(MINIO) lint
+	FERRY_VERSITYGW=$(abspath $(VERSITYGW)) FERRY_MINIO=$(abspath $(MINIO)) $(BIN)/pytest -q --timeout=600
 
 clean:
 	rm -rf $(VENV) $(CACHE)
 
 # `make bench`: Ferry side by side with s5cmd, rclone and the AWS CLI on local MinIO and
 # versitygw (bench/README.md). Everything goes into .cache/; options: BENCH_ARGS="--quick".
-MINIO_VERSION := v0.0.0-20260212201848-7aac2a2c5b7c
-MINIO := $(CACHE)/bin/minio-$(MINIO_VERSION)
 S5CMD_VERSION := v2.3.0
 S5CMD := $(CACHE)/bin/s5cmd-$(S5CMD_VERSION)
 AWSCLI_VERSION := 1.46.2
 AWSCLI := $(CACHE)/awscli-$(AWSCLI_VERSION)/bin/aws
 BENCH_ARGS ?=
-
-$(MINIO):
-	mkdir -p $(CACHE)/bin $(CACHE)/gobin
-	GOBIN=$(abspath $(CACHE)/gobin) GOFLAGS=-modcacherw go install github.com/minio/minio@$(MINIO_VERSION)
-	mv $(CACHE)/gobin/minio $@
 
 # `go install` refuses s5cmd (replace directives); build it from its module instead.
 $(S5CMD):

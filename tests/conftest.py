@@ -2,7 +2,8 @@
 
 `versitygw` is the faithful server (it rejects wrong checksums, honours PartNumber); moto's
 server stands in where versitygw lacks a feature (archive classes and RestoreObject, objects
-without any stored checksum).
+without any stored checksum); `minio` is there for the ways MinIO differs from S3 that users
+meet (it refuses UploadPartCopy into an upload created with a checksum algorithm).
 """
 
 from __future__ import annotations
@@ -54,12 +55,10 @@ def wait_for_port(port: int, timeout: float = 30.0) -> None:
     raise RuntimeError(f"server on port {port} did not start within {timeout}s")
 
 
-def versitygw_binary() -> str:
-    path = os.environ.get("FERRY_VERSITYGW") or shutil.which("versitygw")
+def server_binary(name: str) -> str:
+    path = os.environ.get(f"FERRY_{name.upper()}") or shutil.which(name)
     if not path or not Path(path).exists():
-        pytest.fail(
-            "versitygw is not installed: run the tests with `make test`, which builds it into .cache/"
-        )
+        pytest.fail(f"{name} is not installed: run the tests with `make test`, which builds it into .cache/")
     return path
 
 
@@ -97,7 +96,7 @@ class S3Server:
 
 @pytest.fixture(scope="session")
 def versitygw() -> Iterator[S3Server]:
-    binary = versitygw_binary()
+    binary = server_binary("versitygw")
     root = tempfile.mkdtemp(prefix="ferry-vgw-")
     data, versions = os.path.join(root, "data"), os.path.join(root, "versions")
     os.makedirs(data)
@@ -119,6 +118,48 @@ def versitygw() -> Iterator[S3Server]:
         process.wait(timeout=10)
         log.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def minio() -> Iterator[S3Server]:
+    binary = server_binary("minio")
+    root = tempfile.mkdtemp(prefix="ferry-minio-")
+    port = free_port()
+    log = open(os.path.join(root, "server.log"), "wb")  # noqa: SIM115 - lives as long as the server
+    env = dict(
+        os.environ,
+        MINIO_ROOT_USER=ACCESS_KEY,
+        MINIO_ROOT_PASSWORD=SECRET_KEY,
+        MINIO_BROWSER="off",
+        MINIO_UPDATE="off",
+        MINIO_CI_CD="1",  # a data dir on the root disk is fine for tests
+    )
+    command = [binary, "server", os.path.join(root, "data"), "--address", f"127.0.0.1:{port}"]
+    command += ["--console-address", f"127.0.0.1:{free_port()}", "--quiet"]
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_for_port(port)
+        server = S3Server("minio", f"http://127.0.0.1:{port}")
+        _wait_until_serving(server)
+        yield server
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+        log.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _wait_until_serving(server: S3Server, timeout: float = 30.0) -> None:
+    """MinIO opens its port before it is ready to answer S3 requests."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            server.client.list_buckets()
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 @pytest.fixture(scope="session")

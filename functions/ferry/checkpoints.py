@@ -22,7 +22,7 @@ class Checkpoint:
     strategy: str
     source_etag: str
     source_size: int
-    algorithm: str
+    algorithm: str | None
     part_bounds: list[tuple[int, int]]
     parts: dict[int, dict[str, Any]] = field(default_factory=dict)
 

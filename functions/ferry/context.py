@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,9 @@ class TransferContext:
     memory: ByteBudget
     checkpoints: CheckpointStore | None
     buffers: BufferPool = field(init=False)
+    # Set once the destination has refused UploadPartCopy into an upload with a checksum
+    # algorithm (MinIO does): later server-side multipart copies go without one from the start.
+    part_copy_checksums_refused: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         # Part buffers are reused, and the pool keeps no more than the memory limit.

@@ -49,8 +49,8 @@ class MultipartUpload:
     bucket: str
     key: str
     create_args: dict[str, Any]
-    algorithm: str
-    checksum_type: str
+    algorithm: str | None  # None: parts carry no checksum, for endpoints that refuse them
+    checksum_type: str | None
     plan: list[Part]
     strategy: str
     source_etag: str
@@ -68,13 +68,14 @@ class MultipartUpload:
             if self._matches(checkpoint) and self._adopt(checkpoint):
                 return
             self._discard(checkpoint)
+        checksum_args = (
+            {"ChecksumAlgorithm": self.algorithm, "ChecksumType": self.checksum_type}
+            if self.algorithm
+            else {}
+        )
         try:
             response = self.client.create_multipart_upload(
-                Bucket=self.bucket,
-                Key=self.key,
-                ChecksumAlgorithm=self.algorithm,
-                ChecksumType=self.checksum_type,
-                **self.create_args,
+                Bucket=self.bucket, Key=self.key, **checksum_args, **self.create_args
             )
         except Exception as error:
             raise CopyFailed(
@@ -214,7 +215,7 @@ class MultipartUpload:
         parts = []
         for proof in self.ordered_proofs():
             entry: dict[str, Any] = {"PartNumber": proof.number, "ETag": proof.etag}
-            value = proof.checksums.get(self.algorithm)
+            value = proof.checksums.get(self.algorithm) if self.algorithm else None
             if value:
                 entry[f"Checksum{self.algorithm}"] = value
             parts.append(entry)
@@ -260,7 +261,7 @@ def open_upload(
     target: Target,
     *,
     plan: list[Part],
-    algorithm: str,
+    algorithm: str | None,
     strategy: str,
     create_args: dict[str, Any],
 ) -> MultipartUpload:
@@ -271,7 +272,7 @@ def open_upload(
         key=target.key,
         create_args=create_args,
         algorithm=algorithm,
-        checksum_type=default_type(algorithm),
+        checksum_type=default_type(algorithm) if algorithm else None,
         plan=plan,
         strategy=strategy,
         source_etag=info.etag,

@@ -6,13 +6,14 @@ UploadPartCopy, reproducing the source's part layout so that the ETags match.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from . import checksums
 from .attributes import copy_object_args, new_object_args
 from .budget import SlotGate
 from .context import TransferContext
-from .errors import CopyFailed, CopySourceDenied, describe, is_access_denied
+from .errors import CopyFailed, CopySourceDenied, describe, error_code, is_access_denied
 from .limits import (
     DEFAULT_COPY_PART_SIZE,
     MAX_PART_SIZE,
@@ -27,6 +28,25 @@ from .outcome import Outcome
 from .source import SourceInfo, learn_layout, tags_to_write
 from .streaming import discard_copy
 from .verify import PartProof, verify_server_copy
+
+log = logging.getLogger(__name__)
+NO_PART_CHECKSUMS_NOTE = (
+    "the destination refuses UploadPartCopy with a checksum algorithm: copied without "
+    "part checksums, verified by ETag or size"
+)
+
+
+class PartChecksumsRefused(CopyFailed):
+    """The endpoint will not copy parts into an upload created with a checksum algorithm.
+
+    MinIO answers InvalidArgument "checksum missing, want CRC32C": it expects the client to
+    send each part's checksum, which a server-side part copy cannot. AWS S3 computes it.
+    """
+
+
+def _refuses_part_checksums(error: BaseException) -> bool:
+    message = str(getattr(error, "response", {}).get("Error", {}).get("Message", ""))
+    return error_code(error) == "InvalidArgument" and "checksum missing" in message.lower()
 
 
 def server_side_copy(
@@ -81,7 +101,38 @@ def _plan(ctx: TransferContext, info: SourceInfo) -> tuple[list[Part], bool]:
 def _copy_multipart(
     ctx: TransferContext, info: SourceInfo, target: Target, deadline: float | None
 ) -> Outcome:
-    algorithm = ctx.upload_algorithm(info)
+    """Parts with checksums where the endpoint allows them; without, where it refuses them.
+
+    Only Ferry's own choice of algorithm is dropped: one the caller asked for is kept, and
+    the copy fails saying why.
+    """
+    chosen = ctx.policy.checksum_algorithm
+    if ctx.part_copy_checksums_refused.is_set() and not chosen:
+        outcome = _copy_parts(ctx, info, target, deadline, None)
+        outcome.note = NO_PART_CHECKSUMS_NOTE
+        return outcome
+    try:
+        return _copy_parts(ctx, info, target, deadline, ctx.upload_algorithm(info))
+    except PartChecksumsRefused as refused:
+        if chosen:
+            raise CopyFailed(
+                f"{refused}; the destination cannot store {chosen} on a server-side part copy: "
+                "copy without --checksum-algorithm, or with --mode stream"
+            ) from refused
+        ctx.part_copy_checksums_refused.set()
+        log.info("the destination refuses part copies with checksums; copying parts without them")
+        outcome = _copy_parts(ctx, info, target, deadline, None)
+        outcome.note = NO_PART_CHECKSUMS_NOTE
+        return outcome
+
+
+def _copy_parts(
+    ctx: TransferContext,
+    info: SourceInfo,
+    target: Target,
+    deadline: float | None,
+    algorithm: str | None,
+) -> Outcome:
     plan, reproduced = _plan(ctx, info)
     tags = tags_to_write(ctx.source_client, info, ctx.policy)
     upload = open_upload(
@@ -107,9 +158,19 @@ def _copy_multipart(
                 **ctx.payer_args(),
             )
         except Exception as error:
+            if algorithm and _refuses_part_checksums(error):
+                raise PartChecksumsRefused(
+                    describe(
+                        error,
+                        side="destination",
+                        action="UploadPartCopy",
+                        bucket=target.bucket,
+                        key=target.key,
+                    )
+                ) from error
             raise _copy_error(error, info, target) from error
         result = response["CopyPartResult"]
-        value = result.get(f"Checksum{algorithm}")
+        value = result.get(f"Checksum{algorithm}") if algorithm else None
         return PartProof(part.number, part.size, {algorithm: value} if value else {}, etag=result["ETag"])
 
     if not upload.run(copy_part, ctx.part_executor, SlotGate(ctx.part_concurrency), deadline):
