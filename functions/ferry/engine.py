@@ -12,8 +12,9 @@ import os
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from .archive import archived_outcome
@@ -21,6 +22,7 @@ from .budget import ByteBudget
 from .checkpoints import CheckpointStore
 from .clients import make_client
 from .context import TransferContext
+from .dest_listing import DestinationIndex, Listed
 from .errors import CopySourceDenied, FerryError
 from .limits import (
     DEFAULT_STREAM_PART_SIZE,
@@ -43,6 +45,7 @@ log = logging.getLogger(__name__)
 DEFAULT_MEMORY_LIMIT = 256 * MiB
 SINGLE_REQUEST_RATE = 100 * MiB  # bytes per second assumed when judging if a copy fits a deadline
 Pair = tuple[SourceObject, Target]
+WINDOW = 1000  # pairs read (and destination keys listed) at a time
 
 
 def default_concurrency(sizes: Sequence[int | None], cpus: int | None = None) -> int:
@@ -117,7 +120,16 @@ class Copier:
 
     # -- one object ---------------------------------------------------------------------------
 
-    def copy(self, obj: SourceObject, target: Target, deadline: float | None = None) -> CopyResult:
+    def copy(
+        self,
+        obj: SourceObject,
+        target: Target,
+        deadline: float | None = None,
+        *,
+        listed: Listed | str | None = None,
+    ) -> CopyResult:
+        """Copy one object. `listed` is what a destination listing showed for the target, if
+        one was made (copy_batch makes them), so skip-existing need not HEAD it."""
         started = time.monotonic()
         result = CopyResult(
             source_key=obj.key,
@@ -127,7 +139,7 @@ class Copier:
             dest_bucket=target.bucket,
         )
         try:
-            outcome, info = self._copy(obj, target, deadline)
+            outcome, info = self._copy(obj, target, deadline, listed)
             result.status = outcome.status
             result.strategy = outcome.strategy
             result.reason = outcome.reason
@@ -150,7 +162,7 @@ class Copier:
         return result
 
     def _copy(
-        self, obj: SourceObject, target: Target, deadline: float | None
+        self, obj: SourceObject, target: Target, deadline: float | None, listed: Listed | str | None
     ) -> tuple[Outcome, SourceInfo | None]:
         info = inspect(self.ctx.source_client, obj)
         if info.size > MAX_OBJECT_SIZE:
@@ -158,7 +170,7 @@ class Copier:
                 Status.FAILED, "none", reason=f"object of {format_size(info.size)} exceeds S3's 5 TiB"
             ), info
         if self.policy.skip_existing:
-            reason = identical_reason(self.ctx.dest_client, info, target, self.policy.compare)
+            reason = identical_reason(self.ctx.dest_client, info, target, self.policy.compare, listed)
             if reason:
                 return Outcome(Status.SKIPPED, "none", reason=reason), info
         archived = archived_outcome(self.ctx.source_client, info, self.policy)
@@ -234,48 +246,83 @@ class Copier:
     ) -> list[CopyResult]:
         """Copy all pairs; objects not started before the deadline come back `pending`.
 
-        Pairs are read lazily with a bounded number in flight, so a listing of millions of
-        keys streams through. Results come back in input order when `collect` is set. If
-        reading the pairs fails, every pair already read is still copied and reported before
-        the error is raised.
+        Pairs are read lazily, a window of WINDOW at a time, one window ahead, with a bounded
+        number in flight, so a listing of millions of keys streams through. With
+        skip-existing, each window's destination keys are listed once (dest_listing) instead
+        of a HEAD each. Results come back in input order when `collect` is set. If reading the
+        pairs fails, every pair already read is still copied and reported before the error is
+        raised.
         """
-        iterator = iter(pairs)
-        head: list[Pair] = []
-        listing_error: BaseException | None = None
-        try:
-            head.extend(itertools.islice(iterator, 1000))  # a sample to size the pool from
-        except Exception as error:
-            listing_error = error
-        rest: Iterable[Pair] = iterator if listing_error is None else ()
-        workers = self.concurrency or default_concurrency([obj.size for obj, _ in head])
+        index = DestinationIndex(self.ctx.dest_client) if self.policy.skip_existing else None
+        reader = _WindowReader(iter(pairs), index)
         results: dict[int, CopyResult] = {}
-        in_flight = threading.BoundedSemaphore(workers * 2)
 
-        def run(index: int, obj: SourceObject, target: Target) -> None:
+        def run(position: int, obj: SourceObject, target: Target, listed: Listed | str | None) -> None:
             try:
                 if deadline is not None and time.monotonic() >= deadline:
                     result = _not_started(obj, target)
                 else:
-                    result = self.copy(obj, target, deadline)
+                    result = self.copy(obj, target, deadline, listed=listed)
                 if collect:
-                    results[index] = result
+                    results[position] = result
                 if on_result:
                     on_result(result)
             finally:
                 in_flight.release()
 
-        with ThreadPoolExecutor(workers, thread_name_prefix="ferry-object") as pool:
-            futures = []
-            for index, (obj, target) in enumerate(itertools.chain(head, rest)):
-                in_flight.acquire()
-                futures.append(pool.submit(run, index, obj, target))
-                if len(futures) >= 4096:
-                    futures = _drop_finished(futures)
-            for future in futures:
-                future.result()
-        if listing_error is not None:
-            raise listing_error
+        with ThreadPoolExecutor(1, thread_name_prefix="ferry-read") as read_ahead:
+            window = reader.next_window()
+            workers = self.concurrency or default_concurrency([obj.size for obj, _ in window.pairs])
+            in_flight = threading.BoundedSemaphore(workers * 2)
+            count = 0
+            with ThreadPoolExecutor(workers, thread_name_prefix="ferry-object") as pool:
+                futures: list[Future[None]] = []
+                while window.pairs:
+                    upcoming = read_ahead.submit(reader.next_window) if window.error is None else None
+                    for obj, target in window.pairs:
+                        in_flight.acquire()
+                        futures.append(pool.submit(run, count, obj, target, window.known.get(target)))
+                        count += 1
+                        if len(futures) >= 4096:
+                            futures = _drop_finished(futures)
+                    if upcoming is None:
+                        break
+                    window = upcoming.result()
+                for future in futures:
+                    future.result()
+        if window.error is not None:
+            raise window.error
         return [results[i] for i in sorted(results)]
+
+
+@dataclass
+class _Window:
+    pairs: list[Pair]
+    known: dict[Target, Listed | str]
+    error: BaseException | None = None
+
+
+class _WindowReader:
+    """Reads the pairs a window at a time and lists the window's destination keys.
+
+    Runs on one read-ahead thread, so reading the source listing and the destination listing
+    overlaps with copying the window before.
+    """
+
+    def __init__(self, pairs: Iterator[Pair], index: DestinationIndex | None) -> None:
+        self.pairs = pairs
+        self.index = index
+
+    def next_window(self) -> _Window:
+        window = _Window([], {})
+        try:
+            for pair in itertools.islice(self.pairs, WINDOW):
+                window.pairs.append(pair)
+        except Exception as error:  # copy what was read; the caller raises after
+            window.error = error
+        if self.index is not None and window.pairs:
+            window.known = self.index.window([target for _, target in window.pairs])
+        return window
 
 
 def _seconds_needed(request_bytes: int) -> float:

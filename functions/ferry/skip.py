@@ -11,25 +11,34 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from .checksums import from_response
+from .dest_listing import ABSENT, Listed
 from .errors import CopyFailed, describe, error_code
 from .models import Compare, Target
 from .source import SourceInfo
 
 
-def identical_reason(client: Any, info: SourceInfo, target: Target, compare: Compare) -> str | None:
-    """Why the destination can be skipped, or None when it must be (re)written."""
+def identical_reason(
+    client: Any, info: SourceInfo, target: Target, compare: Compare, listed: Listed | str | None = None
+) -> str | None:
+    """Why the destination can be skipped, or None when it must be (re)written.
+
+    `listed` is what a listing of the destination showed (see dest_listing): it settles an
+    absent key, another size or the same ETag without a request; otherwise the HEAD decides.
+    """
+    if listed == ABSENT:
+        return None
+    if isinstance(listed, Listed):
+        if listed.size != info.size:
+            return None
+        if compare == Compare.SIZE_MTIME:
+            return _not_older(info, listed.last_modified)
+        if info.etag and listed.etag == info.etag:
+            return f"identical (ETag {info.etag})"
     head = _head(client, target)
     if head is None or int(head["ContentLength"]) != info.size:
         return None
     if compare == Compare.SIZE_MTIME:
-        source_time = info.head.get("LastModified")
-        if (
-            source_time is not None
-            and head.get("LastModified") is not None
-            and head["LastModified"] >= source_time
-        ):
-            return "destination has the same size and is not older"
-        return None
+        return _not_older(info, head.get("LastModified"))
     src, dst = info.checksum, from_response(head)
     if src is not None and dst is not None and src.algorithm == dst.algorithm:
         comparable = (src.is_full_object and dst.is_full_object) or (
@@ -37,8 +46,15 @@ def identical_reason(client: Any, info: SourceInfo, target: Target, compare: Com
         )
         if comparable and src.value == dst.value:
             return f"identical ({src.algorithm.lower()} {src.value})"
-    if head.get("ETag", "").strip('"') == info.etag:
+    if info.etag and head.get("ETag", "").strip('"') == info.etag:
         return f"identical (ETag {info.etag})"
+    return None
+
+
+def _not_older(info: SourceInfo, dest_time: Any) -> str | None:
+    source_time = info.head.get("LastModified")
+    if source_time is not None and dest_time is not None and dest_time >= source_time:
+        return "destination has the same size and is not older"
     return None
 
 

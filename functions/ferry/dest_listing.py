@@ -1,0 +1,144 @@
+"""What the destination already holds, for many keys at once: one listing instead of a HEAD each.
+
+Skip-existing needs to know, for every target, whether it exists and what it is. A HEAD per
+key costs a request per object; a listing of the key range a window of targets spans answers
+up to 1,000 keys per request. A listing gives size, ETag and modification time, not checksum
+values: it settles "absent", "different size" and "same ETag"; only a same-size object with
+another ETag still needs its HEAD (to compare checksums).
+
+Keys beyond what a few pages covered (a destination crowded with other keys), a listing
+that is refused, or one that fails, all leave the targets `unknown`: they get their HEAD as
+before. Nothing is decided from a listing that did not cover the key.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import error_code, is_access_denied
+from .models import Target
+
+log = logging.getLogger(__name__)
+
+MIN_WINDOW = 8  # fewer targets than this: one HEAD each costs no more than a listing
+PAGE_SIZE = 1000  # S3's most keys per ListObjectsV2 page
+
+
+@dataclass(frozen=True)
+class Listed:
+    """One destination object as a listing shows it."""
+
+    size: int
+    etag: str  # without quotes
+    last_modified: Any
+
+
+ABSENT = "absent"  # the listing covered the key and it is not there
+
+
+class DestinationIndex:
+    """Listings of the destination, asked for once per window of targets, shared by a run.
+
+    `lookup` answers a `Listed`, `ABSENT`, or None (not known: HEAD it). After a listing is
+    refused once, no more are asked for.
+    """
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self._refused = threading.Event()
+        self.listings = 0  # requests sent, for tests and the log
+
+    def window(self, targets: Sequence[Target]) -> dict[Target, Listed | str]:
+        """What the destination holds for these targets, as far as listings cover them."""
+        if len(targets) < MIN_WINDOW or self._refused.is_set():
+            return {}
+        known: dict[Target, Listed | str] = {}
+        by_bucket: dict[str, list[str]] = defaultdict(list)
+        for target in targets:
+            by_bucket[target.bucket].append(target.key)
+        for bucket, keys in by_bucket.items():
+            if len(keys) < MIN_WINDOW:
+                continue
+            try:
+                found, covered_to = self._list_range(bucket, sorted(set(keys)))
+            except Exception as error:
+                self._give_up(bucket, error)
+                return known
+            for key in keys:
+                if covered_to is None or key <= covered_to:
+                    known[Target(bucket, key)] = found.get(key, ABSENT)
+        return known
+
+    def _list_range(self, bucket: str, keys: list[str]) -> tuple[dict[str, Listed], str | None]:
+        """List from the first key to the last; returns what was found and how far the listing
+        reached (None: to the end of the range)."""
+        first, last = keys[0], keys[-1]
+        prefix = os.path.commonprefix([first, last])
+        args: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": PAGE_SIZE}
+        start_after = _just_before(first)
+        if start_after is not None and start_after > prefix:
+            args["StartAfter"] = start_after
+        max_pages = max(2, 2 * len(keys) // PAGE_SIZE + 1)
+        found: dict[str, Listed] = {}
+        for _ in range(max_pages):
+            page = self.client.list_objects_v2(**args)
+            self.listings += 1
+            contents = page.get("Contents", [])
+            for item in contents:
+                found[item["Key"]] = Listed(
+                    size=int(item.get("Size", 0)),
+                    etag=item.get("ETag", "").strip('"'),
+                    last_modified=item.get("LastModified"),
+                )
+            reached = contents[-1]["Key"] if contents else None
+            if not page.get("IsTruncated") or (reached is not None and reached >= last):
+                return found, None
+            token = page.get("NextContinuationToken")
+            if not token or reached is None:
+                return found, reached
+            args["ContinuationToken"] = token
+            args.pop("StartAfter", None)
+        return found, reached
+
+    def _give_up(self, bucket: str, error: BaseException) -> None:
+        if is_access_denied(error):
+            self._refused.set()
+            log.info(
+                "cannot list the destination s3://%s (%s): skip-existing asks a HEAD per key",
+                bucket,
+                error_code(error),
+            )
+        else:
+            log.warning("listing the destination s3://%s failed (%s): HEAD per key instead", bucket, error)
+
+
+def _just_before(key: str) -> str | None:
+    """A string S3 sorts immediately before `key` (code-point order is UTF-8 byte order), so
+    a listing that starts after it starts at `key`. None when there is no such string."""
+    if not key:
+        return None
+    last = ord(key[-1])
+    if last == 0:
+        return key[:-1] or None
+    previous = last - 1
+    if 0xD800 <= previous <= 0xDFFF:  # surrogates are not characters: step over them
+        previous = 0xD7FF
+    return key[:-1] + chr(previous) + "\U0010ffff"
+
+
+def windows(items: Iterable[Any], size: int) -> Iterable[list[Any]]:
+    """Consecutive lists of up to `size` items, read lazily."""
+    window: list[Any] = []
+    for item in items:
+        window.append(item)
+        if len(window) >= size:
+            yield window
+            window = []
+    if window:
+        yield window

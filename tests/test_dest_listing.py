@@ -1,0 +1,151 @@
+"""Skip-existing from destination listings: one ListObjectsV2 per window, a HEAD only where a
+listing cannot decide, and the same decisions as a HEAD per key."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from ferry import Copier, CopyPolicy, SourceObject, Status, Target, dest_listing
+from ferry.dest_listing import _just_before
+
+SIZE = 2048
+
+
+class RequestCounter:
+    """Requests a client sends, by operation."""
+
+    def __init__(self, client: Any) -> None:
+        self.calls: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        client.meta.events.register("before-call.s3.*", self._count)
+
+    def _count(self, model: Any, **_: Any) -> None:
+        with self._lock:
+            self.calls[model.name] += 1
+
+
+def arrange(server: Any, src: str, dst: str, others: int = 1) -> dict[str, str]:
+    """40 sources; at the destination 10 identical, 5 same size with other bytes, 5 another
+    size, 20 absent, and `others` unrelated keys after each. Returns each key's expected fate."""
+    fate: dict[str, str] = {}
+    for n in range(40):
+        key = f"data/{n:03d}.bin"
+        body = os.urandom(SIZE)
+        server.client.put_object(Bucket=src, Key=key, Body=body)
+        if n < 10:
+            server.client.put_object(Bucket=dst, Key=key, Body=body)
+            fate[key] = "skipped"
+        elif n < 15:
+            server.client.put_object(Bucket=dst, Key=key, Body=os.urandom(SIZE))
+            fate[key] = "copied"
+        elif n < 20:
+            server.client.put_object(Bucket=dst, Key=key, Body=os.urandom(SIZE + 1))
+            fate[key] = "copied"
+        else:
+            fate[key] = "copied"
+        for other in range(others):
+            server.client.put_object(Bucket=dst, Key=f"data/{n:03d}.bin.{other}", Body=b"x")
+    return fate
+
+
+def run_batch(server: Any, src: str, dst: str, fate: dict[str, str], **policy: Any) -> tuple[list[Any], Any]:
+    with Copier(server.endpoint, server.endpoint, CopyPolicy(**policy), concurrency=4) as copier:
+        counter = RequestCounter(copier.ctx.dest_client)
+        results = copier.copy_batch([(SourceObject(src, k), Target(dst, k)) for k in sorted(fate)])
+    return results, counter
+
+
+@pytest.mark.parametrize("server_name", ["versitygw", "minio"])
+def test_a_window_is_listed_once_and_only_same_size_other_etag_keys_are_headed(
+    server_name: str, request: pytest.FixtureRequest
+) -> None:
+    server = request.getfixturevalue(server_name)
+    src, dst = server.bucket("src"), server.bucket("dst")
+    fate = arrange(server, src, dst)
+    results, counter = run_batch(server, src, dst, fate)
+
+    assert {r.source_key: str(r.status) for r in results} == fate
+    for result in results:
+        if result.status == Status.SKIPPED:
+            assert result.reason.startswith("identical (ETag ")
+    for key, expected in fate.items():
+        if expected == "copied":
+            assert server.client.get_object(Bucket=dst, Key=key)["Body"].read() == (
+                server.client.get_object(Bucket=src, Key=key)["Body"].read()
+            )
+    assert counter.calls["ListObjectsV2"] == 1
+    assert counter.calls["HeadObject"] == 5  # the 5 same-size keys with other bytes
+
+
+def test_a_crowded_destination_is_listed_a_few_pages_then_headed(
+    versitygw: Any, vgw_buckets: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pages are capped: keys beyond what the pages covered get their HEAD, decided the same."""
+    monkeypatch.setattr(dest_listing, "PAGE_SIZE", 10)
+    src, dst = vgw_buckets
+    fate = arrange(versitygw, src, dst, others=3)  # 140 keys in the range: more than 9 pages
+    results, counter = run_batch(versitygw, src, dst, fate)
+
+    assert {r.source_key: str(r.status) for r in results} == fate
+    assert counter.calls["ListObjectsV2"] == 9  # the cap: 2 x 40 targets / 10 a page, + 1
+    # Listed: keys 000-022 (the 5 same-size ones among them need a HEAD); beyond: a HEAD each.
+    assert 5 < counter.calls["HeadObject"] < 40
+
+
+def test_size_and_mtime_compare_from_the_listing(versitygw: Any, vgw_buckets: tuple[str, str]) -> None:
+    src, dst = vgw_buckets
+    fate = arrange(versitygw, src, dst)
+    # Same size and written after the source: size-mtime skips the 5 with other bytes too.
+    expected = {k: ("skipped" if int(k[5:8]) < 15 else "copied") for k in fate}
+    results, counter = run_batch(versitygw, src, dst, fate, compare="size-mtime")
+
+    assert {r.source_key: str(r.status) for r in results} == expected
+    assert counter.calls["HeadObject"] == 0
+
+
+def test_a_refused_listing_falls_back_to_a_head_per_key(
+    versitygw: Any, vgw_buckets: tuple[str, str], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="ferry.dest_listing")
+    src, dst = vgw_buckets
+    fate = arrange(versitygw, src, dst)
+    with Copier(versitygw.endpoint, versitygw.endpoint, concurrency=4) as copier:
+        copier.ctx.dest_client.meta.events.register("before-call.s3.ListObjectsV2", _deny)
+        counter = RequestCounter(copier.ctx.dest_client)
+        results = copier.copy_batch([(SourceObject(src, k), Target(dst, k)) for k in sorted(fate)])
+
+    assert {r.source_key: str(r.status) for r in results} == fate
+    assert counter.calls["HeadObject"] == 40
+    assert "cannot list the destination" in caplog.text
+
+
+class _Denied:
+    status_code = 403
+    headers: dict[str, str] = {}
+
+
+def _deny(**_: Any) -> tuple[Any, dict[str, Any]]:
+    return _Denied(), {"Error": {"Code": "AccessDenied", "Message": "denied by the test"}}
+
+
+def test_no_listing_without_skip_existing(versitygw: Any, vgw_buckets: tuple[str, str]) -> None:
+    src, dst = vgw_buckets
+    fate = arrange(versitygw, src, dst)
+    results, counter = run_batch(versitygw, src, dst, fate, skip_existing=False)
+    assert all(r.status == Status.COPIED for r in results)
+    assert counter.calls["ListObjectsV2"] == 0 and counter.calls["HeadObject"] == 0
+
+
+@pytest.mark.parametrize("key", ["a", "data/001.bin", "ü/ключ", "x\x01", "\ue000z", "k\U0001f600"])
+def test_just_before_sorts_immediately_before_the_key(key: str) -> None:
+    before = _just_before(key)
+    assert before is not None
+    assert before.encode() < key.encode()  # S3 orders keys by their UTF-8 bytes
+    for shorter in (key[:-1], key[:-1] + chr(ord(key[-1]) - 1)):
+        assert shorter.encode() <= before.encode()
