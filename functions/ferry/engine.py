@@ -36,8 +36,8 @@ from .limits import (
 from .models import CopyPolicy, CopyResult, Endpoint, Mode, SourceObject, Status, Target
 from .outcome import Outcome
 from .server_side import server_side_copy
-from .skip import identical_reason
-from .source import SourceInfo, inspect
+from .skip import identical_reason, settled_by_listing
+from .source import SourceInfo, confirm, from_listing, inspect
 from .streaming import single_put_limit, stream_copy
 
 log = logging.getLogger(__name__)
@@ -164,19 +164,21 @@ class Copier:
     def _copy(
         self, obj: SourceObject, target: Target, deadline: float | None, listed: Listed | str | None
     ) -> tuple[Outcome, SourceInfo | None]:
-        info = inspect(self.ctx.source_client, obj)
+        server_side = self._use_server_side()
+        info = self._evidence(obj, server_side)
         if info.size > MAX_OBJECT_SIZE:
             return Outcome(
                 Status.FAILED, "none", reason=f"object of {format_size(info.size)} exceeds S3's 5 TiB"
             ), info
         if self.policy.skip_existing:
+            if not settled_by_listing(listed, info, self.policy.compare):
+                confirm(self.ctx.source_client, info)  # the checksums decide: they need the HEAD
             reason = identical_reason(self.ctx.dest_client, info, target, self.policy.compare, listed)
             if reason:
                 return Outcome(Status.SKIPPED, "none", reason=reason), info
         archived = archived_outcome(self.ctx.source_client, info, self.policy)
         if archived is not None:
             return archived, info
-        server_side = self._use_server_side()
         if (
             deadline is not None
             and time.monotonic() + _seconds_needed(self._longest_request(info, server_side)) > deadline
@@ -208,6 +210,16 @@ class Copier:
                 self._server_side_denied.set()
             outcome.note = f"server-side copy was denied ({error}); streamed instead"
             return outcome, info
+
+    def _evidence(self, obj: SourceObject, server_side: bool) -> SourceInfo:
+        """The listing's word where one request can complete it (a CopyObject, or one GET of
+        an object below the multipart threshold); a HEAD otherwise."""
+        small = obj.size is not None and obj.size <= self.policy.multipart_threshold
+        if server_side or small:
+            provisional = from_listing(obj, self.policy)
+            if provisional is not None:
+                return provisional
+        return inspect(self.ctx.source_client, obj)
 
     def _longest_request(self, info: SourceInfo, server_side: bool) -> int:
         """Bytes moved by the longest single request of this copy: a CopyObject of up to 5 GiB

@@ -25,8 +25,8 @@ from .limits import (
 from .models import Status, Strategy, Target
 from .multipart import open_upload
 from .outcome import Outcome
-from .source import SourceInfo, learn_layout, tags_to_write
-from .streaming import discard_copy
+from .source import SourceInfo, confirm, learn_layout, tags_to_write
+from .streaming import CHANGED, discard_copy
 from .verify import PartProof, verify_server_copy
 
 log = logging.getLogger(__name__)
@@ -52,6 +52,10 @@ def _refuses_part_checksums(error: BaseException) -> bool:
 def server_side_copy(
     ctx: TransferContext, info: SourceInfo, target: Target, deadline: float | None
 ) -> Outcome:
+    if info.provisional:
+        outcome = _copy_object_as_listed(ctx, info, target)
+        if outcome is not None:
+            return outcome
     if info.size <= MAX_SINGLE_COPY and _single_request_is_verifiable(ctx, info):
         return _copy_object(ctx, info, target)
     return _copy_multipart(ctx, info, target, deadline)
@@ -88,6 +92,52 @@ def _copy_object(ctx: TransferContext, info: SourceInfo, target: Target) -> Outc
     return _verified_copy(
         ctx, info, target, response, result, Strategy.COPY_OBJECT, same_layout=not info.is_multipart
     )
+
+
+def _copy_object_as_listed(ctx: TransferContext, info: SourceInfo, target: Target) -> Outcome | None:
+    """One CopyObject from the listing's evidence, proved by the ETag S3 gives the copy.
+
+    No checksum algorithm is sent unless the caller chose one: S3 then copies the source's
+    algorithm and value. Where the copy's ETag differs (KMS, another encryption by default),
+    the source's HEAD is taken and the copy proved as a HEAD-first copy would be; if the
+    source's encryption should have been requested, the copy is made again with it. A source
+    changed since the listing (412) is copied afresh from its HEAD. Returns None when the
+    caller should copy from the now-confirmed evidence.
+    """
+    algorithm = {"ChecksumAlgorithm": ctx.policy.checksum_algorithm} if ctx.policy.checksum_algorithm else {}
+    sent = copy_object_args(info, ctx.policy, None)
+    try:
+        response = ctx.dest_client.copy_object(
+            Bucket=target.bucket,
+            Key=target.key,
+            CopySource=info.copy_source(),
+            CopySourceIfMatch=f'"{info.etag}"',
+            **algorithm,
+            **sent,
+            **ctx.payer_args(),
+        )
+    except Exception as error:
+        if error_code(error) not in CHANGED:
+            raise _copy_error(error, info, target) from error
+        confirm(ctx.source_client, info)  # changed since the listing: copy what is there now
+        return None
+    result = response.get("CopyObjectResult", {})
+    encryption = response.get("ServerSideEncryption")
+    if result.get("ETag", "").strip('"') == info.etag and not (encryption or "").startswith("aws:kms"):
+        dest_checksum = checksums.from_response(result)
+        return Outcome(
+            Status.COPIED,
+            Strategy.COPY_OBJECT,
+            verified_by="etag",
+            checksum=str(dest_checksum) if dest_checksum else None,
+            version_id=response.get("VersionId"),
+            encryption=encryption,
+        )
+    confirm(ctx.source_client, info)
+    wanted = copy_object_args(info, ctx.policy, ctx.reusable_source_key(info))
+    if wanted != sent or info.is_multipart:
+        return None  # the source's encryption (or a layout) asks for another copy
+    return _verified_copy(ctx, info, target, response, result, Strategy.COPY_OBJECT, same_layout=True)
 
 
 def _plan(ctx: TransferContext, info: SourceInfo) -> tuple[list[Part], bool]:

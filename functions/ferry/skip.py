@@ -51,6 +51,17 @@ def identical_reason(
     return None
 
 
+def settled_by_listing(listed: Listed | str | None, info: SourceInfo, compare: Compare) -> bool:
+    """True when the listings alone decide skip-existing: no source HEAD is needed for it."""
+    if listed == ABSENT:
+        return True
+    if not isinstance(listed, Listed):
+        return False
+    if listed.size != info.size or compare == Compare.SIZE_MTIME:
+        return True
+    return bool(info.etag) and listed.etag == info.etag
+
+
 def _not_older(info: SourceInfo, dest_time: Any) -> str | None:
     source_time = info.head.get("LastModified")
     if source_time is not None and dest_time is not None and dest_time >= source_time:

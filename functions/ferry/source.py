@@ -3,6 +3,12 @@
 The HEAD is the object's evidence: size, ETag, stored checksum, encryption and class. Every
 later decision (skip, strategy, part plan, verification) is made from it, so a source that
 changes during the copy is caught by `If-Match` on the same ETag.
+
+A listing already gives size, ETag and class. For a plain object (one part, a class that is
+never archived) that is enough to start: the evidence is `provisional` and the copy's own
+request completes it (a GET returns every header a HEAD does; CopyObject's result ETag is
+compared with the listed one), so a small object costs one request fewer. Whatever the
+listing cannot settle still gets its HEAD first (`confirm`).
 """
 
 from __future__ import annotations
@@ -17,6 +23,13 @@ from .limits import Part, parts_from_sizes, uniform_parts
 from .models import ARCHIVE_CLASSES, CopyPolicy, SourceObject
 
 _MD5_ETAG = re.compile(r"^[0-9a-f]{32}(-\d+)?$")
+# Classes whose objects are always readable at once: no archive tier, no restore.
+NEVER_ARCHIVED = frozenset(
+    {"STANDARD", "STANDARD_IA", "ONEZONE_IA", "REDUCED_REDUNDANCY", "GLACIER_IR", "EXPRESS_ONEZONE"}
+)
+# Servers that send x-amz-tagging-count whenever an object has tags, as S3 documents (checked
+# for MinIO and versitygw in tests/test_source_evidence.py); elsewhere tags are asked for.
+TAG_COUNT_SERVERS = frozenset({"amazons3", "minio", "versitygw"})
 
 
 @dataclass
@@ -31,6 +44,19 @@ class SourceInfo:
     tags: dict[str, str] | None = None
     layout: list[Part] | None = field(default=None)
     layout_probed: bool = False
+    provisional: bool = False  # size, ETag and class from a listing; no HEAD yet
+
+    def confirm(self, response: dict[str, Any]) -> None:
+        """Take a whole-object HEAD's or GET's headers as the evidence, size and ETag included
+        (a GET pinned by If-Match to the listed ETag has the listed size)."""
+        self.size = int(response["ContentLength"])
+        self.head = {k: v for k, v in response.items() if k not in ("Body", "ResponseMetadata")}
+        self.head["Server"] = _server(response)
+        self.etag = response.get("ETag", self.etag).strip('"')
+        self.checksum = from_response(response)
+        self.storage_class = response.get("StorageClass") or "STANDARD"
+        self.version_id = response.get("VersionId") or self.obj.version_id
+        self.provisional = False
 
     @property
     def parts_count(self) -> int | None:
@@ -80,6 +106,35 @@ def _version_args(obj: SourceObject) -> dict[str, str]:
     return {"VersionId": obj.version_id} if obj.version_id else {}
 
 
+def from_listing(obj: SourceObject, policy: CopyPolicy) -> SourceInfo | None:
+    """Provisional evidence from what the listing said, when that is enough to start a copy."""
+    plain = obj.size is not None and obj.etag and "-" not in obj.etag
+    if not plain or obj.storage_class not in NEVER_ARCHIVED or policy.metadata is not None:
+        return None  # a multipart layout, an archive tier or replaced headers need the HEAD
+    head = {"LastModified": obj.last_modified} if obj.last_modified is not None else {}
+    return SourceInfo(
+        obj=obj,
+        head=head,
+        size=int(obj.size),  # type: ignore[arg-type]
+        etag=str(obj.etag),
+        checksum=None,
+        storage_class=str(obj.storage_class),
+        version_id=obj.version_id,
+        provisional=True,
+    )
+
+
+def confirm(client: Any, info: SourceInfo) -> SourceInfo:
+    """Complete provisional evidence with a HEAD (in place: every holder sees it)."""
+    if info.provisional:
+        info.confirm(inspect(client, info.obj).head)
+    return info
+
+
+def _server(response: dict[str, Any]) -> str:
+    return str(response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("server", ""))
+
+
 def inspect(client: Any, obj: SourceObject) -> SourceInfo:
     try:
         head = client.head_object(
@@ -89,6 +144,7 @@ def inspect(client: Any, obj: SourceObject) -> SourceInfo:
         raise CopyFailed(
             describe(error, side="source", action="s3:GetObject", bucket=obj.bucket, key=obj.key)
         ) from error
+    head["Server"] = _server(head)
     return SourceInfo(
         obj=obj,
         head=head,
@@ -104,8 +160,9 @@ def read_tags(client: Any, info: SourceInfo) -> dict[str, str]:
     """Tags are a separate request; skipped when HEAD already said there are none."""
     if info.tags is not None:
         return info.tags
-    if info.head.get("TagCount", None) == 0:
-        info.tags = {}
+    count = info.head.get("TagCount")
+    if count == 0 or (count is None and info.head.get("Server", "").lower() in TAG_COUNT_SERVERS):
+        info.tags = {}  # S3 sends the tag count whenever there are tags
         return info.tags
     obj = info.obj
     try:

@@ -26,7 +26,7 @@ from . import checksums
 from .attributes import new_object_args
 from .buffers import request_body
 from .context import TransferContext
-from .errors import CopyFailed, TruncatedBody, VerificationFailed, describe
+from .errors import CopyFailed, TruncatedBody, VerificationFailed, describe, error_code
 from .limits import (
     DEFAULT_STREAM_PART_SIZE,
     MAX_REPRODUCED_STREAM_PART,
@@ -38,7 +38,7 @@ from .limits import (
 from .models import Status, Strategy, Target
 from .multipart import open_upload
 from .outcome import Outcome
-from .source import SourceInfo, learn_layout, tags_to_write
+from .source import SourceInfo, confirm, learn_layout, tags_to_write
 from .verify import (
     PartProof,
     StreamProof,
@@ -50,6 +50,7 @@ from .verify import (
 )
 
 READ_ATTEMPTS = 5
+CHANGED = ("PreconditionFailed", "412")  # If-Match failed: the source is not the one listed
 _READ_ERRORS = (
     TruncatedBody,
     ResponseStreamingError,
@@ -64,16 +65,20 @@ _READ_ERRORS = (
 READ_CHUNK = 256 * 1024  # bytes copied from the response into the part buffer at a time
 
 
-def read_into(client: Any, info: SourceInfo, part: Part | None, view: memoryview) -> None:
+def read_into(client: Any, info: SourceInfo, part: Part | None, view: memoryview) -> dict[str, Any]:
     """GET the whole object or one range into `view`, retrying a body that breaks or comes up short.
 
     botocore retries the request; only reading the body is retried here. `If-Match` pins the
-    ETag seen at HEAD, so a source replaced mid-copy fails instead of mixing two versions.
-    The body is copied into the (reused) buffer in small chunks, never held whole twice.
+    ETag seen at HEAD (or in the listing), so a source replaced mid-copy fails instead of
+    mixing two versions. The body is copied into the (reused) buffer in small chunks, never
+    held whole twice. Returns the response's headers: for provisional evidence they are the
+    HEAD this copy did not send (with the stored checksum, asked for with ChecksumMode).
     """
     args: dict[str, Any] = {"Bucket": info.obj.bucket, "Key": info.obj.key, "IfMatch": f'"{info.etag}"'}
     if info.version_id and info.version_id != "null":
         args["VersionId"] = info.version_id
+    if info.provisional:
+        args["ChecksumMode"] = "ENABLED"
     expected = info.size
     if part is not None:
         args["Range"] = part.http_range
@@ -81,7 +86,8 @@ def read_into(client: Any, info: SourceInfo, part: Part | None, view: memoryview
     last_error: BaseException | None = None
     for attempt in range(READ_ATTEMPTS):
         try:
-            body = client.get_object(**args)["Body"]
+            response = client.get_object(**args)
+            body = response["Body"]
             try:
                 got = 0
                 while got < expected:
@@ -96,7 +102,7 @@ def read_into(client: Any, info: SourceInfo, part: Part | None, view: memoryview
                 body.close()
             if got != expected:
                 raise TruncatedBody(f"got {got} of {expected} bytes")
-            return
+            return response
         except _READ_ERRORS as error:
             last_error = error
             time.sleep(min(8.0, 0.2 * 2**attempt) * random.uniform(0.5, 1.0))
@@ -149,12 +155,24 @@ class OrderedMd5:
 
 
 def stream_copy(ctx: TransferContext, info: SourceInfo, target: Target, deadline: float | None) -> Outcome:
-    algorithm = ctx.upload_algorithm(info)
-    tags = tags_to_write(ctx.source_client, info, ctx.policy)
-    args = new_object_args(info, ctx.policy, tags, ctx.reusable_source_key(info))
+    if info.provisional and info.size > ctx.policy.multipart_threshold:
+        confirm(ctx.source_client, info)  # parts are planned from the HEAD's evidence
     if info.size <= single_put_limit(ctx, info):
-        return _stream_single(ctx, info, target, algorithm, args)
+        try:
+            return _stream_single(ctx, info, target)
+        except CopyFailed as failure:
+            if not (info.provisional and error_code(failure.__cause__ or failure) in CHANGED):
+                raise
+            confirm(ctx.source_client, info)  # changed since the listing: copy what is there now
+            return stream_copy(ctx, info, target, deadline)
+    algorithm = ctx.upload_algorithm(info)
+    args = _new_object_args(ctx, info)
     return _stream_multipart(ctx, info, target, algorithm, args, deadline)
+
+
+def _new_object_args(ctx: TransferContext, info: SourceInfo) -> dict[str, Any]:
+    tags = tags_to_write(ctx.source_client, info, ctx.policy)
+    return new_object_args(info, ctx.policy, tags, ctx.reusable_source_key(info))
 
 
 def single_put_limit(ctx: TransferContext, info: SourceInfo) -> int:
@@ -166,14 +184,18 @@ def single_put_limit(ctx: TransferContext, info: SourceInfo) -> int:
     return ctx.policy.multipart_threshold
 
 
-def _stream_single(
-    ctx: TransferContext, info: SourceInfo, target: Target, algorithm: str, args: dict[str, Any]
-) -> Outcome:
+def _stream_single(ctx: TransferContext, info: SourceInfo, target: Target) -> Outcome:
+    """One GET, one PutObject. The attributes are taken after the GET, whose headers complete
+    provisional evidence."""
     ctx.memory.acquire(info.size)
     buffer = ctx.buffers.take(info.size)
     try:
         with memoryview(buffer)[: info.size] as data:
-            read_into(ctx.source_client, info, None, data)
+            headers = read_into(ctx.source_client, info, None, data)
+            if info.provisional:
+                info.confirm(headers)
+            algorithm = ctx.upload_algorithm(info)
+            args = _new_object_args(ctx, info)
             sums = {a: checksums.b64(checksums.digest(a, data)) for a in source_algorithms(info, algorithm)}
             whole_md5 = hashlib.md5(data).hexdigest() if needs_whole_md5(info) else None
             proof = StreamProof(

@@ -1,0 +1,176 @@
+"""Plain objects copied from the listing's evidence: no source HEAD, and the same results.
+
+A listed object of one part, in a class that is never archived, is copied with one CopyObject
+(proved by the ETag S3 gives the copy) or one GET and one PutObject (the GET's headers are the
+HEAD's). Whatever the listing cannot settle still gets a HEAD; these tests count requests.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from ferry import Copier, CopyPolicy, SourceObject, Status, Target
+from ferry.listing import list_objects
+
+KEY = "arn:aws:kms:us-east-1:111111111111:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+METADATA = {"owner": "ferry-tests"}
+
+
+class RequestCounter:
+    def __init__(self, client: Any) -> None:
+        self.calls: Counter[str] = Counter()
+        self._lock = threading.Lock()
+        client.meta.events.register("before-call.s3.*", self._count)
+
+    def _count(self, model: Any, **_: Any) -> None:
+        with self._lock:
+            self.calls[model.name] += 1
+
+
+def put_sources(server: Any, bucket: str, count: int = 12) -> dict[str, bytes]:
+    data = {}
+    for n in range(count):
+        key = f"plain/{n:02d}"
+        body = f"object {n} ".encode() * (100 + n)
+        extra: dict[str, Any] = {"Tagging": "team=storage"} if n % 3 == 0 else {}
+        server.client.put_object(
+            Bucket=bucket,
+            Key=key,
+            Body=body,
+            ChecksumAlgorithm="CRC32",
+            Metadata=METADATA,
+            ContentType="text/x-ferry",
+            **extra,
+        )
+        data[key] = body
+    return data
+
+
+def copy_listed(
+    server: Any, src: str, dst: str, **policy: Any
+) -> tuple[list[Any], Counter[str], Counter[str]]:
+    listed = list(list_objects(server.client, src, "plain/"))
+    assert all(o.size is not None and o.etag for o in listed)
+    with Copier(server.endpoint, server.endpoint, CopyPolicy(**policy), concurrency=4) as copier:
+        source, dest = RequestCounter(copier.ctx.source_client), RequestCounter(copier.ctx.dest_client)
+        results = copier.copy_batch([(obj, Target(dst, obj.key)) for obj in listed])
+    if copier.ctx.source_client is copier.ctx.dest_client:
+        raise AssertionError("the two sides must have their own clients to count requests by side")
+    return results, source.calls, dest.calls
+
+
+def assert_faithful(server: Any, src: str, dst: str, data: dict[str, bytes]) -> None:
+    for key, body in data.items():
+        got = server.client.get_object(Bucket=dst, Key=key, ChecksumMode="ENABLED")
+        source = server.client.head_object(Bucket=src, Key=key, ChecksumMode="ENABLED")
+        assert got["Body"].read() == body
+        assert got["Metadata"] == METADATA and got["ContentType"] == "text/x-ferry"
+        assert got["ChecksumCRC32"] == source["ChecksumCRC32"]  # the source's algorithm kept
+        tags = server.client.get_object_tagging(Bucket=dst, Key=key)["TagSet"]
+        expected = [{"Key": "team", "Value": "storage"}] if int(key[-2:]) % 3 == 0 else []
+        assert tags == expected
+
+
+@pytest.mark.parametrize("server_name", ["versitygw", "minio"])
+def test_server_side_copies_of_listed_objects_send_one_request_each(
+    server_name: str, request: pytest.FixtureRequest
+) -> None:
+    server = request.getfixturevalue(server_name)
+    src, dst = server.bucket("src"), server.bucket("dst")
+    data = put_sources(server, src)
+    results, source, dest = copy_listed(server, src, dst, mode="server-side")
+
+    assert [r.status for r in results] == [Status.COPIED] * len(data)
+    assert {r.verified_by for r in results} == {"etag"}
+    assert_faithful(server, src, dst, data)
+    assert source["HeadObject"] == 0
+    assert dest == Counter({"CopyObject": len(data), "ListObjectsV2": 1})
+
+
+@pytest.mark.parametrize("server_name", ["versitygw", "minio"])
+def test_streamed_copies_of_listed_objects_send_a_get_and_a_put_each(
+    server_name: str, request: pytest.FixtureRequest
+) -> None:
+    server = request.getfixturevalue(server_name)
+    src, dst = server.bucket("src"), server.bucket("dst")
+    data = put_sources(server, src)
+    results, source, dest = copy_listed(server, src, dst, mode="stream")
+
+    assert [r.status for r in results] == [Status.COPIED] * len(data)
+    assert {r.verified_by for r in results} == {"crc32 (full object)"}
+    assert_faithful(server, src, dst, data)
+    tagged = sum(1 for key in data if int(key[-2:]) % 3 == 0)
+    # The server reports a tag count whenever there are tags: only tagged objects ask for them.
+    assert source == Counter({"GetObject": len(data), "GetObjectTagging": tagged})
+    assert dest == Counter({"PutObject": len(data), "ListObjectsV2": 1})
+
+
+@pytest.mark.parametrize("mode", ["server-side", "stream"])
+def test_a_source_changed_since_the_listing_is_copied_as_it_is_now(
+    mode: str, versitygw: Any, vgw_buckets: tuple[str, str]
+) -> None:
+    src, dst = vgw_buckets
+    data = put_sources(versitygw, src)
+    listed = list(list_objects(versitygw.client, src, "plain/"))
+    versitygw.client.put_object(Bucket=src, Key="plain/05", Body=b"rewritten after the listing")
+    with Copier(versitygw.endpoint, versitygw.endpoint, CopyPolicy(mode=mode)) as copier:
+        results = copier.copy_batch([(obj, Target(dst, obj.key)) for obj in listed])
+
+    assert [r.status for r in results] == [Status.COPIED] * len(data)
+    got = versitygw.client.get_object(Bucket=dst, Key="plain/05")["Body"].read()
+    assert got == b"rewritten after the listing"
+
+
+def test_a_copy_whose_etag_differs_is_proved_from_the_head_and_keeps_the_source_kms_key(
+    motoserver: Any, moto_buckets: tuple[str, str]
+) -> None:
+    """On AWS an SSE-KMS object's ETag is not its MD5, so the copy's ETag differs from the
+    listed one. moto keeps MD5 ETags; the hook gives the copy another ETag, as AWS would."""
+    src, dst = moto_buckets
+    motoserver.client.put_object(
+        Bucket=src, Key="plain/kms", Body=b"secret" * 100, ServerSideEncryption="aws:kms", SSEKMSKeyId=KEY
+    )
+    listed = list(list_objects(motoserver.client, src, "plain/"))
+    policy = CopyPolicy(mode="server-side", skip_existing=False)
+    with Copier(motoserver.endpoint, motoserver.endpoint, policy) as copier:
+        copier.ctx.dest_client.meta.events.register("after-call.s3.CopyObject", _etag_as_on_aws)
+        dest = RequestCounter(copier.ctx.dest_client).calls
+        source = RequestCounter(copier.ctx.source_client).calls
+        results = copier.copy_batch([(obj, Target(dst, obj.key)) for obj in listed])
+
+    assert results[0].status == Status.COPIED, results[0].reason
+    head = motoserver.client.head_object(Bucket=dst, Key="plain/kms")
+    assert head["ServerSideEncryption"] == "aws:kms" and head["SSEKMSKeyId"] == KEY
+    assert source["HeadObject"] == 1  # taken once the ETag could not prove the copy
+    assert dest["CopyObject"] == 2  # again, with the source's key
+
+
+def _etag_as_on_aws(parsed: dict[str, Any], **_: Any) -> None:
+    if parsed.get("ServerSideEncryption") != "aws:kms" and "CopyObjectResult" in parsed:
+        parsed["CopyObjectResult"]["ETag"] = '"' + "0" * 32 + '"'
+
+
+def test_objects_the_listing_cannot_settle_get_their_head(
+    versitygw: Any, vgw_buckets: tuple[str, str]
+) -> None:
+    """No size or ETag (a manifest of keys), or metadata replaced: the HEAD comes first."""
+    src, dst = vgw_buckets
+    data = put_sources(versitygw, src, count=3)
+    bare = [(SourceObject(src, key), Target(dst, key)) for key in data]
+    with Copier(versitygw.endpoint, versitygw.endpoint, CopyPolicy(skip_existing=False)) as copier:
+        source = RequestCounter(copier.ctx.source_client).calls
+        results = copier.copy_batch(bare)
+    assert [r.status for r in results] == [Status.COPIED] * 3
+    assert source["HeadObject"] == 3
+
+    listed = list(list_objects(versitygw.client, src, "plain/"))
+    policy = CopyPolicy(skip_existing=False, metadata={"replaced": "yes"})
+    with Copier(versitygw.endpoint, versitygw.endpoint, policy) as copier:
+        source = RequestCounter(copier.ctx.source_client).calls
+        results = copier.copy_batch([(obj, Target(dst, obj.key)) for obj in listed])
+    assert [r.status for r in results] == [Status.COPIED] * 3
+    assert source["HeadObject"] == 3
