@@ -3,16 +3,22 @@ listing cannot decide, and the same decisions as a HEAD per key."""
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import threading
+import time
 from collections import Counter
 from typing import Any
 
 import pytest
 
 from ferry import Copier, CopyPolicy, SourceObject, Status, Target, dest_listing
-from ferry.dest_listing import _just_before
+from ferry.dest_listing import ABSENT, DestinationIndex, Listed, _just_before
+from ferry.engine import _WindowReader
+from ferry.models import Compare
+from ferry.skip import settled_by_listing
+from ferry.source import SourceInfo
 
 SIZE = 2048
 
@@ -149,3 +155,65 @@ def test_just_before_sorts_immediately_before_the_key(key: str) -> None:
     assert before.encode() < key.encode()  # S3 orders keys by their UTF-8 bytes
     for shorter in (key[:-1], key[:-1] + chr(ord(key[-1]) - 1)):
         assert shorter.encode() <= before.encode()
+
+
+class PagedClient:
+    """A destination that answers ListObjectsV2 with the given pages, in order."""
+
+    def __init__(self, pages: list[list[str]]) -> None:
+        self.pages = pages
+        self.calls = 0
+
+    def list_objects_v2(self, **_: Any) -> dict[str, Any]:
+        page = self.pages[self.calls]
+        self.calls += 1
+        more = self.calls < len(self.pages)
+        response: dict[str, Any] = {"IsTruncated": more, "NextContinuationToken": f"t{self.calls}"}
+        response["Contents"] = [{"Key": k, "Size": 1, "ETag": '"e"'} for k in page]
+        return response
+
+
+def targets(n: int) -> list[Target]:
+    return [Target("b", f"k/{i:02d}") for i in range(n)]
+
+
+def test_an_empty_truncated_page_covers_nothing_beyond_what_was_listed() -> None:
+    client = PagedClient([[], ["k/00", "k/01"], ["k/02"], ["k/19"]])
+    known = DestinationIndex(client).window(targets(20))  # 20 keys: at most 2 pages
+    assert client.calls == 2
+    assert sorted(t.key for t in known) == ["k/00", "k/01"]  # not k/02-k/19: never listed
+    assert all(isinstance(v, Listed) for v in known.values())
+
+
+def test_a_listing_out_of_order_is_not_relied_on() -> None:
+    client = PagedClient([["k/05", "k/01"]])
+    index = DestinationIndex(client)
+    assert index.window(targets(10)) == {}
+    assert index.window(targets(10)) == {}
+    assert client.calls == 1  # that bucket is not listed again
+
+
+def test_size_and_mtime_needs_a_source_time_to_settle_from_the_listing() -> None:
+    listed = Listed(size=5, etag="x", last_modified=dt.datetime(2026, 1, 1, tzinfo=dt.UTC))
+    timed = SourceInfo(
+        SourceObject("b", "k"),
+        {"LastModified": dt.datetime(2025, 1, 1, tzinfo=dt.UTC)},
+        5,
+        "y",
+        None,
+        "STANDARD",
+        None,
+    )
+    untimed = SourceInfo(SourceObject("b", "k"), {}, 5, "y", None, "STANDARD", None)
+    assert settled_by_listing(listed, timed, Compare.SIZE_MTIME)
+    assert not settled_by_listing(listed, untimed, Compare.SIZE_MTIME)
+    assert not settled_by_listing(listed, timed, Compare.CHECKSUM)  # another ETag: the HEAD decides
+    assert settled_by_listing(ABSENT, untimed, Compare.CHECKSUM)
+
+
+def test_no_destination_listing_after_the_deadline() -> None:
+    client = PagedClient([["k/00"]])
+    pairs = iter([(SourceObject("a", t.key), t) for t in targets(10)])
+    window = _WindowReader(pairs, DestinationIndex(client), deadline=time.monotonic() - 1).next_window()
+    assert len(window.pairs) == 10 and window.known == {}
+    assert client.calls == 0

@@ -7,10 +7,13 @@ missing, want CRC32C"): it expects a part checksum that a server-side part copy 
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
-from ferry import Copier, CopyPolicy, SourceObject, Status, Target
+from ferry import Copier, CopyPolicy, MemoryCheckpointStore, SourceObject, Status, Target
+from ferry.checkpoints import copy_id
 from ferry.server_side import NO_PART_CHECKSUMS_NOTE
+from test_deadline import clock_runs_out_after
 from test_strategies import METADATA, put_multipart_source
 
 MiB = 1024 * 1024
@@ -63,4 +66,37 @@ def test_a_checksum_the_caller_asked_for_is_not_dropped(minio: Any) -> None:
     assert "checksum missing" in (result.reason or "")
     assert "copy without --checksum-algorithm, or with --mode stream" in (result.reason or "")
     assert minio.keys(dst) == []
+    assert minio.open_uploads(dst) == []
+
+
+def test_a_checkpoint_saved_without_checksums_is_resumed_by_another_process(
+    minio: Any, monkeypatch: Any
+) -> None:
+    """A Lambda pass that learned MinIO's refusal checkpoints parts copied without checksums;
+    the next pass (a new process that has not learned it) resumes them, not starts again."""
+    src, dst = minio.bucket("src"), minio.bucket("dst")
+    body = os.urandom(5 * 5 * MiB + 7)
+    put_multipart_source(minio.client, src, "big", body)
+    store = MemoryCheckpointStore()
+    policy = CopyPolicy(mode="server-side")
+
+    clock_runs_out_after(monkeypatch, 3)  # the refused try and 1-2 parts, then the deadline
+    with Copier(minio.endpoint, minio.endpoint, policy, part_concurrency=1, checkpoints=store) as copier:
+        first = copier.copy(SourceObject(src, "big"), Target(dst, "big"), deadline=time.monotonic() + 600)
+    assert first.status == Status.PENDING, first.reason
+    saved = store.load(copy_id(src, "big", None, dst, "big"))
+    assert saved is not None and saved.algorithm is None and 1 <= len(saved.parts) < 6
+
+    monkeypatch.undo()
+    creates: list[dict[str, Any]] = []
+    with Copier(minio.endpoint, minio.endpoint, policy, part_concurrency=1, checkpoints=store) as copier:
+        copier.ctx.dest_client.meta.events.register(
+            "provide-client-params.s3.CreateMultipartUpload", lambda params, **_: creates.append(dict(params))
+        )
+        second = copier.copy(SourceObject(src, "big"), Target(dst, "big"))
+
+    assert second.status == Status.COPIED, second.reason
+    assert second.parts_resumed == len(saved.parts)
+    assert creates == []  # the saved upload was adopted
+    assert minio.client.get_object(Bucket=dst, Key="big")["Body"].read() == body
     assert minio.open_uploads(dst) == []

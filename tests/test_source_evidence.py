@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -76,9 +77,11 @@ def assert_faithful(server: Any, src: str, dst: str, data: dict[str, bytes]) -> 
 
 
 @pytest.mark.parametrize("server_name", ["versitygw", "minio"])
-def test_server_side_copies_of_listed_objects_send_one_request_each(
+def test_server_side_copies_of_listed_objects_without_encryption_head_the_source_after(
     server_name: str, request: pytest.FixtureRequest
 ) -> None:
+    """A copy that comes back unencrypted may have lost the source's SSE-S3 (no header was
+    sent): the source's HEAD, after the copy, says whether a HEAD-first copy would differ."""
     server = request.getfixturevalue(server_name)
     src, dst = server.bucket("src"), server.bucket("dst")
     data = put_sources(server, src)
@@ -87,7 +90,27 @@ def test_server_side_copies_of_listed_objects_send_one_request_each(
     assert [r.status for r in results] == [Status.COPIED] * len(data)
     assert {r.verified_by for r in results} == {"etag"}
     assert_faithful(server, src, dst, data)
-    assert source["HeadObject"] == 0
+    assert source == Counter({"HeadObject": len(data)})
+    assert dest == Counter({"CopyObject": len(data), "ListObjectsV2": 1})
+
+
+def test_server_side_copies_of_listed_sse_s3_objects_send_one_request_each(
+    motoserver: Any, moto_buckets: tuple[str, str]
+) -> None:
+    """As on AWS, where every object is encrypted: SSE-S3 in, SSE-S3 out, the listed ETag back."""
+    src, dst = moto_buckets
+    rule = {"Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}
+    for bucket in (src, dst):
+        motoserver.client.put_bucket_encryption(Bucket=bucket, ServerSideEncryptionConfiguration=rule)
+    data = put_sources(motoserver, src)
+    results, source, dest = copy_listed(motoserver, src, dst, mode="server-side")
+
+    assert [r.status for r in results] == [Status.COPIED] * len(data), results[0].reason
+    assert {r.verified_by for r in results} == {"etag"}
+    assert_faithful(motoserver, src, dst, data)
+    for key in data:
+        assert motoserver.client.head_object(Bucket=dst, Key=key)["ServerSideEncryption"] == "AES256"
+    assert source == Counter()
     assert dest == Counter({"CopyObject": len(data), "ListObjectsV2": 1})
 
 
@@ -104,9 +127,14 @@ def test_streamed_copies_of_listed_objects_send_a_get_and_a_put_each(
     assert {r.verified_by for r in results} == {"crc32 (full object)"}
     assert_faithful(server, src, dst, data)
     tagged = sum(1 for key in data if int(key[-2:]) % 3 == 0)
-    # The server reports a tag count whenever there are tags: only tagged objects ask for them.
-    assert source == Counter({"GetObject": len(data), "GetObjectTagging": tagged})
+    assert source["GetObject"] == len(data) and "HeadObject" not in source
     assert dest == Counter({"PutObject": len(data), "ListObjectsV2": 1})
+    if server_name == "minio":
+        # MinIO sends a tag count whenever there are tags, to a caller allowed to read them:
+        # once one GetObjectTagging has worked (4 objects start at once), only tagged ones ask.
+        assert tagged <= source["GetObjectTagging"] <= tagged + 4 < len(data)
+    else:
+        assert source["GetObjectTagging"] == len(data)  # versitygw is not trusted to send it
 
 
 @pytest.mark.parametrize("mode", ["server-side", "stream"])
@@ -147,6 +175,7 @@ def test_a_copy_whose_etag_differs_is_proved_from_the_head_and_keeps_the_source_
     assert head["ServerSideEncryption"] == "aws:kms" and head["SSEKMSKeyId"] == KEY
     assert source["HeadObject"] == 1  # taken once the ETag could not prove the copy
     assert dest["CopyObject"] == 2  # again, with the source's key
+    assert dest["DeleteObject"] == 1  # the first copy, without it, is removed first
 
 
 def _etag_as_on_aws(parsed: dict[str, Any], **_: Any) -> None:
@@ -174,3 +203,28 @@ def test_objects_the_listing_cannot_settle_get_their_head(
         results = copier.copy_batch([(obj, Target(dst, obj.key)) for obj in listed])
     assert [r.status for r in results] == [Status.COPIED] * 3
     assert source["HeadObject"] == 3
+
+
+@pytest.mark.parametrize("mode", ["server-side", "stream"])
+def test_an_object_archived_since_the_listing_is_skipped_as_needing_restore(
+    mode: str, motoserver: Any, moto_buckets: tuple[str, str]
+) -> None:
+    src, dst = moto_buckets
+    motoserver.client.put_object(Bucket=src, Key="plain/cold", Body=b"cold" * 100)
+    listed = list(list_objects(motoserver.client, src, "plain/"))
+    assert listed[0].storage_class == "STANDARD"
+    motoserver.client.copy_object(
+        Bucket=src, Key="plain/cold", CopySource={"Bucket": src, "Key": "plain/cold"}, StorageClass="GLACIER"
+    )
+    listed = [
+        replace(
+            listed[0], etag=motoserver.client.head_object(Bucket=src, Key="plain/cold")["ETag"].strip('"')
+        )
+    ]
+    policy = CopyPolicy(mode=mode, skip_existing=False)
+    with Copier(motoserver.endpoint, motoserver.endpoint, policy) as copier:
+        results = copier.copy_batch([(obj, Target(dst, obj.key)) for obj in listed])
+
+    assert results[0].status == Status.SKIPPED, results[0].reason
+    assert results[0].reason.startswith("needs restore: the object is in GLACIER")
+    assert motoserver.keys(dst) == []

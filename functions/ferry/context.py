@@ -12,7 +12,7 @@ from .buffers import BufferPool
 from .checkpoints import CheckpointStore
 from .checksums import CRC_ALGORITHMS
 from .models import CopyPolicy, Endpoint
-from .source import SourceInfo
+from .source import SourceInfo, TagCounts
 
 
 @dataclass
@@ -30,6 +30,10 @@ class TransferContext:
     # Set once the destination has refused UploadPartCopy into an upload with a checksum
     # algorithm (MinIO does): later server-side multipart copies go without one from the start.
     part_copy_checksums_refused: threading.Event = field(default_factory=threading.Event)
+    # Set once a listed object turned out to need another request than the listing allowed
+    # (its encryption): later server-side copies of the run start from a HEAD again.
+    listing_copies_off: threading.Event = field(default_factory=threading.Event)
+    tag_counts: TagCounts = field(default_factory=TagCounts)
 
     def __post_init__(self) -> None:
         # Part buffers are reused, and the pool keeps no more than the memory limit.

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -45,31 +44,31 @@ ABSENT = "absent"  # the listing covered the key and it is not there
 class DestinationIndex:
     """Listings of the destination, asked for once per window of targets, shared by a run.
 
-    `lookup` answers a `Listed`, `ABSENT`, or None (not known: HEAD it). After a listing is
-    refused once, no more are asked for.
+    A target maps to a `Listed`, to `ABSENT`, or is left out (not known: HEAD it). After a
+    bucket's listing is refused once, or comes back out of order, it is not listed again.
     """
 
     def __init__(self, client: Any) -> None:
         self.client = client
-        self._refused = threading.Event()
+        self._refused: set[str] = set()  # buckets whose listing was refused, or is unordered
         self.listings = 0  # requests sent, for tests and the log
 
     def window(self, targets: Sequence[Target]) -> dict[Target, Listed | str]:
         """What the destination holds for these targets, as far as listings cover them."""
-        if len(targets) < MIN_WINDOW or self._refused.is_set():
+        if len(targets) < MIN_WINDOW:
             return {}
         known: dict[Target, Listed | str] = {}
         by_bucket: dict[str, list[str]] = defaultdict(list)
         for target in targets:
             by_bucket[target.bucket].append(target.key)
         for bucket, keys in by_bucket.items():
-            if len(keys) < MIN_WINDOW:
-                continue
+            if len(keys) < MIN_WINDOW or bucket in self._refused or bucket.endswith("--x-s3"):
+                continue  # directory buckets list in no particular order
             try:
                 found, covered_to = self._list_range(bucket, sorted(set(keys)))
             except Exception as error:
                 self._give_up(bucket, error)
-                return known
+                continue
             for key in keys:
                 if covered_to is None or key <= covered_to:
                     known[Target(bucket, key)] = found.get(key, ABSENT)
@@ -77,7 +76,7 @@ class DestinationIndex:
 
     def _list_range(self, bucket: str, keys: list[str]) -> tuple[dict[str, Listed], str | None]:
         """List from the first key to the last; returns what was found and how far the listing
-        reached (None: to the end of the range)."""
+        reached (None: past the end of the range; "": nowhere to rely on)."""
         first, last = keys[0], keys[-1]
         prefix = os.path.commonprefix([first, last])
         args: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": PAGE_SIZE}
@@ -86,21 +85,26 @@ class DestinationIndex:
             args["StartAfter"] = start_after
         max_pages = max(2, 2 * len(keys) // PAGE_SIZE + 1)
         found: dict[str, Listed] = {}
+        reached = ""  # the greatest key listed so far
         for _ in range(max_pages):
             page = self.client.list_objects_v2(**args)
             self.listings += 1
-            contents = page.get("Contents", [])
-            for item in contents:
-                found[item["Key"]] = Listed(
+            for item in page.get("Contents", []):
+                key = item["Key"]
+                if key <= reached:
+                    self._refused.add(bucket)
+                    log.warning("the destination s3://%s lists keys out of order: HEAD per key", bucket)
+                    return {}, ""
+                reached = key
+                found[key] = Listed(
                     size=int(item.get("Size", 0)),
                     etag=item.get("ETag", "").strip('"'),
                     last_modified=item.get("LastModified"),
                 )
-            reached = contents[-1]["Key"] if contents else None
-            if not page.get("IsTruncated") or (reached is not None and reached >= last):
+            if not page.get("IsTruncated") or reached >= last:
                 return found, None
             token = page.get("NextContinuationToken")
-            if not token or reached is None:
+            if not token:
                 return found, reached
             args["ContinuationToken"] = token
             args.pop("StartAfter", None)
@@ -108,7 +112,7 @@ class DestinationIndex:
 
     def _give_up(self, bucket: str, error: BaseException) -> None:
         if is_access_denied(error):
-            self._refused.set()
+            self._refused.add(bucket)
             log.info(
                 "cannot list the destination s3://%s (%s): skip-existing asks a HEAD per key",
                 bucket,

@@ -23,7 +23,7 @@ from .checkpoints import CheckpointStore
 from .clients import make_client
 from .context import TransferContext
 from .dest_listing import DestinationIndex, Listed
-from .errors import CopySourceDenied, FerryError
+from .errors import CopySourceDenied, FerryError, ListingWasStale
 from .limits import (
     DEFAULT_STREAM_PART_SIZE,
     MAX_OBJECT_SIZE,
@@ -166,19 +166,35 @@ class Copier:
     ) -> tuple[Outcome, SourceInfo | None]:
         server_side = self._use_server_side()
         info = self._evidence(obj, server_side)
+        try:
+            return self._decide(info, target, deadline, listed, server_side), info
+        except ListingWasStale:
+            # The listing was out of date: skip, archive and deadline are decided again from
+            # the HEAD the provisional copy has just taken.
+            return self._decide(info, target, deadline, listed, server_side), info
+
+    def _decide(
+        self,
+        info: SourceInfo,
+        target: Target,
+        deadline: float | None,
+        listed: Listed | str | None,
+        server_side: bool,
+    ) -> Outcome:
+        """Skip, restore, hand over, or copy: one object's course, from its evidence."""
         if info.size > MAX_OBJECT_SIZE:
             return Outcome(
                 Status.FAILED, "none", reason=f"object of {format_size(info.size)} exceeds S3's 5 TiB"
-            ), info
+            )
         if self.policy.skip_existing:
             if not settled_by_listing(listed, info, self.policy.compare):
                 confirm(self.ctx.source_client, info)  # the checksums decide: they need the HEAD
             reason = identical_reason(self.ctx.dest_client, info, target, self.policy.compare, listed)
             if reason:
-                return Outcome(Status.SKIPPED, "none", reason=reason), info
+                return Outcome(Status.SKIPPED, "none", reason=reason)
         archived = archived_outcome(self.ctx.source_client, info, self.policy)
         if archived is not None:
-            return archived, info
+            return archived
         if (
             deadline is not None
             and time.monotonic() + _seconds_needed(self._longest_request(info, server_side)) > deadline
@@ -189,17 +205,17 @@ class Copier:
                 "none",
                 reason="not started: would not finish before the deadline",
                 handed_over=True,
-            ), info
+            )
         if self.policy.dry_run:
             how = "server-side" if server_side else "stream"
-            return Outcome(Status.PENDING, how, reason=f"dry run: would copy ({how})"), info
+            return Outcome(Status.PENDING, how, reason=f"dry run: would copy ({how})")
         if not server_side:
             outcome = stream_copy(self.ctx, info, target, deadline)
             if self.policy.mode == Mode.AUTO:
                 outcome.note = self._stream_note()
-            return outcome, info
+            return outcome
         try:
-            return server_side_copy(self.ctx, info, target, deadline), info
+            return server_side_copy(self.ctx, info, target, deadline)
         except CopySourceDenied as error:
             if self.policy.mode != Mode.AUTO:
                 raise
@@ -209,13 +225,13 @@ class Copier:
             if outcome.status == Status.COPIED:
                 self._server_side_denied.set()
             outcome.note = f"server-side copy was denied ({error}); streamed instead"
-            return outcome, info
+            return outcome
 
     def _evidence(self, obj: SourceObject, server_side: bool) -> SourceInfo:
         """The listing's word where one request can complete it (a CopyObject, or one GET of
         an object below the multipart threshold); a HEAD otherwise."""
         small = obj.size is not None and obj.size <= self.policy.multipart_threshold
-        if server_side or small:
+        if (server_side and not self.ctx.listing_copies_off.is_set()) or (not server_side and small):
             provisional = from_listing(obj, self.policy)
             if provisional is not None:
                 return provisional
@@ -266,7 +282,7 @@ class Copier:
         raised.
         """
         index = DestinationIndex(self.ctx.dest_client) if self.policy.skip_existing else None
-        reader = _WindowReader(iter(pairs), index)
+        reader = _WindowReader(iter(pairs), index, deadline)
         results: dict[int, CopyResult] = {}
 
         def run(position: int, obj: SourceObject, target: Target, listed: Listed | str | None) -> None:
@@ -321,9 +337,10 @@ class _WindowReader:
     overlaps with copying the window before.
     """
 
-    def __init__(self, pairs: Iterator[Pair], index: DestinationIndex | None) -> None:
+    def __init__(self, pairs: Iterator[Pair], index: DestinationIndex | None, deadline: float | None) -> None:
         self.pairs = pairs
         self.index = index
+        self.deadline = deadline
 
     def next_window(self) -> _Window:
         window = _Window([], {})
@@ -332,7 +349,8 @@ class _WindowReader:
                 window.pairs.append(pair)
         except Exception as error:  # copy what was read; the caller raises after
             window.error = error
-        if self.index is not None and window.pairs:
+        past_deadline = self.deadline is not None and time.monotonic() >= self.deadline
+        if self.index is not None and window.pairs and not past_deadline:
             window.known = self.index.window([target for _, target in window.pairs])
         return window
 

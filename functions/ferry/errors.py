@@ -25,6 +25,11 @@ class CopySourceDenied(CopyFailed):
     """A server-side copy was refused reading the source: streaming may still work."""
 
 
+class ListingWasStale(FerryError):
+    """The listing's evidence did not hold (the object changed, moved to an archive class, or
+    needs what only a HEAD says); the evidence is now confirmed: decide again from it."""
+
+
 class VerificationFailed(CopyFailed):
     """The bytes written do not match the source: the destination was removed."""
 

@@ -12,8 +12,9 @@ from typing import Any
 from . import checksums
 from .attributes import copy_object_args, new_object_args
 from .budget import SlotGate
+from .checkpoints import copy_id
 from .context import TransferContext
-from .errors import CopyFailed, CopySourceDenied, describe, error_code, is_access_denied
+from .errors import CopyFailed, CopySourceDenied, ListingWasStale, describe, error_code, is_access_denied
 from .limits import (
     DEFAULT_COPY_PART_SIZE,
     MAX_PART_SIZE,
@@ -26,7 +27,7 @@ from .models import Status, Strategy, Target
 from .multipart import open_upload
 from .outcome import Outcome
 from .source import SourceInfo, confirm, learn_layout, tags_to_write
-from .streaming import CHANGED, discard_copy
+from .streaming import STALE, discard_copy
 from .verify import PartProof, verify_server_copy
 
 log = logging.getLogger(__name__)
@@ -53,9 +54,9 @@ def server_side_copy(
     ctx: TransferContext, info: SourceInfo, target: Target, deadline: float | None
 ) -> Outcome:
     if info.provisional:
-        outcome = _copy_object_as_listed(ctx, info, target)
-        if outcome is not None:
-            return outcome
+        if info.size <= MAX_SINGLE_COPY:
+            return _copy_object_as_listed(ctx, info, target)
+        confirm(ctx.source_client, info)  # a single-part ETag above 5 GiB: a multipart copy
     if info.size <= MAX_SINGLE_COPY and _single_request_is_verifiable(ctx, info):
         return _copy_object(ctx, info, target)
     return _copy_multipart(ctx, info, target, deadline)
@@ -94,15 +95,17 @@ def _copy_object(ctx: TransferContext, info: SourceInfo, target: Target) -> Outc
     )
 
 
-def _copy_object_as_listed(ctx: TransferContext, info: SourceInfo, target: Target) -> Outcome | None:
+def _copy_object_as_listed(ctx: TransferContext, info: SourceInfo, target: Target) -> Outcome:
     """One CopyObject from the listing's evidence, proved by the ETag S3 gives the copy.
 
-    No checksum algorithm is sent unless the caller chose one: S3 then copies the source's
-    algorithm and value. Where the copy's ETag differs (KMS, another encryption by default),
-    the source's HEAD is taken and the copy proved as a HEAD-first copy would be; if the
-    source's encryption should have been requested, the copy is made again with it. A source
-    changed since the listing (412) is copied afresh from its HEAD. Returns None when the
-    caller should copy from the now-confirmed evidence.
+    No checksum algorithm is sent unless the caller chose one (S3 then copies the source's
+    algorithm and value), and no encryption header: the copy is accepted as it is only when it
+    is what a HEAD-first copy makes, i.e. the listed MD5 ETag came back under SSE-S3 (an
+    SSE-KMS source's ETag is not its MD5). Otherwise the source's HEAD decides: a copy that
+    matches what a HEAD-first copy would have asked for is verified from it; one that does not
+    is removed and made again from the HEAD (ListingWasStale), as is an object that changed
+    or was archived since the listing, or a copy refused (a bucket policy may require the
+    encryption header).
     """
     algorithm = {"ChecksumAlgorithm": ctx.policy.checksum_algorithm} if ctx.policy.checksum_algorithm else {}
     sent = copy_object_args(info, ctx.policy, None)
@@ -117,13 +120,14 @@ def _copy_object_as_listed(ctx: TransferContext, info: SourceInfo, target: Targe
             **ctx.payer_args(),
         )
     except Exception as error:
-        if error_code(error) not in CHANGED:
+        if error_code(error) not in STALE and not is_access_denied(error):
             raise _copy_error(error, info, target) from error
-        confirm(ctx.source_client, info)  # changed since the listing: copy what is there now
-        return None
+        confirm(ctx.source_client, info)
+        raise ListingWasStale(f"the listed evidence did not hold: {error_code(error)}") from error
     result = response.get("CopyObjectResult", {})
     encryption = response.get("ServerSideEncryption")
-    if result.get("ETag", "").strip('"') == info.etag and not (encryption or "").startswith("aws:kms"):
+    same_etag = result.get("ETag", "").strip('"') == info.etag
+    if same_etag and encryption == "AES256":
         dest_checksum = checksums.from_response(result)
         return Outcome(
             Status.COPIED,
@@ -134,10 +138,15 @@ def _copy_object_as_listed(ctx: TransferContext, info: SourceInfo, target: Targe
             encryption=encryption,
         )
     confirm(ctx.source_client, info)
-    wanted = copy_object_args(info, ctx.policy, ctx.reusable_source_key(info))
-    if wanted != sent or info.is_multipart:
-        return None  # the source's encryption (or a layout) asks for another copy
-    return _verified_copy(ctx, info, target, response, result, Strategy.COPY_OBJECT, same_layout=True)
+    if copy_object_args(info, ctx.policy, ctx.reusable_source_key(info)) == sent and not info.is_multipart:
+        return _verified_copy(ctx, info, target, response, result, Strategy.COPY_OBJECT, same_layout=True)
+    # The source's encryption had to be asked for: remove this copy, copy again from the HEAD.
+    ctx.listing_copies_off.set()
+    wrong = CopyFailed("the copy lacks the source's encryption")
+    failure = discard_copy(ctx.dest_client, target, response.get("VersionId"), wrong)
+    if failure is not wrong:
+        raise failure  # the copy could not be removed: say so rather than copy over it
+    raise ListingWasStale("the source's encryption must be requested: copying again")
 
 
 def _plan(ctx: TransferContext, info: SourceInfo) -> tuple[list[Part], bool]:
@@ -157,7 +166,9 @@ def _copy_multipart(
     the copy fails saying why.
     """
     chosen = ctx.policy.checksum_algorithm
-    if ctx.part_copy_checksums_refused.is_set() and not chosen:
+    if not chosen and (
+        ctx.part_copy_checksums_refused.is_set() or _saved_without_checksums(ctx, info, target)
+    ):
         outcome = _copy_parts(ctx, info, target, deadline, None)
         outcome.note = NO_PART_CHECKSUMS_NOTE
         return outcome
@@ -176,6 +187,17 @@ def _copy_multipart(
         return outcome
 
 
+def _saved_without_checksums(ctx: TransferContext, info: SourceInfo, target: Target) -> bool:
+    """A checkpoint of this copy saved without checksums (by a process that learned the
+    endpoint refuses them) is resumed without them, not discarded by a first try with one."""
+    if ctx.checkpoints is None:
+        return False
+    saved = ctx.checkpoints.load(
+        copy_id(info.obj.bucket, info.obj.key, info.obj.version_id, target.bucket, target.key)
+    )
+    return saved is not None and saved.algorithm is None and saved.strategy == Strategy.COPY_MULTIPART
+
+
 def _copy_parts(
     ctx: TransferContext,
     info: SourceInfo,
@@ -184,7 +206,7 @@ def _copy_parts(
     algorithm: str | None,
 ) -> Outcome:
     plan, reproduced = _plan(ctx, info)
-    tags = tags_to_write(ctx.source_client, info, ctx.policy)
+    tags = tags_to_write(ctx.source_client, info, ctx.policy, ctx.tag_counts)
     upload = open_upload(
         ctx,
         info,

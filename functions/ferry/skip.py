@@ -57,8 +57,10 @@ def settled_by_listing(listed: Listed | str | None, info: SourceInfo, compare: C
         return True
     if not isinstance(listed, Listed):
         return False
-    if listed.size != info.size or compare == Compare.SIZE_MTIME:
+    if listed.size != info.size:
         return True
+    if compare == Compare.SIZE_MTIME:
+        return info.head.get("LastModified") is not None  # a manifest row may not carry it
     return bool(info.etag) and listed.etag == info.etag
 
 

@@ -26,7 +26,7 @@ from . import checksums
 from .attributes import new_object_args
 from .buffers import request_body
 from .context import TransferContext
-from .errors import CopyFailed, TruncatedBody, VerificationFailed, describe, error_code
+from .errors import CopyFailed, ListingWasStale, TruncatedBody, VerificationFailed, describe, error_code
 from .limits import (
     DEFAULT_STREAM_PART_SIZE,
     MAX_REPRODUCED_STREAM_PART,
@@ -50,7 +50,8 @@ from .verify import (
 )
 
 READ_ATTEMPTS = 5
-CHANGED = ("PreconditionFailed", "412")  # If-Match failed: the source is not the one listed
+# The listed evidence no longer holds: the ETag changed (If-Match failed) or the object was archived.
+STALE = ("PreconditionFailed", "412", "InvalidObjectState")
 _READ_ERRORS = (
     TruncatedBody,
     ResponseStreamingError,
@@ -161,17 +162,17 @@ def stream_copy(ctx: TransferContext, info: SourceInfo, target: Target, deadline
         try:
             return _stream_single(ctx, info, target)
         except CopyFailed as failure:
-            if not (info.provisional and error_code(failure.__cause__ or failure) in CHANGED):
+            if not (info.provisional and error_code(failure.__cause__ or failure) in STALE):
                 raise
-            confirm(ctx.source_client, info)  # changed since the listing: copy what is there now
-            return stream_copy(ctx, info, target, deadline)
+            confirm(ctx.source_client, info)  # changed or archived since the listing: decide again
+            raise ListingWasStale(str(failure)) from failure
     algorithm = ctx.upload_algorithm(info)
     args = _new_object_args(ctx, info)
     return _stream_multipart(ctx, info, target, algorithm, args, deadline)
 
 
 def _new_object_args(ctx: TransferContext, info: SourceInfo) -> dict[str, Any]:
-    tags = tags_to_write(ctx.source_client, info, ctx.policy)
+    tags = tags_to_write(ctx.source_client, info, ctx.policy, ctx.tag_counts)
     return new_object_args(info, ctx.policy, tags, ctx.reusable_source_key(info))
 
 
