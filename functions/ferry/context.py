@@ -12,7 +12,7 @@ from .buffers import BufferPool
 from .checkpoints import CheckpointStore
 from .checksums import CRC_ALGORITHMS
 from .models import CopyPolicy, Endpoint
-from .source import SourceInfo, TagCounts
+from .source import SourceInfo
 
 
 @dataclass
@@ -33,7 +33,6 @@ class TransferContext:
     # Set once a listed object turned out to need another request than the listing allowed
     # (its encryption): later server-side copies of the run start from a HEAD again.
     listing_copies_off: threading.Event = field(default_factory=threading.Event)
-    tag_counts: TagCounts = field(default_factory=TagCounts)
 
     def __post_init__(self) -> None:
         # Part buffers are reused, and the pool keeps no more than the memory limit.

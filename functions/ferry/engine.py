@@ -165,7 +165,7 @@ class Copier:
         self, obj: SourceObject, target: Target, deadline: float | None, listed: Listed | str | None
     ) -> tuple[Outcome, SourceInfo | None]:
         server_side = self._use_server_side()
-        info = self._evidence(obj, server_side)
+        info = self._evidence(obj, target, server_side)
         try:
             return self._decide(info, target, deadline, listed, server_side), info
         except ListingWasStale:
@@ -227,10 +227,14 @@ class Copier:
             outcome.note = f"server-side copy was denied ({error}); streamed instead"
             return outcome
 
-    def _evidence(self, obj: SourceObject, server_side: bool) -> SourceInfo:
+    def _evidence(self, obj: SourceObject, target: Target, server_side: bool) -> SourceInfo:
         """The listing's word where one request can complete it (a CopyObject, or one GET of
-        an object below the multipart threshold); a HEAD otherwise."""
+        an object below the multipart threshold); a HEAD otherwise, and always for a copy onto
+        itself (a storage class or encryption change), which must not be copied twice."""
         small = obj.size is not None and obj.size <= self.policy.multipart_threshold
+        in_place = (obj.bucket, obj.key) == (target.bucket, target.key) and server_side
+        if in_place:
+            return inspect(self.ctx.source_client, obj)
         if (server_side and not self.ctx.listing_copies_off.is_set()) or (not server_side and small):
             provisional = from_listing(obj, self.policy)
             if provisional is not None:

@@ -55,7 +55,7 @@ def server_side_copy(
 ) -> Outcome:
     if info.provisional:
         if info.size <= MAX_SINGLE_COPY:
-            return _copy_object_as_listed(ctx, info, target)
+            return _copy_object_as_listed(ctx, info, target, deadline)
         confirm(ctx.source_client, info)  # a single-part ETag above 5 GiB: a multipart copy
     if info.size <= MAX_SINGLE_COPY and _single_request_is_verifiable(ctx, info):
         return _copy_object(ctx, info, target)
@@ -95,18 +95,21 @@ def _copy_object(ctx: TransferContext, info: SourceInfo, target: Target) -> Outc
     )
 
 
-def _copy_object_as_listed(ctx: TransferContext, info: SourceInfo, target: Target) -> Outcome:
+def _copy_object_as_listed(
+    ctx: TransferContext, info: SourceInfo, target: Target, deadline: float | None
+) -> Outcome:
     """One CopyObject from the listing's evidence, proved by the ETag S3 gives the copy.
 
     No checksum algorithm is sent unless the caller chose one (S3 then copies the source's
-    algorithm and value), and no encryption header: the copy is accepted as it is only when it
-    is what a HEAD-first copy makes, i.e. the listed MD5 ETag came back under SSE-S3 (an
-    SSE-KMS source's ETag is not its MD5). Otherwise the source's HEAD decides: a copy that
-    matches what a HEAD-first copy would have asked for is verified from it; one that does not
-    is removed and made again from the HEAD (ListingWasStale), as is an object that changed
-    or was archived since the listing, or a copy refused (a bucket policy may require the
-    encryption header).
+    algorithm and value), and no encryption header. The copy stands as it is when it is what a
+    HEAD-first copy makes: the listed MD5 ETag came back under SSE-S3 (an SSE-KMS source's
+    ETag is not its MD5). Otherwise the source's HEAD decides: the copy is verified from it,
+    or, where a HEAD-first copy would have asked for the source's encryption (or the source
+    changed since), copied again over itself from the HEAD; nothing is deleted in between.
+    Refusals, a changed source (412) or an archived one come back as ListingWasStale before
+    anything is written, to be decided again from the HEAD.
     """
+    listed_etag = info.etag
     algorithm = {"ChecksumAlgorithm": ctx.policy.checksum_algorithm} if ctx.policy.checksum_algorithm else {}
     sent = copy_object_args(info, ctx.policy, None)
     try:
@@ -126,8 +129,7 @@ def _copy_object_as_listed(ctx: TransferContext, info: SourceInfo, target: Targe
         raise ListingWasStale(f"the listed evidence did not hold: {error_code(error)}") from error
     result = response.get("CopyObjectResult", {})
     encryption = response.get("ServerSideEncryption")
-    same_etag = result.get("ETag", "").strip('"') == info.etag
-    if same_etag and encryption == "AES256":
+    if result.get("ETag", "").strip('"') == listed_etag and encryption == "AES256":
         dest_checksum = checksums.from_response(result)
         return Outcome(
             Status.COPIED,
@@ -138,15 +140,21 @@ def _copy_object_as_listed(ctx: TransferContext, info: SourceInfo, target: Targe
             encryption=encryption,
         )
     confirm(ctx.source_client, info)
-    if copy_object_args(info, ctx.policy, ctx.reusable_source_key(info)) == sent and not info.is_multipart:
+    wanted = copy_object_args(info, ctx.policy, ctx.reusable_source_key(info))
+    if info.etag == listed_etag and not info.is_multipart and wanted == sent:
         return _verified_copy(ctx, info, target, response, result, Strategy.COPY_OBJECT, same_layout=True)
-    # The source's encryption had to be asked for: remove this copy, copy again from the HEAD.
-    ctx.listing_copies_off.set()
-    wrong = CopyFailed("the copy lacks the source's encryption")
-    failure = discard_copy(ctx.dest_client, target, response.get("VersionId"), wrong)
-    if failure is not wrong:
-        raise failure  # the copy could not be removed: say so rather than copy over it
-    raise ListingWasStale("the source's encryption must be requested: copying again")
+    if info.etag == listed_etag:
+        ctx.listing_copies_off.set()  # this run's sources want their encryption asked for
+    try:
+        outcome = server_side_copy(ctx, info, target, deadline)
+    except CopyFailed as failure:
+        raise type(failure)(
+            f"{failure}; the destination holds a first copy made without the source's encryption"
+        ) from failure
+    outcome.note = "copied again from the source's HEAD: the first copy lacked the source's encryption"
+    if info.etag != listed_etag:
+        outcome.note = "copied again: the source changed since the listing"
+    return outcome
 
 
 def _plan(ctx: TransferContext, info: SourceInfo) -> tuple[list[Part], bool]:
@@ -206,7 +214,7 @@ def _copy_parts(
     algorithm: str | None,
 ) -> Outcome:
     plan, reproduced = _plan(ctx, info)
-    tags = tags_to_write(ctx.source_client, info, ctx.policy, ctx.tag_counts)
+    tags = tags_to_write(ctx.source_client, info, ctx.policy)
     upload = open_upload(
         ctx,
         info,

@@ -27,29 +27,6 @@ _MD5_ETAG = re.compile(r"^[0-9a-f]{32}(-\d+)?$")
 NEVER_ARCHIVED = frozenset(
     {"STANDARD", "STANDARD_IA", "ONEZONE_IA", "REDUCED_REDUNDANCY", "GLACIER_IR", "EXPRESS_ONEZONE"}
 )
-# Servers that send x-amz-tagging-count whenever an object has tags (to a caller allowed to
-# read them), as S3 documents; checked for MinIO in tests/test_source_evidence.py. versitygw
-# sends it only since late 2025 and its Server header carries no version: it is not trusted.
-TAG_COUNT_SERVERS = frozenset({"amazons3", "minio"})
-
-
-class TagCounts:
-    """When a missing tag count may be read as "no tags", saving a GetObjectTagging per object.
-
-    S3 sends the count whenever an object has tags, but only to a caller allowed to read them,
-    so a bucket is trusted only after a GetObjectTagging there has succeeded in this run, and
-    only on servers known to send the count.
-    """
-
-    def __init__(self) -> None:
-        self._readable: set[str] = set()
-
-    def none_when_absent(self, info: SourceInfo) -> bool:
-        server = str(info.head.get("Server", "")).lower()
-        return server in TAG_COUNT_SERVERS and info.obj.bucket in self._readable
-
-    def readable(self, bucket: str) -> None:
-        self._readable.add(bucket)  # set.add is atomic under the GIL
 
 
 @dataclass
@@ -70,8 +47,7 @@ class SourceInfo:
         """Take a whole-object HEAD's or GET's headers as the evidence, size and ETag included
         (a GET pinned by If-Match to the listed ETag has the listed size)."""
         self.size = int(response["ContentLength"])
-        self.head = {k: v for k, v in response.items() if k not in ("Body", "ResponseMetadata")}
-        self.head["Server"] = _server(response)
+        self.head = {k: v for k, v in response.items() if k != "Body"}
         self.etag = response.get("ETag", self.etag).strip('"')
         self.checksum = from_response(response)
         self.storage_class = response.get("StorageClass") or "STANDARD"
@@ -151,10 +127,6 @@ def confirm(client: Any, info: SourceInfo) -> SourceInfo:
     return info
 
 
-def _server(response: dict[str, Any]) -> str:
-    return str(response.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("server", ""))
-
-
 def inspect(client: Any, obj: SourceObject) -> SourceInfo:
     try:
         head = client.head_object(
@@ -164,7 +136,6 @@ def inspect(client: Any, obj: SourceObject) -> SourceInfo:
         raise CopyFailed(
             describe(error, side="source", action="s3:GetObject", bucket=obj.bucket, key=obj.key)
         ) from error
-    head["Server"] = _server(head)
     return SourceInfo(
         obj=obj,
         head=head,
@@ -176,12 +147,15 @@ def inspect(client: Any, obj: SourceObject) -> SourceInfo:
     )
 
 
-def read_tags(client: Any, info: SourceInfo, counts: TagCounts | None = None) -> dict[str, str]:
-    """Tags are a separate request; skipped when the HEAD or GET already said there are none."""
+def read_tags(client: Any, info: SourceInfo) -> dict[str, str]:
+    """Tags are a separate request; skipped when HEAD already said there are none.
+
+    A missing tag count does not mean none: S3 sends it only to a caller allowed to read that
+    object's tags (which may differ by prefix or tag), and older servers never send it.
+    """
     if info.tags is not None:
         return info.tags
-    count = info.head.get("TagCount")
-    if count == 0 or (count is None and counts is not None and counts.none_when_absent(info)):
+    if info.head.get("TagCount", None) == 0:
         info.tags = {}
         return info.tags
     obj = info.obj
@@ -193,20 +167,16 @@ def read_tags(client: Any, info: SourceInfo, counts: TagCounts | None = None) ->
             f"cannot read the source tags to preserve them ({reason}); or copy without tags (--no-tags)"
         ) from error
     info.tags = {t["Key"]: t["Value"] for t in response.get("TagSet", [])}
-    if counts is not None:
-        counts.readable(obj.bucket)
     return info.tags
 
 
-def tags_to_write(
-    client: Any, info: SourceInfo, policy: CopyPolicy, counts: TagCounts | None = None
-) -> dict[str, str]:
+def tags_to_write(client: Any, info: SourceInfo, policy: CopyPolicy) -> dict[str, str]:
     """The tag set a new destination object gets: the override, none, or the source's."""
     if policy.tags is not None:
         return dict(policy.tags)
     if not policy.preserve_tags:
         return {}
-    return read_tags(client, info, counts)
+    return read_tags(client, info)
 
 
 def learn_layout(client: Any, info: SourceInfo) -> list[Part] | None:

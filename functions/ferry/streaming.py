@@ -172,7 +172,7 @@ def stream_copy(ctx: TransferContext, info: SourceInfo, target: Target, deadline
 
 
 def _new_object_args(ctx: TransferContext, info: SourceInfo) -> dict[str, Any]:
-    tags = tags_to_write(ctx.source_client, info, ctx.policy, ctx.tag_counts)
+    tags = tags_to_write(ctx.source_client, info, ctx.policy)
     return new_object_args(info, ctx.policy, tags, ctx.reusable_source_key(info))
 
 
