@@ -117,7 +117,7 @@ def small_streamed(c: Commands, s: Settings, work: Path) -> Case:
         ),
         Variant(
             "ferry",
-            f"{e}, --no-skip-existing",
+            f"{e}, --no-tags (tags are not copied by rclone or s5cmd either)",
             lambda p: Invocation(
                 [
                     [
@@ -128,14 +128,18 @@ def small_streamed(c: Commands, s: Settings, work: Path) -> Case:
                             "stream",
                             "--concurrency",
                             str(e),
-                            "--no-skip-existing",
+                            "--no-tags",
                         )
                     ]
                 ]
             ),
         ),
     ]
-    notes = []
+    notes = [
+        "Ferry preserves tags: a streamed object without a tag count in its GET costs a "
+        "GetObjectTagging (S3 sends the count only to callers allowed to read the tags); the "
+        "--no-tags row leaves them, as rclone and s5cmd always do"
+    ]
     if c.bins.rclone:
         for transfers, label in ((e, f"{e}"), (64, "64")):
             variants.append(
