@@ -85,4 +85,14 @@ bench: $(BIN)/.installed $(VERSITYGW) $(MINIO) $(S5CMD) $(AWSCLI) bench-apt
 		--versitygw $(VERSITYGW) --versitygw-version $(VERSITYGW_VERSION) \
 		--s5cmd $(S5CMD) --aws $(AWSCLI) --argv "make bench$(if $(BENCH_ARGS), BENCH_ARGS=\"$(BENCH_ARGS)\")" $(BENCH_ARGS)
 
-.PHONY: bench bench-apt
+.PHONY: bench bench-apt profile
+
+# `make profile`: where Ferry's CPU goes copying small objects (py-spy, sampled; shares, not timings).
+PYSPY_VERSION := 0.4.3
+PYSPY := $(CACHE)/py-spy-$(PYSPY_VERSION)/bin/py-spy
+$(PYSPY):
+	$(PYTHON) -m venv $(CACHE)/py-spy-$(PYSPY_VERSION)
+	$(CACHE)/py-spy-$(PYSPY_VERSION)/bin/pip install --quiet py-spy==$(PYSPY_VERSION)
+
+profile: $(BIN)/.installed $(VERSITYGW) $(PYSPY)
+	$(BIN)/python -m bench.profile --versitygw $(VERSITYGW) --py-spy $(PYSPY)

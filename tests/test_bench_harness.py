@@ -85,3 +85,28 @@ def test_page_renders_every_server_case_and_failure() -> None:
     assert "Ferry did not complete this case" in text and "UploadPartCopy refused" in text
     assert "### Case 5: client CPU seconds (minio)" in text
     assert "Not run: binary not found" in text
+
+
+def test_profile_splits_py_spy_stacks_into_start_up_requests_and_own_code(tmp_path: Path) -> None:
+    from bench.profile import split
+
+    raw = tmp_path / "raw.txt"
+    raw.write_text(
+        "\n".join(
+            [
+                "<module> (ferry/cli.py:1);_find_and_load (<frozen importlib._bootstrap>:1) 5",
+                "run (ferry/engine.py:1);Copier.copy (ferry/engine.py:9);BaseClient._make_api_call (botocore/client.py:1) 7",
+                "run (ferry/engine.py:1);Copier.copy (ferry/engine.py:9);verify (ferry/verify.py:3) 2",
+                "next_window (ferry/engine.py:1);list_objects (ferry/listing.py:2) 1",
+                " 40",  # idle: no Python frame holds the GIL
+            ]
+        )
+    )
+    total, shares = split(raw)
+    assert total == 15
+    assert shares == {
+        "start-up: imports, sessions, clients": 5,
+        "per object: botocore requests": 7,
+        "per object: Ferry's own code": 2,
+        "listings (source and destination)": 1,
+    }
