@@ -51,7 +51,6 @@ class DestinationIndex:
     def __init__(self, client: Any) -> None:
         self.client = client
         self._refused: set[str] = set()  # buckets whose listing was refused, or is unordered
-        self.listings = 0  # requests sent, for tests and the log
 
     def window(self, targets: Sequence[Target]) -> dict[Target, Listed | str]:
         """What the destination holds for these targets, as far as listings cover them."""
@@ -88,7 +87,6 @@ class DestinationIndex:
         reached = ""  # the greatest key listed so far
         for _ in range(max_pages):
             page = self.client.list_objects_v2(**args)
-            self.listings += 1
             for item in page.get("Contents", []):
                 key = item["Key"]
                 if key <= reached:
