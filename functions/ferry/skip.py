@@ -25,15 +25,9 @@ def identical_reason(
     `listed` is what a listing of the destination showed (see dest_listing): it settles an
     absent key, another size or the same ETag without a request; otherwise the HEAD decides.
     """
-    if listed == ABSENT:
-        return None
-    if isinstance(listed, Listed):
-        if listed.size != info.size:
-            return None
-        if compare == Compare.SIZE_MTIME:
-            return _not_older(info, listed.last_modified)
-        if info.etag and listed.etag == info.etag:
-            return f"identical (ETag {info.etag})"
+    decided, reason = _listing_verdict(listed, info, compare)
+    if decided:
+        return reason
     head = _head(client, target)
     if head is None or int(head["ContentLength"]) != info.size:
         return None
@@ -53,15 +47,26 @@ def identical_reason(
 
 def settled_by_listing(listed: Listed | str | None, info: SourceInfo, compare: Compare) -> bool:
     """True when the listings alone decide skip-existing: no source HEAD is needed for it."""
+    return _listing_verdict(listed, info, compare)[0]
+
+
+def _listing_verdict(
+    listed: Listed | str | None, info: SourceInfo, compare: Compare
+) -> tuple[bool, str | None]:
+    """(decided, reason to skip): what the destination listing settles without a HEAD."""
     if listed == ABSENT:
-        return True
+        return True, None
     if not isinstance(listed, Listed):
-        return False
+        return False, None
     if listed.size != info.size:
-        return True
+        return True, None
     if compare == Compare.SIZE_MTIME:
-        return info.head.get("LastModified") is not None  # a manifest row may not carry it
-    return bool(info.etag) and listed.etag == info.etag
+        if info.head.get("LastModified") is None:  # a manifest row may not carry it
+            return False, None
+        return True, _not_older(info, listed.last_modified)
+    if info.etag and listed.etag == info.etag:
+        return True, f"identical (ETag {info.etag})"
+    return False, None
 
 
 def _not_older(info: SourceInfo, dest_time: Any) -> str | None:
