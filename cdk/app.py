@@ -12,7 +12,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from ferry.errors import ConfigError
-from ferry.settings import PipelineSettings
+from ferry.pipeline.settings import PipelineSettings
 from ferry_cdk.stack import FerryStack
 
 REPO = Path(__file__).resolve().parents[1]

@@ -219,7 +219,7 @@ def pipeline(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
     from moto import mock_aws
 
-    from ferry.settings import Location, PipelineSettings
+    from ferry.pipeline.settings import Location, PipelineSettings
 
     settings = PipelineSettings(
         sources=(Location("src"),), destinations=(Location("dst"),), large_object_threshold=64 * 1024 * 1024

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 
-from ferry.settings import Location
+from ferry.pipeline.settings import Location
 
 SOURCE_READ = (
     "s3:GetObject",
@@ -42,7 +42,7 @@ LEDGER_READ_WRITE = (
     "dynamodb:ConditionCheckItem",
 )
 # A batch's report object: written, read back after a crash, deleted when the ledger says
-# that attempt does not count (ferry.batches.record).
+# that attempt does not count (ferry.pipeline.batches.record).
 BATCH_REPORTS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject")
 
 

@@ -14,15 +14,35 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import aws_cdk as cdk
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
 from constructs import IConstruct
+
+from ferry.pipeline.settings import PipelineSettings
 
 from .access import iam_escape
 
-if TYPE_CHECKING:
-    from .stack import FerryStack
+
+class FerryStack(Protocol):
+    """What the acknowledgments read of the stack. A protocol rather than the stack class, so
+    that this module sits below `stack.py` (which calls `acknowledge`) and imports nothing
+    above it."""
+
+    settings: PipelineSettings
+    report_bucket: s3.Bucket
+    functions: dict[str, lambda_.Function]
+    cluster: ecs.Cluster
+    task_definition: ecs.FargateTaskDefinition
+    state_machine_name: str
+    task_arn_pattern: str
+    node: Any
+
+    def resolve(self, obj: Any) -> Any: ...
+
 
 # Actions that support no resource-level permissions (the Service Authorization Reference
 # lists no resource type for them): `Resource: "*"` is the only way to grant them.
@@ -138,7 +158,7 @@ def _acknowledge_wildcards(stack: FerryStack) -> None:
                 ack(policy, f"AwsSolutions-IAM5[Resource::{flat}]", reason)
 
 
-def _policies(stack: cdk.Stack) -> Iterator[tuple[IConstruct, dict[str, Any]]]:
+def _policies(stack: FerryStack) -> Iterator[tuple[IConstruct, dict[str, Any]]]:
     for construct in stack.node.find_all():
         if cdk.CfnResource.is_cfn_resource(construct) and construct.cfn_resource_type == "AWS::IAM::Policy":
             yield construct, stack.resolve(construct.policy_document)

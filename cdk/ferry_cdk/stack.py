@@ -24,7 +24,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from ferry.errors import ConfigError
-from ferry.settings import Location, PipelineSettings
+from ferry.pipeline.settings import Location, PipelineSettings
 
 from . import access, bundling, nag
 from .access import BATCH_REPORTS, DESTINATION_WRITE, LEDGER_READ_WRITE, SOURCE_READ, statement

@@ -6,10 +6,20 @@ then `copy()` one object or `copy_batch()` many before a deadline. Every door (C
 Fargate) is a few lines over it.
 """
 
-from .checkpoints import Checkpoint, CheckpointStore, FileCheckpointStore, MemoryCheckpointStore
-from .engine import Copier, deadline_in, default_concurrency
-from .errors import ConfigError, CopyFailed, FerryError, VerificationFailed
-from .models import Compare, CopyPolicy, CopyResult, Endpoint, Mode, SourceObject, Status, Strategy, Target
+from ferry.engine.checkpoints import Checkpoint, CheckpointStore, FileCheckpointStore, MemoryCheckpointStore
+from ferry.engine.copier import Copier, deadline_in, default_concurrency
+from ferry.errors import ConfigError, CopyFailed, FerryError, VerificationFailed
+from ferry.models import (
+    Compare,
+    CopyPolicy,
+    CopyResult,
+    Endpoint,
+    Mode,
+    SourceObject,
+    Status,
+    Strategy,
+    Target,
+)
 
 __all__ = [
     "Checkpoint",

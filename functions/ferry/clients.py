@@ -21,7 +21,7 @@ from botocore.credentials import RefreshableCredentials
 from botocore.loaders import Loader
 from botocore.utils import parse_timestamp
 
-from .models import Endpoint
+from ferry.models import Endpoint
 
 MAX_ATTEMPTS = 8
 

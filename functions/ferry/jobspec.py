@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import ConfigError
-from .limits import DEFAULT_MULTIPART_THRESHOLD, parse_size
-from .models import CHECKSUM_ALGORITHMS, RESTORE_TIERS, Compare, CopyPolicy, Mode
+from ferry.errors import ConfigError
+from ferry.limits import DEFAULT_MULTIPART_THRESHOLD, parse_size
+from ferry.models import CHECKSUM_ALGORITHMS, RESTORE_TIERS, Compare, CopyPolicy, Mode
 
 MANIFEST_FORMATS = ("csv", "jsonl", "inventory")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")

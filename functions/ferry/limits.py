@@ -10,7 +10,7 @@ import math
 import re
 from dataclasses import dataclass
 
-from .errors import ConfigError
+from ferry.errors import ConfigError
 
 KiB = 1024
 MiB = 1024 * KiB

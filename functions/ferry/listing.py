@@ -14,9 +14,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .errors import ConfigError, describe, error_code
-from .jobspec import as_folder
-from .models import SourceObject, Target
+from ferry.errors import ConfigError, describe, error_code
+from ferry.jobspec import as_folder
+from ferry.models import SourceObject, Target
 
 
 @dataclass(frozen=True)

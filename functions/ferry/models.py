@@ -11,8 +11,8 @@ from dataclasses import asdict, dataclass
 from enum import StrEnum
 from typing import Any
 
-from .errors import ConfigError
-from .limits import DEFAULT_MULTIPART_THRESHOLD, MAX_SINGLE_COPY, check_part_size, format_size
+from ferry.errors import ConfigError
+from ferry.limits import DEFAULT_MULTIPART_THRESHOLD, MAX_SINGLE_COPY, check_part_size, format_size
 
 CHECKSUM_ALGORITHMS = ("CRC32C", "CRC32", "CRC64NVME", "SHA256", "SHA1")
 ARCHIVE_CLASSES = frozenset({"GLACIER", "DEEP_ARCHIVE"})

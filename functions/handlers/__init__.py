@@ -1,5 +1,5 @@
 """Thin doors into the `ferry` package: Lambda handlers and the Fargate entry point.
 
 Each handler is decorators (Powertools logging, metrics, tracing) around one call into
-`ferry.jobs` or `ferry.batches`; no copy logic lives here.
+`ferry.pipeline.jobs` or `ferry.pipeline.batches`; no copy logic lives here.
 """

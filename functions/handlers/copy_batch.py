@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ferry.batches import copy_batch
+from ferry.pipeline.batches import copy_batch
 
 from .runtime import logger, metrics, publish_counts, services, tag_logs, tracer
 

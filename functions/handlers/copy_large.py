@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 
-from ferry.batches import copy_large_object
+from ferry.pipeline.batches import copy_large_object
 
 from .runtime import logger, services
 

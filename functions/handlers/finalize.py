@@ -6,7 +6,7 @@ from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
 
-from ferry.jobs import finalize
+from ferry.pipeline.jobs import finalize
 
 from .runtime import logger, metrics, services, tag_logs, tracer
 

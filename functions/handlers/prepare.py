@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ferry.errors import ConfigError
-from ferry.jobs import prepare
+from ferry.pipeline.jobs import prepare
 
 from .runtime import logger, services, tracer
 

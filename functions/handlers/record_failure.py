@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ferry.batches import record_failure
+from ferry.pipeline.batches import record_failure
 
 from .runtime import logger, metrics, publish_counts, services, tag_logs, tracer
 

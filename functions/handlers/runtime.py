@@ -14,8 +14,8 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
 
-from ferry.batches import Services
-from ferry.settings import WorkerSettings
+from ferry.pipeline.batches import Services
+from ferry.pipeline.settings import WorkerSettings
 
 SERVICE, NAMESPACE = "ferry", "Ferry"
 logger = Logger(service=SERVICE)

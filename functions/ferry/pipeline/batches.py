@@ -19,14 +19,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .clients import make_client
-from .engine import Copier, deadline_in
-from .items import Planned, plan_item
-from .job_reports import JobReports
-from .jobspec import parse_job_spec
-from .ledger import BatchCounts, DynamoCheckpointStore, DynamoLedger, Failure, Recorded
-from .models import CopyPolicy, CopyResult, Endpoint, SourceObject, Status, Target
-from .settings import WorkerSettings
+from ferry.clients import make_client
+from ferry.engine.copier import Copier, deadline_in
+from ferry.jobspec import parse_job_spec
+from ferry.models import CopyPolicy, CopyResult, Endpoint, SourceObject, Status, Target
+from ferry.pipeline.items import Planned, plan_item
+from ferry.pipeline.job_reports import JobReports
+from ferry.pipeline.ledger import BatchCounts, DynamoCheckpointStore, DynamoLedger, Failure, Recorded
+from ferry.pipeline.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
 

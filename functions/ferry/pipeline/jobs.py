@@ -14,10 +14,10 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .batches import Services
-from .errors import ConfigError, describe
-from .job_reports import job_prefix
-from .jobspec import JobSpec, parse_job_spec
+from ferry.errors import ConfigError, describe
+from ferry.jobspec import JobSpec, parse_job_spec
+from ferry.pipeline.batches import Services
+from ferry.pipeline.job_reports import job_prefix
 
 
 class AccessCheckFailed(ConfigError):

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .errors import describe, error_code
-from .models import RESTORE_TIERS, CopyPolicy, Status
-from .outcome import Outcome
-from .source import SourceInfo
+from ferry.engine.outcome import Outcome
+from ferry.engine.source import SourceInfo
+from ferry.errors import describe, error_code
+from ferry.models import RESTORE_TIERS, CopyPolicy, Status
 
 
 def archived_outcome(client: Any, info: SourceInfo, policy: CopyPolicy) -> Outcome | None:

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import error_code, is_access_denied
-from .models import Target
+from ferry.errors import error_code, is_access_denied
+from ferry.models import Target
 
 log = logging.getLogger(__name__)
 

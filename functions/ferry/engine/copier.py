@@ -17,14 +17,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from .archive import archived_outcome
-from .budget import ByteBudget
-from .checkpoints import CheckpointStore
-from .clients import make_client
-from .context import TransferContext
-from .dest_listing import DestinationIndex, Listed
-from .errors import CopySourceDenied, FerryError, ListingWasStale
-from .limits import (
+from ferry.clients import make_client
+from ferry.engine.archive import archived_outcome
+from ferry.engine.budget import ByteBudget
+from ferry.engine.checkpoints import CheckpointStore
+from ferry.engine.context import TransferContext
+from ferry.engine.dest_listing import DestinationIndex, Listed
+from ferry.engine.outcome import Outcome
+from ferry.engine.server_side import server_side_copy
+from ferry.engine.skip import identical_reason, settled_by_listing
+from ferry.engine.source import SourceInfo, confirm, from_listing, inspect
+from ferry.engine.streaming import single_put_limit, stream_copy
+from ferry.errors import CopySourceDenied, FerryError, ListingWasStale
+from ferry.limits import (
     DEFAULT_STREAM_PART_SIZE,
     MAX_OBJECT_SIZE,
     MAX_REPRODUCED_STREAM_PART,
@@ -33,12 +38,7 @@ from .limits import (
     choose_part_size,
     format_size,
 )
-from .models import CopyPolicy, CopyResult, Endpoint, Mode, SourceObject, Status, Target
-from .outcome import Outcome
-from .server_side import server_side_copy
-from .skip import identical_reason, settled_by_listing
-from .source import SourceInfo, confirm, from_listing, inspect
-from .streaming import single_put_limit, stream_copy
+from ferry.models import CopyPolicy, CopyResult, Endpoint, Mode, SourceObject, Status, Target
 
 log = logging.getLogger(__name__)
 

@@ -1,42 +1,26 @@
-"""The `ferry` command: copy S3 prefixes between any endpoints, or run the offline demo.
-
-Exit codes: 0 every object copied or skipped; 2 some object failed (the summary and report
-name them); 3 some object is pending (a restore in progress); 1 a usage or configuration
-error, reported in one line before anything is written.
-"""
+"""`ferry copy`: copy a prefix or one object between any two S3 endpoints, verified, with a
+progress line on a terminal, a summary, and an optional JSON Lines report."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import logging
-import os
-import sys
 import threading
 from collections.abc import Sequence
 from contextlib import ExitStack
-from typing import IO, NoReturn
+from typing import IO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from .clients import make_client
-from .engine import Copier
-from .errors import ConfigError, FerryError
-from .jobspec import JobOptions, parse_job_spec, parse_options
-from .limits import parse_size
-from .listing import check_bucket, parse_s3_url, plan_pairs
-from .models import CHECKSUM_ALGORITHMS, CopyResult, Endpoint, Status
-from .report import ReportWriter, Summary
-
-EXIT_OK, EXIT_USAGE, EXIT_FAILED, EXIT_PENDING = 0, 1, 2, 3
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse exits 2 on usage errors; Ferry keeps 2 for failed objects, so usage is 1."""
-
-    def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"ferry: error: {message}\n")
+from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser
+from ferry.cli.report import ReportWriter, Summary
+from ferry.clients import make_client
+from ferry.engine.copier import Copier
+from ferry.errors import ConfigError, FerryError
+from ferry.jobspec import JobOptions, parse_options
+from ferry.limits import parse_size
+from ferry.listing import check_bucket, parse_s3_url, plan_pairs
+from ferry.models import CHECKSUM_ALGORITHMS, CopyResult, Endpoint, Status
 
 
 def _pairs(values: Sequence[str], what: str) -> dict[str, str]:
@@ -49,10 +33,8 @@ def _pairs(values: Sequence[str], what: str) -> dict[str, str]:
     return result
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="ferry", description="Copy very many S3 objects, verified.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
+def add_copy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """`ferry copy`'s arguments, under the root parser's subcommands."""
     copy = commands.add_parser(
         "copy", help="copy a prefix or one object", description="Copy SRC to DST (s3://bucket/prefix)."
     )
@@ -105,16 +87,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     out.add_argument("--quiet", action="store_true", help="no progress line")
+    return copy
 
-    job = commands.add_parser("job", help="pipeline jobs (cdk deploy): check a job spec offline")
-    job_commands = job.add_subparsers(dest="job_command", required=True, parser_class=_Parser)
-    validate = job_commands.add_parser("validate", help="check a job spec file; print it normalised")
-    validate.add_argument("spec", metavar="FILE", help="a JSON job spec, as given to the state machine")
 
-    demo = commands.add_parser("demo", help="run a copy on an embedded S3 endpoint (no AWS account)")
-    demo.add_argument("--objects", type=int, default=300, help="small objects to create")
-    demo.add_argument("--large-size", default="80MiB", help="size of the multipart object")
-    return parser
+def parse_copy_args(argv: Sequence[str]) -> argparse.Namespace:
+    """`ferry copy ARGS` parsed on its own, for callers that run a copy without the root
+    parser (the demo)."""
+    parser = Parser(prog="ferry")
+    add_copy_parser(parser.add_subparsers(dest="command", required=True, parser_class=Parser))
+    return parser.parse_args(["copy", *argv])
 
 
 def endpoints(args: argparse.Namespace) -> tuple[Endpoint, Endpoint]:
@@ -259,20 +240,6 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     return EXIT_OK
 
 
-def run_job_validate(path: str, stdout: IO[str]) -> int:
-    """`ferry job validate FILE`: the same validation Prepare runs before any fan-out."""
-    try:
-        with open(path, encoding="utf-8") as file:
-            data = json.load(file)
-    except OSError as error:
-        raise ConfigError(f"cannot read {path!r}: {error.strerror}") from error
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"{path!r} is not JSON: {error}") from error
-    spec = parse_job_spec(data, default_job_id="EXECUTION-NAME")
-    stdout.write(json.dumps(spec.to_dict(), indent=2) + "\n")
-    return EXIT_OK
-
-
 def _print_summary(
     args: argparse.Namespace, summary: Summary, failures: list[CopyResult], stdout: IO[str], stderr: IO[str]
 ) -> None:
@@ -293,34 +260,3 @@ def _print_summary(
             + (f" (see {args.report})" if args.report else "")
             + "\n"
         )
-
-
-def main(
-    argv: Sequence[str] | None = None, stdout: IO[str] | None = None, stderr: IO[str] | None = None
-) -> int:
-    stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
-    logging.basicConfig(
-        level=os.environ.get("FERRY_LOG_LEVEL", "WARNING"), format="%(levelname)s %(name)s: %(message)s"
-    )
-    args = build_parser().parse_args(argv)
-    try:
-        if args.command == "demo":
-            from .demo import run_demo
-
-            return run_demo(objects=args.objects, large_size=parse_size(args.large_size), stdout=stdout)
-        if args.command == "job":
-            return run_job_validate(args.spec, stdout)
-        return run_copy(args, stdout, stderr)
-    except FerryError as error:
-        stderr.write(f"ferry: error: {error}\n")
-        return EXIT_USAGE
-    except (ClientError, BotoCoreError) as error:
-        stderr.write(f"ferry: error: {error}\n")
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        stderr.write("ferry: interrupted\n")
-        return 130
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -12,44 +12,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from .limits import format_size
-from .models import CopyResult, Status
-
-
-@dataclass
-class Counts:
-    """Every object in exactly one of copied, skipped, failed, pending: counts that add up."""
-
-    copied: int = 0
-    skipped: int = 0
-    failed: int = 0
-    pending: int = 0
-    bytes_copied: int = 0
-
-    def count(self, result: CopyResult) -> None:
-        if result.status == Status.COPIED:
-            self.copied += 1
-            self.bytes_copied += result.bytes
-        elif result.status == Status.SKIPPED:
-            self.skipped += 1
-        elif result.status == Status.FAILED:
-            self.failed += 1
-        else:
-            self.pending += 1
-
-    @property
-    def total(self) -> int:
-        return self.copied + self.skipped + self.failed + self.pending
-
-    def counts(self) -> dict[str, int]:
-        return {
-            "objects": self.total,
-            "copied": self.copied,
-            "skipped": self.skipped,
-            "failed": self.failed,
-            "pending": self.pending,
-            "bytes_copied": self.bytes_copied,
-        }
+from ferry.counts import Counts
+from ferry.limits import format_size
+from ferry.models import CopyResult, Status
 
 
 @dataclass

@@ -9,13 +9,18 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from . import checksums
-from .attributes import copy_object_args, new_object_args
-from .budget import SlotGate
-from .checkpoints import copy_id
-from .context import TransferContext
-from .errors import CopyFailed, CopySourceDenied, ListingWasStale, describe, error_code, is_access_denied
-from .limits import (
+from ferry.engine import checksums
+from ferry.engine.attributes import copy_object_args, new_object_args
+from ferry.engine.budget import SlotGate
+from ferry.engine.checkpoints import copy_id
+from ferry.engine.context import TransferContext
+from ferry.engine.multipart import open_upload
+from ferry.engine.outcome import Outcome
+from ferry.engine.source import SourceInfo, confirm, learn_layout, tags_to_write
+from ferry.engine.streaming import STALE, discard_copy
+from ferry.engine.verify import PartProof, verify_server_copy
+from ferry.errors import CopyFailed, CopySourceDenied, ListingWasStale, describe, error_code, is_access_denied
+from ferry.limits import (
     DEFAULT_COPY_PART_SIZE,
     MAX_PART_SIZE,
     MAX_SINGLE_COPY,
@@ -23,12 +28,7 @@ from .limits import (
     choose_part_size,
     uniform_parts,
 )
-from .models import Status, Strategy, Target
-from .multipart import open_upload
-from .outcome import Outcome
-from .source import SourceInfo, confirm, learn_layout, tags_to_write
-from .streaming import STALE, discard_copy
-from .verify import PartProof, verify_server_copy
+from ferry.models import Status, Strategy, Target
 
 log = logging.getLogger(__name__)
 NO_PART_CHECKSUMS_NOTE = (

@@ -22,24 +22,14 @@ from botocore.exceptions import (
 )
 from urllib3.exceptions import ProtocolError
 
-from . import checksums
-from .attributes import new_object_args
-from .buffers import request_body
-from .context import TransferContext
-from .errors import CopyFailed, ListingWasStale, TruncatedBody, VerificationFailed, describe, error_code
-from .limits import (
-    DEFAULT_STREAM_PART_SIZE,
-    MAX_REPRODUCED_STREAM_PART,
-    MAX_SINGLE_COPY,
-    Part,
-    choose_part_size,
-    uniform_parts,
-)
-from .models import Status, Strategy, Target
-from .multipart import open_upload
-from .outcome import Outcome
-from .source import SourceInfo, confirm, learn_layout, tags_to_write
-from .verify import (
+from ferry.engine import checksums
+from ferry.engine.attributes import new_object_args
+from ferry.engine.buffers import request_body
+from ferry.engine.context import TransferContext
+from ferry.engine.multipart import open_upload
+from ferry.engine.outcome import Outcome
+from ferry.engine.source import SourceInfo, confirm, learn_layout, tags_to_write
+from ferry.engine.verify import (
     PartProof,
     StreamProof,
     needs_part_md5,
@@ -48,6 +38,16 @@ from .verify import (
     verify_stream,
     verify_written,
 )
+from ferry.errors import CopyFailed, ListingWasStale, TruncatedBody, VerificationFailed, describe, error_code
+from ferry.limits import (
+    DEFAULT_STREAM_PART_SIZE,
+    MAX_REPRODUCED_STREAM_PART,
+    MAX_SINGLE_COPY,
+    Part,
+    choose_part_size,
+    uniform_parts,
+)
+from ferry.models import Status, Strategy, Target
 
 READ_ATTEMPTS = 5
 # The listed evidence no longer holds: the ETag changed (If-Match failed) or the object was archived.

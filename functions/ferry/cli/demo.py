@@ -6,7 +6,6 @@ result independently of the engine and runs again to show that identical objects
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import random
@@ -16,7 +15,8 @@ from typing import IO, Any
 import boto3
 from botocore.config import Config
 
-from .limits import MiB, format_size
+from ferry.cli.copy_command import parse_copy_args, run_copy
+from ferry.limits import MiB, format_size
 
 SOURCE, DEST = "ferry-demo-source", "ferry-demo-dest"
 AWKWARD_KEYS = [
@@ -109,8 +109,6 @@ def check_copy(s3: Any) -> list[str]:
 def run_demo(objects: int, large_size: int, stdout: IO[str]) -> int:
     from moto.server import ThreadedMotoServer
 
-    from .cli import build_parser, run_copy
-
     # The embedded endpoint accepts any credentials; never send real ones to it.
     os.environ.update(AWS_ACCESS_KEY_ID="demo", AWS_SECRET_ACCESS_KEY="demo", AWS_DEFAULT_REGION="us-east-1")
     for var in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
@@ -129,7 +127,7 @@ def run_demo(objects: int, large_size: int, stdout: IO[str]) -> int:
             f"awkward keys, one {format_size(large_size)} multipart object)\n\n"
         )
         argv = ["copy", f"s3://{SOURCE}/", f"s3://{DEST}/", "--endpoint-url", url, "--quiet"]
-        args: argparse.Namespace = build_parser().parse_args(argv)
+        args = parse_copy_args(argv[1:])
         stdout.write(f"$ ferry {' '.join(argv)}\n")
         first = run_copy(args, stdout, stdout)
         problems = check_copy(s3)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .models import Status
+from ferry.models import Status
 
 
 @dataclass

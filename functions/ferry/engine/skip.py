@@ -10,11 +10,11 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from .checksums import from_response
-from .dest_listing import ABSENT, Listed
-from .errors import CopyFailed, describe, error_code
-from .models import Compare, Target
-from .source import SourceInfo
+from ferry.engine.checksums import from_response
+from ferry.engine.dest_listing import ABSENT, Listed
+from ferry.engine.source import SourceInfo
+from ferry.errors import CopyFailed, describe, error_code
+from ferry.models import Compare, Target
 
 
 def identical_reason(

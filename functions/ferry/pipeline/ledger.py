@@ -27,10 +27,10 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from .checkpoints import Checkpoint
-from .errors import ConfigError, FerryError, error_code
-from .models import CopyResult
-from .report import Counts
+from ferry.counts import Counts
+from ferry.engine.checkpoints import Checkpoint
+from ferry.errors import ConfigError, FerryError, error_code
+from ferry.models import CopyResult
 
 COUNTERS = ("copied", "skipped", "failed", "pending")
 DAY = 86_400

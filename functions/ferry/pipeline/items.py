@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_plus
 
-from .jobspec import JobSpec
-from .listing import matches
-from .models import SourceObject, Target
+from ferry.jobspec import JobSpec
+from ferry.listing import matches
+from ferry.models import SourceObject, Target
 
 
 @dataclass(frozen=True)

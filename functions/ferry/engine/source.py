@@ -17,10 +17,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from .checksums import Checksum, from_response
-from .errors import CopyFailed, describe
-from .limits import Part, parts_from_sizes, uniform_parts
-from .models import ARCHIVE_CLASSES, CopyPolicy, SourceObject
+from ferry.engine.checksums import Checksum, from_response
+from ferry.errors import CopyFailed, describe
+from ferry.limits import Part, parts_from_sizes, uniform_parts
+from ferry.models import ARCHIVE_CLASSES, CopyPolicy, SourceObject
 
 _MD5_ETAG = re.compile(r"^[0-9a-f]{32}(-\d+)?$")
 # Classes whose objects are always readable at once: no archive tier, no restore.

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .errors import ConfigError
-from .limits import GiB, MiB, format_size, parse_size
+from ferry.errors import ConfigError
+from ferry.limits import GiB, MiB, format_size, parse_size
 
 ARCHITECTURES = ("arm64", "x86_64")
 RUNTIMES = ("python3.12", "python3.13")

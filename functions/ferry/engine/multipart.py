@@ -15,14 +15,14 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from .checkpoints import Checkpoint, CheckpointStore, copy_id
-from .checksums import default_type
-from .context import TransferContext
-from .errors import CopyFailed, describe
-from .limits import Part
-from .models import Target
-from .source import SourceInfo
-from .verify import PartProof
+from ferry.engine.checkpoints import Checkpoint, CheckpointStore, copy_id
+from ferry.engine.checksums import default_type
+from ferry.engine.context import TransferContext
+from ferry.engine.source import SourceInfo
+from ferry.engine.verify import PartProof
+from ferry.errors import CopyFailed, describe
+from ferry.limits import Part
+from ferry.models import Target
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from .models import CopyPolicy
-from .source import SourceInfo
+from ferry.engine.source import SourceInfo
+from ferry.models import CopyPolicy
 
 CONTENT_HEADERS = (
     "ContentType",

@@ -13,8 +13,8 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from .ledger import Failure
-from .models import CopyResult
+from ferry.models import CopyResult
+from ferry.pipeline.ledger import Failure
 
 
 def job_prefix(job_id: str) -> str:

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import checksums
-from .checksums import Checksum
-from .errors import VerificationFailed
-from .source import SourceInfo
+from ferry.engine import checksums
+from ferry.engine.checksums import Checksum
+from ferry.engine.source import SourceInfo
+from ferry.errors import VerificationFailed
 
 
 @dataclass

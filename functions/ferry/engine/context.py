@@ -7,12 +7,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from .budget import ByteBudget
-from .buffers import BufferPool
-from .checkpoints import CheckpointStore
-from .checksums import CRC_ALGORITHMS
-from .models import CopyPolicy, Endpoint
-from .source import SourceInfo
+from ferry.engine.budget import ByteBudget
+from ferry.engine.buffers import BufferPool
+from ferry.engine.checkpoints import CheckpointStore
+from ferry.engine.checksums import CRC_ALGORITHMS
+from ferry.engine.source import SourceInfo
+from ferry.models import CopyPolicy, Endpoint
 
 
 @dataclass
