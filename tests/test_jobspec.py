@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ferry.cli import main
+from ferry.cli.main import main
 from ferry.jobspec import SpecError, parse_job_spec, parse_options
 from ferry.models import Mode
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 for _path in (REPO / "functions", REPO / "cdk"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))

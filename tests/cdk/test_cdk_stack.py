@@ -11,7 +11,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-
 from cdk_support import (
     TEST_CONFIG_FILE,
     TEST_CONTEXT,
@@ -24,7 +23,8 @@ from cdk_support import (
     statements,
     states,
 )
-from ferry.settings import PipelineSettings, WorkerSettings
+
+from ferry.pipeline.settings import PipelineSettings, WorkerSettings
 
 FUNCTIONS = ("Prepare", "CopyBatch", "RecordFailure", "Finalize")
 

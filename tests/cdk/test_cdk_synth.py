@@ -16,8 +16,8 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from cdk_support import REPO, definition, only, plain, resources
+
 from ferry_cdk.definition import CHILD_FILE, PARENT_FILE, parent_definition, placeholders, read
 
 NODE_BIN = REPO / "node_modules" / ".bin"
@@ -136,7 +136,9 @@ def test_function_code_is_functions_without_build_files(synth: SimpleNamespace) 
     }
     (path,) = paths  # one code asset for all four
     code = synth.out / path
-    assert (code / "ferry" / "settings.py").is_file()
+    for part in ("engine", "pipeline", "cli"):
+        assert (code / "ferry" / part / "__init__.py").is_file()
+    assert (code / "ferry" / "pipeline" / "settings.py").is_file()
     names = {p.name for p in code.rglob("*")}
     assert not names & {"Dockerfile", "requirements.txt", "__pycache__"}
     assert not any(n.endswith((".pyc", ".egg-info")) for n in names)

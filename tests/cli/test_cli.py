@@ -196,7 +196,8 @@ def test_listing_that_breaks_midway_still_summarises_what_was_copied(
 ):
     import io
 
-    from ferry import SourceObject, Target, cli
+    from ferry import SourceObject, Target
+    from ferry.cli import copy_command, main
     from ferry.errors import ConfigError
 
     src, dst = vgw_buckets
@@ -206,10 +207,10 @@ def test_listing_that_breaks_midway_still_summarises_what_was_copied(
         yield SourceObject(src, "first"), Target(dst, "first")
         raise ConfigError("AccessDenied on s3:ListBucket s3://src: grant the source identity s3:ListBucket")
 
-    monkeypatch.setattr(cli, "plan_pairs", listing_that_breaks)
+    monkeypatch.setattr(copy_command, "plan_pairs", listing_that_breaks)
     report = tmp_path / "r.jsonl"
     out, err = io.StringIO(), io.StringIO()
-    code = cli.main(
+    code = main.main(
         ["copy", f"s3://{src}", f"s3://{dst}", "--endpoint-url", versitygw.url, "--report", str(report)],
         out,
         err,

@@ -22,9 +22,9 @@ from ferry import (
     Strategy,
     Target,
     deadline_in,
-    multipart,
 )
-from ferry.checkpoints import copy_id
+from ferry.engine import multipart
+from ferry.engine.checkpoints import copy_id
 
 MiB = 1024 * 1024
 PART = 5 * MiB

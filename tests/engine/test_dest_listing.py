@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
-from ferry import Copier, CopyPolicy, SourceObject, Status, Target, dest_listing
-from ferry.dest_listing import ABSENT, DestinationIndex, Listed, _just_before
-from ferry.engine import _WindowReader
+from ferry import Copier, CopyPolicy, SourceObject, Status, Target
+from ferry.engine import dest_listing
+from ferry.engine.copier import _WindowReader
+from ferry.engine.dest_listing import ABSENT, DestinationIndex, Listed, _just_before
+from ferry.engine.skip import settled_by_listing
+from ferry.engine.source import SourceInfo
 from ferry.models import Compare
-from ferry.skip import settled_by_listing
-from ferry.source import SourceInfo
 
 SIZE = 2048
 
@@ -118,7 +119,7 @@ def test_size_and_mtime_compare_from_the_listing(versitygw: Any, vgw_buckets: tu
 def test_a_refused_listing_falls_back_to_a_head_per_key(
     versitygw: Any, vgw_buckets: tuple[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="ferry.dest_listing")
+    caplog.set_level(logging.INFO, logger="ferry.engine.dest_listing")
     src, dst = vgw_buckets
     fate = arrange(versitygw, src, dst)
     with Copier(versitygw.endpoint, versitygw.endpoint, concurrency=4) as copier:

@@ -5,12 +5,12 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 
 from ferry import CopyPolicy, Endpoint, SourceObject, Status
-from ferry.attributes import encryption_args
-from ferry.budget import ByteBudget
-from ferry.context import TransferContext
-from ferry.engine import _encryption_note
-from ferry.outcome import Outcome
-from ferry.source import SourceInfo
+from ferry.engine.attributes import encryption_args
+from ferry.engine.budget import ByteBudget
+from ferry.engine.context import TransferContext
+from ferry.engine.copier import _encryption_note
+from ferry.engine.outcome import Outcome
+from ferry.engine.source import SourceInfo
 
 KEY = "arn:aws:kms:us-east-1:111111111111:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 

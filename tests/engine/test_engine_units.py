@@ -17,14 +17,14 @@ from ferry import (
     Status,
     VerificationFailed,
 )
-from ferry.checksums import Checksum
-from ferry.engine import default_concurrency
+from ferry.cli.report import ReportWriter, Summary
+from ferry.engine.checksums import Checksum
+from ferry.engine.copier import default_concurrency
+from ferry.engine.source import SourceInfo
+from ferry.engine.verify import verify_server_copy
 from ferry.errors import describe
 from ferry.limits import MiB
 from ferry.listing import matches, parse_s3_url
-from ferry.report import ReportWriter, Summary
-from ferry.source import SourceInfo
-from ferry.verify import verify_server_copy
 
 
 def _server_side(source: Endpoint, destination: Endpoint, mode: str = "auto") -> bool:
@@ -123,8 +123,8 @@ def test_server_copy_without_comparable_evidence_says_unverified_until_sized():
 
 
 def test_a_failed_part_is_reported_not_the_parts_it_cancelled():
-    from ferry.multipart import _root_cause
-    from ferry.streaming import Cancelled
+    from ferry.engine.multipart import _root_cause
+    from ferry.engine.streaming import Cancelled
 
     real = CopyFailed("AccessDenied on s3:PutObject (UploadPart)")
     assert _root_cause([Cancelled("copy cancelled: another part failed"), real]) is real

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import PIPELINE_TABLE, FakeLambdaContext
 from ferry import clients
-from ferry.ledger import DynamoLedger
+from ferry.pipeline.ledger import DynamoLedger
 from ferry_cdk.definition import child_definition
 from handlers import copy_batch, prepare, record_failure
 
@@ -200,7 +200,7 @@ def test_a_large_object_is_checkpointed_at_the_deadline_and_finished_in_a_second
         client.meta.events.register("before-parameter-build.s3.UploadPart", slow_part)
         return client
 
-    monkeypatch.setattr("ferry.engine.make_client", slow_client)
+    monkeypatch.setattr("ferry.engine.copier.make_client", slow_client)
 
     described = child.run(items_of(pipeline.s3, "src", "big/"), job)
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext
-from ferry.ledger import DynamoLedger
+from ferry.pipeline.ledger import DynamoLedger
 from handlers import copy_batch, finalize, prepare, record_failure
 
 
@@ -337,9 +337,9 @@ def test_manifest_rows_of_each_format_map_to_keys(pipeline) -> None:
 def test_failures_of_a_recorded_batch_are_kept_even_if_the_worker_died_before_writing_them(pipeline) -> None:
     """A crash between counting a batch and writing its failure items: the next attempt (whose
     own results do not count) writes the recorded attempt's failures from its report."""
-    from ferry.batches import record
-    from ferry.ledger import BatchCounts
     from ferry.models import CopyResult, Status
+    from ferry.pipeline.batches import record
+    from ferry.pipeline.ledger import BatchCounts
 
     job = start_job(SPEC)
     services = pipeline.services()
@@ -378,7 +378,7 @@ def test_fargate_worker_copies_one_large_object_and_records_it_once(pipeline, mo
     monkeypatch.setenv("FERRY_BATCH_ID", "batch-1")
     monkeypatch.setenv("FERRY_ITEM", json.dumps(item))
 
-    import ferry.batches as batches
+    import ferry.pipeline.batches as batches
 
     real = batches.copy_large_object
     monkeypatch.setattr(
