@@ -42,6 +42,7 @@ demo: $(BIN)/.installed
 lint: $(BIN)/.installed
 	$(BIN)/ruff check functions tests bench cdk
 	$(BIN)/ruff format --check functions tests bench cdk
+	PYTHONPATH=functions $(BIN)/lint-imports --no-cache
 
 test: $(BIN)/.installed node_modules/.installed $(VERSITYGW) $(MINIO) lint
 	FERRY_VERSITYGW=$(abspath $(VERSITYGW)) FERRY_MINIO=$(abspath $(MINIO)) $(BIN)/pytest -q --timeout=600

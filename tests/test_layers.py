@@ -1,0 +1,28 @@
+"""The layering rule (imports point down only) is checked by import-linter in `make lint`; this
+test keeps that contract complete, so a module added at the package's root or a new part
+cannot slip past it unchecked."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "functions" / "ferry"
+
+
+def _layers() -> list[set[str]]:
+    config = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (contract,) = (c for c in config["contracts"] if c["type"] == "layers")
+    return [{name.strip() for name in layer.replace("|", ":").split(":")} for layer in contract["layers"]]
+
+
+def test_every_module_at_the_package_root_is_in_the_vocabulary_layer() -> None:
+    root_modules = {f"ferry.{p.stem}" for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    assert root_modules == _layers()[-1]
+
+
+def test_every_part_of_the_package_is_a_layer() -> None:
+    parts = {f"ferry.{p.parent.name}" for p in PACKAGE.glob("*/__init__.py")}
+    layered = set().union(*_layers())
+    assert parts <= layered, f"add {sorted(parts - layered)} to the layers contract in pyproject.toml"
