@@ -1,0 +1,324 @@
+"""The whole pipeline: the PARENT state machine, as the CDK app renders it, executed by moto's
+Step Functions interpreter with parent_harness supplying what moto lacks (ItemBatcher, the
+JSONL and inventory readers, a full listing, failure tolerance, ResultWriter files, child
+executions), every Lambda task running the real handler and every Fargate task running
+`handlers.copy_large.main()`, in-process.
+
+Each scenario asserts the bytes, metadata and tags at the destination, the execution's status
+and output, the job report Finalize writes, the ledger's counts and the Map Run's
+ResultWriter files, never SUCCEEDED alone.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import math
+import time
+import zipfile
+from typing import Any
+from urllib.parse import quote_plus
+
+import boto3
+import pytest
+
+from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext
+from ferry.ledger import DynamoLedger
+from ferry_cdk.definition import parent_definition
+from handlers import copy_batch, finalize, prepare, record_failure
+from parent_harness import FargateTasks, LambdaRouter, ParentHarness
+
+HANDLERS = {
+    "prepare": prepare.handler,
+    "copy-batch": copy_batch.handler,
+    "record-failure": record_failure.handler,
+    "finalize": finalize.handler,
+}
+MAX_ITEMS_PER_BATCH = 40
+MAX_CONCURRENCY = 4
+RUN_TIMEOUT_S = 120
+
+
+class Parent:
+    """The parent state machine in moto, and what a test needs to run and inspect it."""
+
+    def __init__(self, pipeline: Any, harness: ParentHarness, machine_arn: str) -> None:
+        self.pipeline, self.harness, self.machine_arn = pipeline, harness, machine_arn
+        self.sfn = boto3.client("stepfunctions", region_name="us-east-1")
+
+    def run(self, spec: dict[str, Any], name: str) -> dict[str, Any]:
+        """Start an execution and wait for it to end; describe_execution's result."""
+        arn = self.sfn.start_execution(stateMachineArn=self.machine_arn, name=name, input=json.dumps(spec))[
+            "executionArn"
+        ]
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while time.monotonic() < deadline:
+            described = self.sfn.describe_execution(executionArn=arn)
+            if described["status"] != "RUNNING":
+                return described
+            time.sleep(0.1)
+        raise AssertionError(
+            f"execution {name} still RUNNING after {RUN_TIMEOUT_S} s; Lambda calls so far: "
+            f"{[n for n, _ in self.harness.lambdas.calls]}"
+        )
+
+    def ledger_job(self, job_id: str) -> dict[str, Any]:
+        job = DynamoLedger(self.pipeline.dynamodb, PIPELINE_TABLE).job(job_id)
+        assert job is not None, f"no job {job_id} in the ledger"
+        return job
+
+    def report(self, job_id: str) -> dict[str, Any]:
+        body = self.pipeline.s3.get_object(Bucket=PIPELINE_REPORTS, Key=f"jobs/{job_id}/summary.json")["Body"]
+        return json.loads(body.read())
+
+    def result_files(self, details: dict[str, str]) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+        """The ResultWriter manifest and, per status, the child records of its files."""
+        s3 = self.pipeline.s3
+        manifest = json.loads(s3.get_object(Bucket=details["Bucket"], Key=details["Key"])["Body"].read())
+        records: dict[str, list[dict[str, Any]]] = {}
+        for status, files in manifest["ResultFiles"].items():
+            for entry in files:
+                body = s3.get_object(Bucket=manifest["DestinationBucket"], Key=entry["Key"])["Body"].read()
+                assert len(body) == entry["Size"]
+                records.setdefault(status, []).extend(json.loads(body))
+        return manifest, records
+
+
+@pytest.fixture
+def parent(pipeline, monkeypatch) -> Parent:
+    monkeypatch.setenv("FERRY_MAX_ITEMS_PER_BATCH", str(MAX_ITEMS_PER_BATCH))
+    monkeypatch.setenv("FERRY_MAX_CONCURRENCY", str(MAX_CONCURRENCY))
+    pipeline.services.cache_clear()
+    fargate_environment = {
+        **pipeline.settings.worker_environment(fargate=True),
+        "FERRY_TABLE": PIPELINE_TABLE,
+        "FERRY_REPORT_BUCKET": PIPELINE_REPORTS,
+        "FERRY_MAX_ITEMS_PER_BATCH": str(MAX_ITEMS_PER_BATCH),
+        "FERRY_MAX_CONCURRENCY": str(MAX_CONCURRENCY),
+    }
+    harness = ParentHarness(
+        LambdaRouter(HANDLERS, context=lambda name, call: FakeLambdaContext()),
+        FargateTasks(fargate_environment),
+    ).install(monkeypatch)
+
+    iam = boto3.client("iam", region_name="us-east-1")
+    role = iam.create_role(RoleName="ferry-parent", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    awslambda = boto3.client("lambda", region_name="us-east-1")
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("handler.py", "def handler(event, context):\n    raise RuntimeError('routed in-process')\n")
+    arns = {
+        name: awslambda.create_function(
+            FunctionName=name,
+            Runtime="python3.13",
+            Role=role,
+            Handler="handler.handler",
+            Code={"ZipFile": archive.getvalue()},
+        )["FunctionArn"]
+        for name in HANDLERS
+    }
+    definition = parent_definition(
+        {
+            "PrepareFunctionArn": arns["prepare"],
+            "CopyBatchFunctionArn": arns["copy-batch"],
+            "RecordFailureFunctionArn": arns["record-failure"],
+            "FinalizeFunctionArn": arns["finalize"],
+            "ReportBucket": PIPELINE_REPORTS,
+            "ClusterArn": "arn:aws:ecs:us-east-1:123456789012:cluster/ferry",
+            "TaskDefinitionArn": "arn:aws:ecs:us-east-1:123456789012:task-definition/ferry:1",
+            "ContainerName": "worker",
+            "Subnets": ["subnet-1"],
+            "SecurityGroups": ["sg-1"],
+            "AssignPublicIp": "ENABLED",
+            "CapacityProvider": "FARGATE_SPOT",
+        }
+    )
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    machine = sfn.create_state_machine(name="ferry", definition=json.dumps(definition), roleArn=role)[
+        "stateMachineArn"
+    ]
+    return Parent(pipeline, harness, machine)
+
+
+# -- what every scenario checks ------------------------------------------------------------------
+
+AWKWARD = ["in/with space.txt", "in/ünïcödé-日本.txt", "in/a+b=c.txt", "in/100% done.txt", "in/deep/er/key"]
+
+
+def put_sources(s3: Any, prefix: str, count: int) -> dict[str, dict[str, Any]]:
+    """`count` small objects under `prefix` plus the awkward keys; every 7th with metadata and
+    tags. Returns what each source holds."""
+    keys = [f"{prefix}{n:03}.txt" for n in range(count)] + [k.replace("in/", prefix, 1) for k in AWKWARD]
+    sources = {}
+    for n, key in enumerate(keys):
+        body = f"{key} #{n}\n".encode() * (n % 5 + 1)
+        extra: dict[str, Any] = {}
+        if n % 7 == 0:
+            extra = {"Metadata": {"owner": f"team-{n}", "origin": "ferry-test"}, "Tagging": f"n={n}&kind=test"}
+        s3.put_object(Bucket="src", Key=key, Body=body, ContentType="text/plain", **extra)
+        sources[key] = {"body": body, "metadata": extra.get("Metadata", {}), "tags": _tags(extra)}
+    return sources
+
+
+def _tags(extra: dict[str, Any]) -> dict[str, str]:
+    tagging = extra.get("Tagging")
+    return dict(pair.split("=", 1) for pair in tagging.split("&")) if tagging else {}
+
+
+def assert_copied(s3: Any, sources: dict[str, dict[str, Any]], source_prefix: str, dest_prefix: str) -> None:
+    """Every source object at the destination: same bytes, user metadata and tags."""
+    listed = {
+        o["Key"] for page in s3.get_paginator("list_objects_v2").paginate(Bucket="dst") for o in page.get("Contents", [])
+    }
+    expected = {dest_prefix + key[len(source_prefix) :] for key in sources}
+    assert listed == expected, (sorted(expected - listed)[:10], sorted(listed - expected)[:10])
+    for key, source in sources.items():
+        dest = dest_prefix + key[len(source_prefix) :]
+        got = s3.get_object(Bucket="dst", Key=dest)
+        assert got["Body"].read() == source["body"], dest
+        assert got["Metadata"] == source["metadata"], dest
+        tags = {t["Key"]: t["Value"] for t in s3.get_object_tagging(Bucket="dst", Key=dest)["TagSet"]}
+        assert tags == source["tags"], dest
+
+
+def assert_job_succeeded(parent: Parent, described: dict[str, Any], job_id: str, objects: int) -> dict[str, Any]:
+    """Execution, Finalize's output and report, and the ledger agree that `objects` were copied."""
+    assert described["status"] == "SUCCEEDED", described
+    output = json.loads(described["output"])
+    nbytes = output["bytes_copied"]
+    assert {k: output[k] for k in ("job_id", "status", "objects", "copied", "skipped", "failed", "pending")} == {
+        "job_id": job_id,
+        "status": "SUCCEEDED",
+        "objects": objects,
+        "copied": objects,
+        "skipped": 0,
+        "failed": 0,
+        "pending": 0,
+    }
+    assert "map_error" not in output, output["map_error"]
+    assert output["report"] == f"s3://{PIPELINE_REPORTS}/jobs/{job_id}/summary.json"
+    report = parent.report(job_id)
+    assert report == {k: v for k, v in output.items() if k not in ("report", "failures_report")}
+    job = parent.ledger_job(job_id)
+    assert job["status"] == "SUCCEEDED"
+    assert (job["objects"], job["copied"], job["skipped"], job["failed"], job["pending"], job["bytes_copied"]) == (
+        objects,
+        objects,
+        0,
+        0,
+        0,
+        nbytes,
+    )
+    return output
+
+
+def assert_map_results(parent: Parent, output: dict[str, Any], job_id: str, objects: int) -> list[dict[str, Any]]:
+    """The Map Run's ResultWriter files: one SUCCEEDED record per child, every item in one."""
+    details = output["map_run"]["results"]
+    run = parent.harness.map_runs[-1]
+    assert output["map_run"]["map_run_arn"] == run.map_run_arn
+    run_id = run.map_run_arn.rsplit(":", 1)[-1]
+    assert details == {"Bucket": PIPELINE_REPORTS, "Key": f"jobs/{job_id}/map-run/{run_id}/manifest.json"}
+    manifest, records = parent.result_files(details)
+    assert manifest["MapRunArn"] == run.map_run_arn
+    assert set(records) <= {"SUCCEEDED"}, {s: len(r) for s, r in records.items()}
+    succeeded = records.get("SUCCEEDED", [])
+    assert len(succeeded) == math.ceil(objects / MAX_ITEMS_PER_BATCH)
+    inputs = [json.loads(r["Input"]) for r in succeeded]
+    assert sum(len(i["Items"]) for i in inputs) == objects
+    assert all(len(i["Items"]) <= MAX_ITEMS_PER_BATCH and i["BatchInput"]["job"]["job_id"] == job_id for i in inputs)
+    names = {r["Name"] for r in succeeded}
+    assert len(names) == len(succeeded), "each child is its own execution"
+    assert all(r["ExecutionArn"].endswith(":" + r["Name"]) and ":execution:ferry/" in r["ExecutionArn"] for r in succeeded)
+    return succeeded
+
+
+# -- scenarios -----------------------------------------------------------------------------------
+
+
+def test_a_prefix_of_small_objects_is_copied_in_batches_and_accounted_for(parent) -> None:
+    s3 = parent.pipeline.s3
+    sources = put_sources(s3, "in/", 300)
+    s3.put_object(Bucket="src", Key="other/not-me.txt", Body=b"outside the prefix")
+    spec = {"source": {"bucket": "src", "prefix": "in"}, "destination": {"bucket": "dst", "prefix": "out/"}}
+
+    described = parent.run(spec, "prefix-job")
+
+    objects = len(sources)
+    output = assert_job_succeeded(parent, described, "prefix-job", objects)
+    assert output["bytes_copied"] == sum(len(s["body"]) for s in sources.values())
+    assert_copied(s3, sources, "in/", "out/")
+    succeeded = assert_map_results(parent, output, "prefix-job", objects)
+    # The children received AWS's listObjectsV2 items.
+    item = json.loads(succeeded[0]["Input"])["Items"][0]
+    assert set(item) == {"Etag", "Key", "LastModified", "Size", "StorageClass"}
+    assert isinstance(item["LastModified"], int) and item["Etag"].startswith('"')
+    batches = parent.harness.lambdas.called("copy-batch")
+    assert len(batches) == math.ceil(objects / MAX_ITEMS_PER_BATCH)
+    assert parent.ledger_job("prefix-job")["batches"] == len(batches)
+
+
+def test_an_empty_prefix_copies_nothing_and_says_so(parent) -> None:
+    spec = {"source": {"bucket": "src", "prefix": "nothing/"}, "destination": {"bucket": "dst"}}
+
+    described = parent.run(spec, "empty-job")
+
+    output = assert_job_succeeded(parent, described, "empty-job", 0)
+    assert output["bytes_copied"] == 0 and output["batches"] == 0
+    assert parent.pipeline.s3.list_objects_v2(Bucket="dst").get("KeyCount") == 0
+    manifest, records = parent.result_files(output["map_run"]["results"])
+    assert records == {} and manifest["ResultFiles"] == {"FAILED": [], "PENDING": [], "SUCCEEDED": []}
+    assert parent.harness.lambdas.called("copy-batch") == []
+
+
+def _manifest_scenario(parent: Parent, fmt: str, key: str, body: bytes, name: str, sources: dict) -> None:
+    s3 = parent.pipeline.s3
+    s3.put_object(Bucket="src", Key=key, Body=body)
+    spec = {
+        "source": {"bucket": "src", "prefix": "in/", "manifest": {"bucket": "src", "key": key, "format": fmt}},
+        "destination": {"bucket": "dst", "prefix": f"{fmt}/"},
+    }
+
+    described = parent.run(spec, name)
+
+    objects = len(sources)
+    output = assert_job_succeeded(parent, described, name, objects)
+    assert output["bytes_copied"] == sum(len(s["body"]) for s in sources.values())
+    assert_copied(s3, sources, "in/", f"{fmt}/")
+    assert_map_results(parent, output, name, objects)
+
+
+def test_a_csv_manifest_is_copied(parent) -> None:
+    sources = put_sources(parent.pipeline.s3, "in/", 90)
+    lines = ["key,bucket"] + [f'"{k}",src' for k in sources]
+    _manifest_scenario(parent, "csv", "manifests/list.csv", "\n".join(lines).encode(), "csv-job", sources)
+
+
+def test_a_json_lines_manifest_is_copied(parent) -> None:
+    sources = put_sources(parent.pipeline.s3, "in/", 90)
+    body = "".join(json.dumps({"key": k}, ensure_ascii=False) + "\n" for k in sources).encode()
+    _manifest_scenario(parent, "jsonl", "manifests/list.jsonl", body, "jsonl-job", sources)
+
+
+def test_an_s3_inventory_with_gzipped_csv_and_url_encoded_keys_is_copied(parent) -> None:
+    s3 = parent.pipeline.s3
+    sources = put_sources(s3, "in/", 90)
+    keys = list(sources)
+    files = []
+    for part, chunk in enumerate((keys[:50], keys[50:])):
+        rows = "".join(f'"src","{quote_plus(k, safe="/")}","{len(sources[k]["body"])}","true","false"\n' for k in chunk)
+        data_key = f"inventory/src/daily/data/part-{part}.csv.gz"
+        compressed = gzip.compress(rows.encode())
+        s3.put_object(Bucket="src", Key=data_key, Body=compressed)
+        files.append({"key": data_key, "size": len(compressed), "MD5checksum": "0"})
+    manifest = {
+        "sourceBucket": "src",
+        "destinationBucket": "arn:aws:s3:::src",
+        "version": "2016-11-30",
+        "fileFormat": "CSV",
+        "fileSchema": "Bucket, Key, Size, IsLatest, IsDeleteMarker",
+        "files": files,
+    }
+    body = json.dumps(manifest).encode()
+    _manifest_scenario(parent, "inventory", "inventory/src/daily/manifest.json", body, "inventory-job", sources)
