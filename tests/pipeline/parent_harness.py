@@ -242,14 +242,16 @@ class ParentHarness:
         monkeypatch.setattr(
             StateTaskServiceEcs,
             "_eval_service_task",
-            lambda task, env, runtime, parameters, credentials: harness.fargate.eval_service_task(
-                task, env, runtime, parameters
+            lambda task, env, resource_runtime_part, normalised_parameters, state_credentials: (
+                harness.fargate.eval_service_task(task, env, resource_runtime_part, normalised_parameters)
             ),
         )
         monkeypatch.setattr(
             StateTaskServiceEcs,
             "_build_sync_resolver",
-            lambda task, env, runtime, parameters, credentials: harness.fargate.sync_resolver(task, env),
+            lambda task, env, resource_runtime_part, normalised_parameters, state_credentials: (
+                harness.fargate.sync_resolver(task, env)
+            ),
         )
         monkeypatch.setattr(
             LambdaSimpleBackend,
@@ -501,7 +503,9 @@ class MapRun:
             return failed > 0
         over_count = self.tolerated_count is not None and failed > self.tolerated_count
         over_pct = (
-            self.tolerated_percentage is not None and total > 0 and failed * 100 / total > self.tolerated_percentage
+            self.tolerated_percentage is not None
+            and total > 0
+            and failed * 100 / total > self.tolerated_percentage
         )
         return over_count or over_pct
 
@@ -623,7 +627,9 @@ def _map_run(harness: ParentHarness, component: Any, env: Any, eval_input: Any) 
     env.stack.append([c.output for c in run.children])
 
 
-def _run_child(component: Any, env: Any, eval_input: Any, run: MapRun, program: Any, child: ChildRecord) -> None:
+def _run_child(
+    component: Any, env: Any, eval_input: Any, run: MapRun, program: Any, child: ChildRecord
+) -> None:
     """One child execution, with its own $$.Execution and $$.StateMachine (as on AWS)."""
     from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.itemprocessor.inline_item_processor_worker import (
         InlineItemProcessorWorker,
