@@ -918,8 +918,8 @@ def _fargate_services(environment: Mapping[str, str]) -> Callable[[], Any]:
     """The container's own clients and settings (Fargate reads its environment, not the Lambda's)."""
     import boto3
 
-    from ferry.batches import Services
-    from ferry.settings import WorkerSettings
+    from ferry.pipeline.batches import Services
+    from ferry.pipeline.settings import WorkerSettings
 
     services = Services(
         s3=boto3.client("s3"),

@@ -25,7 +25,7 @@ import pytest
 from parent_harness import FargateTasks, LambdaRouter, ParentHarness
 
 from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext
-from ferry.ledger import DynamoLedger
+from ferry.pipeline.ledger import DynamoLedger
 from ferry_cdk.definition import parent_definition
 from handlers import copy_batch, finalize, prepare, record_failure
 
