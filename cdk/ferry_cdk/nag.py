@@ -39,6 +39,7 @@ class FerryStack(Protocol):
     task_definition: ecs.FargateTaskDefinition
     state_machine_name: str
     task_arn_pattern: str
+    map_run_arn_pattern: str
     node: Any
 
     def resolve(self, obj: Any) -> Any: ...
@@ -128,6 +129,10 @@ def _acknowledge_wildcards(stack: FerryStack) -> None:
     known[f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{machine}/*"] = (
         f"The Distributed Map's child executions of this state machine ({machine}): Step Functions "
         "names them per Map Run at run time, so they can only be named by this machine's prefix."
+    )
+    known[_flatten(stack.resolve(stack.map_run_arn_pattern))] = (
+        f"This state machine's Map Runs ({machine}): Finalize reads how many items a Map Run read "
+        "(DescribeMapRun) to check the job's counts; Map Run ids are generated at run time."
     )
     tasks = _flatten(stack.resolve(stack.task_arn_pattern))
     known[tasks] = (

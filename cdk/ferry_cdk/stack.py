@@ -177,6 +177,16 @@ class FerryStack(cdk.Stack):
         self._grant_functions(functions)
         return functions
 
+    @property
+    def map_run_arn_pattern(self) -> str:
+        """This state machine's Map Runs: `mapRun:<machine>/<map run label>:<id>`."""
+        return self.format_arn(
+            service="states",
+            resource="mapRun",
+            resource_name=f"{self.stack_name}-jobs/*",
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+
     def _grant_functions(self, functions: dict[str, lambda_.Function]) -> None:
         s = self.settings
         table = [self.table.table_arn]
@@ -210,11 +220,17 @@ class FerryStack(cdk.Stack):
         record_failure.add_to_role_policy(statement("Ledger", LEDGER_READ_WRITE, table))
         record_failure.add_to_role_policy(statement("Reports", BATCH_REPORTS, reports))
 
+        # Finalize records the objects of batches the Map lost (a marker, failure items and a
+        # batch report, as RecordFailure does), streams failures.jsonl as a multipart upload,
+        # and asks the Map Run how many items it read.
         finalize = functions["Finalize"]
+        finalize.add_to_role_policy(statement("Ledger", LEDGER_READ_WRITE, table))
         finalize.add_to_role_policy(
-            statement("Ledger", ["dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem"], table)
+            statement("Reports", (*BATCH_REPORTS, "s3:AbortMultipartUpload"), reports)
         )
-        finalize.add_to_role_policy(statement("Reports", ["s3:GetObject", "s3:PutObject"], reports))
+        finalize.add_to_role_policy(
+            statement("DescribeMapRuns", ["states:DescribeMapRun"], [self.map_run_arn_pattern])
+        )
         for st in access.list_bucket_statements(
             [Location(self.report_bucket.bucket_name, REPORTS_PREFIX)],
             sid="ListReports",
@@ -353,6 +369,7 @@ class FerryStack(cdk.Stack):
             "RecordFailureFunctionArn": self.functions["RecordFailure"].function_arn,
             "FinalizeFunctionArn": self.functions["Finalize"].function_arn,
             "ReportBucket": self.report_bucket.bucket_name,
+            "LedgerTable": self.table.table_name,
             "ClusterArn": self.cluster.cluster_arn,
             "TaskDefinitionArn": self.task_definition.task_definition_arn,
             "ContainerName": CONTAINER_NAME,
@@ -427,6 +444,8 @@ class FerryStack(cdk.Stack):
                 ["s3:PutObject", "s3:GetObject", "s3:ListMultipartUploadParts", "s3:AbortMultipartUpload"],
                 [f"{self.report_bucket.bucket_arn}/{REPORTS_PREFIX}*"],
             ),
+            # MarkJobFailed: a Finalize that failed for good sets the job FAILED in the ledger.
+            statement("MarkJobFailed", ["dynamodb:UpdateItem"], [self.table.table_arn]),
             statement("RunCopyTask", ["ecs:RunTask"], [self.task_definition.task_definition_arn]),
             statement("FollowCopyTasks", ["ecs:StopTask", "ecs:DescribeTasks"], [self.task_arn_pattern]),
             statement(

@@ -31,6 +31,7 @@ def services() -> Services:
     return Services(
         s3=boto3.client("s3", config=_RETRIES),
         dynamodb=boto3.client("dynamodb", config=_RETRIES),
+        stepfunctions=boto3.client("stepfunctions", config=_RETRIES),
         settings=WorkerSettings.from_environ(),
     )
 

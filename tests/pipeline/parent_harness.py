@@ -81,6 +81,12 @@ Functions reports for a `.sync` task whose container exits non-zero.
    (`...common.retry.retrier_decl.time.sleep`). Here: replaced by a recorder that returns at
    once (`ParentHarness.retry_sleeps` lists the waits that AWS would have made).
 
+8. DescribeMapRun. AWS: `itemCounts` counts ITEMS (not child executions) by status, `total`
+   all items the Map Run read (API reference, MapRunItemCounts); `executionCounts` counts
+   children. moto: describes the Map Run from its own record, whose counters the replaced
+   `_map_run` above never updates. Here: moto's description with both counts taken from
+   the harness's `MapRun`.
+
 Tasks routed in-process:
 - `arn:aws:states:::lambda:invoke` -> `LambdaRouter` replaces
   `moto.awslambda_simple.models.LambdaSimpleBackend.invoke` (moto's no-Docker Lambda) and runs
@@ -218,6 +224,7 @@ class ParentHarness:
             StateTaskServiceEcs,
         )
         from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+        from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
         if moto.__version__ != MOTO_VERSION:
             raise RuntimeError(
@@ -261,7 +268,43 @@ class ParentHarness:
             ),
         )
         monkeypatch.setattr(retrier_decl, "time", SimpleNamespace(sleep=self.retry_sleeps.append))
+        original_describe = StepFunctionsParserBackend.describe_map_run
+        monkeypatch.setattr(
+            StepFunctionsParserBackend,
+            "describe_map_run",
+            lambda backend, map_run_arn: harness._describe_map_run(original_describe(backend, map_run_arn)),
+        )
         return self
+
+    def _describe_map_run(self, described: dict[str, Any]) -> dict[str, Any]:
+        run = next((r for r in self.map_runs if r.map_run_arn == described.get("mapRunArn")), None)
+        if run is None:
+            return described
+        by_status = {"SUCCEEDED": 0, "FAILED": 0, "TIMED_OUT": 0, "ABORTED": 0, "PENDING": 0}
+        children = dict(by_status)
+        for child in run.children:
+            by_status[child.status] = by_status.get(child.status, 0) + child.items
+            children[child.status] = children.get(child.status, 0) + 1
+
+        def counts(numbers: dict[str, int], total: int) -> dict[str, int]:
+            return {
+                "pending": numbers["PENDING"],
+                "running": 0,
+                "succeeded": numbers["SUCCEEDED"],
+                "failed": numbers["FAILED"],
+                "timedOut": numbers["TIMED_OUT"],
+                "aborted": numbers["ABORTED"],
+                "total": total,
+                "resultsWritten": total if run.result_writer_output else 0,
+                "failuresNotRedrivable": 0,
+                "pendingRedrive": 0,
+            }
+
+        return {
+            **described,
+            "itemCounts": counts(by_status, run.total_items),
+            "executionCounts": counts(children, len(run.children)),
+        }
 
     def _parse(self, definition: str) -> Any:
         document = json.loads(definition)

@@ -158,7 +158,7 @@ def test_a_batch_of_small_objects_is_copied_and_counted(pipeline, child) -> None
         "bytes_copied": sum(range(25)),
     }
     assert [name for name, _ in child.calls] == ["copy-batch"]
-    ledger = DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).job("job-1")
+    ledger = DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).tally("job-1").to_dict()
     assert (ledger["objects"], ledger["copied"], ledger["skipped"], ledger["batches"]) == (26, 25, 1, 1)
     keys = {o["Key"] for o in pipeline.s3.list_objects_v2(Bucket="dst")["Contents"]}
     assert keys == {f"out/{n:02}" for n in range(25)}
@@ -215,7 +215,7 @@ def test_a_large_object_is_checkpointed_at_the_deadline_and_finished_in_a_second
     assert output["counts"]["objects"] == 2 and output["counts"]["copied"] == 2
     assert pipeline.s3.get_object(Bucket="dst", Key="object.bin")["Body"].read() == data
     assert pipeline.s3.list_multipart_uploads(Bucket="dst").get("Uploads", []) == []
-    ledger = DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).job("job-1")
+    ledger = DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).tally("job-1").to_dict()
     assert (ledger["objects"], ledger["copied"], ledger["batches"]) == (2, 2, 2)
     reports = pipeline.s3.list_objects_v2(Bucket="ferry-reports", Prefix="jobs/job-1/objects/")["Contents"]
     rows = [

@@ -127,6 +127,7 @@ def parent(pipeline, monkeypatch) -> Parent:
             "RecordFailureFunctionArn": arns["record-failure"],
             "FinalizeFunctionArn": arns["finalize"],
             "ReportBucket": PIPELINE_REPORTS,
+            "LedgerTable": PIPELINE_TABLE,
             "ClusterArn": "arn:aws:ecs:us-east-1:123456789012:cluster/ferry",
             "TaskDefinitionArn": "arn:aws:ecs:us-east-1:123456789012:task-definition/ferry:1",
             "ContainerName": "worker",
@@ -507,17 +508,6 @@ def test_a_child_execution_that_fails_above_tolerance_fails_the_map_run(parent, 
     assert {s for s in records} <= {"SUCCEEDED", "FAILED", "PENDING"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "PRODUCT DEFECT: when the Distributed Map fails (States.ExceedToleratedFailureThreshold), "
-        "Finalize reports only what the ledger recorded: the failed child's objects and the "
-        "never-started (PENDING) batches are in no counter, so summary.json says e.g. "
-        "objects=120 copied=120 failed=0 pending=0 for a prefix of 205 objects, and the cause "
-        "reads '0 of 120 objects failed, 0 pending'. Finalize does not read the Map Run's "
-        "ResultWriter manifest (FAILED_n/PENDING_n files) to account for them."
-    ),
-)
 def test_when_the_map_run_fails_every_listed_object_is_still_in_the_report(parent, monkeypatch) -> None:
     described = _run_with_a_failing_child(parent, monkeypatch, "accounting-job")
 
@@ -527,3 +517,86 @@ def test_when_the_map_run_fails_every_listed_object_is_still_in_the_report(paren
     assert report["objects"] == LISTED, report
     assert report["copied"] + report["skipped"] + report["failed"] + report["pending"] == LISTED, report
     assert report["failed"] + report["pending"] >= MAX_ITEMS_PER_BATCH, report
+
+
+def test_a_lost_batch_within_tolerance_is_counted_failed_not_dropped(parent, monkeypatch) -> None:
+    """Issue 10, section 2: a child that fails outside its Catch, within the tolerated failure
+    percentage, leaves the Map Run SUCCEEDED. Its objects must still be in the job's counts
+    and in failures.jsonl (so a retry picks them up), and the job is not SUCCEEDED."""
+    monkeypatch.setenv("FERRY_TOLERATED_FAILURE_PERCENTAGE", "50")
+    parent.pipeline.services.cache_clear()
+    sources = put_sources(parent.pipeline.s3, "in/", 200)
+    _break_batches_holding(parent, monkeypatch, "in/050.txt", also_record_failure=True)
+
+    described = parent.run(
+        {"source": {"bucket": "src", "prefix": "in/"}, "destination": {"bucket": "dst"}}, "lost"
+    )
+
+    assert [c.status for c in parent.harness.map_runs[-1].children].count("FAILED") == 1
+    assert described["status"] == "FAILED" and described["error"] == "FerryJobIncomplete", described
+    report = parent.report("lost")
+    assert report["status"] == "PARTIAL"
+    assert (report["objects"], report["failed"], report["copied"]) == (LISTED, 40, LISTED - 40), report
+    assert report["objects_read_by_map"] == LISTED
+    assert report["lost_in_unfinished_batches"] == 40
+    assert "40 of 205 objects failed" in described["cause"]
+    body = parent.pipeline.s3.get_object(Bucket=PIPELINE_REPORTS, Key="jobs/lost/failures.jsonl")["Body"]
+    failures = [json.loads(line) for line in body.read().splitlines()]
+    assert len(failures) == 40 and "in/050.txt" in {f["key"] for f in failures}
+    assert all("cannot process the batch holding in/050.txt" in f["reason"] for f in failures)
+    at_destination = {o["Key"] for o in parent.pipeline.s3.list_objects_v2(Bucket="dst")["Contents"]}
+    assert len(at_destination) == LISTED - 40 == len(sources) - 40
+    assert not at_destination & {f["key"] for f in failures}
+
+
+def test_counts_that_cannot_be_reconciled_fail_the_job_with_both_numbers(parent, monkeypatch) -> None:
+    """When the Map Run's record does not say which objects a failed child held (its input
+    left out of the result file), the ledger cannot account for them: the job fails with the
+    number the Map read and the number the ledger holds, never a quiet SUCCEEDED."""
+    import parent_harness
+
+    original = parent_harness._child_entry
+
+    def without_input(run: Any, child: Any) -> dict[str, Any]:
+        entry = original(run, child)
+        if entry.get("Status") == "FAILED":
+            entry.pop("Input")
+            entry["InputDetails"] = {"Included": False}
+        return entry
+
+    monkeypatch.setattr(parent_harness, "_child_entry", without_input)
+    monkeypatch.setenv("FERRY_TOLERATED_FAILURE_PERCENTAGE", "50")
+    parent.pipeline.services.cache_clear()
+    put_sources(parent.pipeline.s3, "in/", 200)
+    _break_batches_holding(parent, monkeypatch, "in/050.txt", also_record_failure=True)
+
+    described = parent.run(
+        {"source": {"bucket": "src", "prefix": "in/"}, "destination": {"bucket": "dst"}}, "gap"
+    )
+
+    assert described["status"] == "FAILED", described
+    assert f"the Map read {LISTED} objects but the ledger accounts for {LISTED - 40}" in described["cause"]
+    report = parent.report("gap")
+    assert report["status"] == "FAILED" and report["objects_read_by_map"] == LISTED
+
+
+def test_a_finalize_that_fails_for_good_leaves_the_job_failed_not_running(parent, monkeypatch) -> None:
+    """Issue 10, defect 9: Finalize had no Catch: when it failed after its retries the
+    execution failed and the job stayed RUNNING in the ledger forever."""
+
+    def broken(event: dict[str, Any], context: Any) -> Any:
+        raise RuntimeError("report bucket unreachable")
+
+    monkeypatch.setitem(parent.harness.lambdas.handlers, "finalize", broken)
+    put_sources(parent.pipeline.s3, "in/", 3)
+
+    described = parent.run(
+        {"source": {"bucket": "src", "prefix": "in/"}, "destination": {"bucket": "dst"}}, "fin"
+    )
+
+    assert described["status"] == "FAILED"
+    assert described["error"] == "FerryFinalizeFailed"
+    assert "report bucket unreachable" in described["cause"]
+    job = parent.ledger_job("fin")
+    assert job["status"] == "FAILED"
+    assert "report bucket unreachable" in job["finalize_error"]

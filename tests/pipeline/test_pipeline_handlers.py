@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Any
 
+import boto3
 import pytest
 
 from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext
@@ -36,9 +38,11 @@ def listing_items(s3: Any, bucket: str, prefix: str = "") -> list[dict[str, Any]
 
 
 def job_item(pipeline: Any, job_id: str) -> dict[str, Any]:
-    job = DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).job(job_id)
+    """The job's record with its counts as they stand: the sum of its recorded markers."""
+    ledger = DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE)
+    job = ledger.job(job_id)
     assert job is not None
-    return job
+    return {**job, **ledger.tally(job_id).to_dict()}
 
 
 def fill(s3: Any, count: int, prefix: str = "data/") -> None:
@@ -413,3 +417,123 @@ def test_a_pass_that_reaches_max_passes_fails_what_it_could_not_finish(pipeline,
     assert last["remaining"] == [] and last["counts"]["failed"] == 2
     reasons = {f.reason for f in DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).failures("exec-1")}
     assert all(r.startswith(f"not finished after {max_passes} Lambda passes") for r in reasons)
+
+
+def _dynamodb_transaction_conflicts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """DynamoDB cancels a transaction with TransactionConflict when another transaction is in
+    flight on one of its items (botocore does not retry it). moto applies transactions one at
+    a time and never conflicts; this gives it DynamoDB's rule: a transaction that reaches an
+    item another transaction is still writing is cancelled. Returns the conflicts raised."""
+    from moto.dynamodb.exceptions import TransactionCanceledException
+    from moto.dynamodb.models import DynamoDBBackend
+
+    original = DynamoDBBackend.transact_write_items
+    in_flight: set[str] = set()
+    guard = threading.Lock()
+    conflicts: list[str] = []
+
+    def item_keys(items: list[dict[str, Any]]) -> set[str]:
+        keys = set()
+        for entry in items:
+            (action,) = entry.values()
+            keys.add(
+                json.dumps([action.get("TableName"), action.get("Key") or action.get("Item")], sort_keys=True)
+            )
+        return keys
+
+    def conflicting(self: Any, transact_items: list[dict[str, Any]]) -> Any:
+        keys = item_keys(transact_items)
+        with guard:
+            if keys & in_flight:
+                conflicts.append(sorted(keys & in_flight)[0])
+                raise TransactionCanceledException(
+                    [("TransactionConflict", "Transaction is ongoing for the item", None)]
+                    * len(transact_items)
+                )
+            in_flight.update(keys)
+        try:
+            time.sleep(0.02)  # a transaction takes time on DynamoDB too: others can arrive meanwhile
+            return original(self, transact_items)
+        finally:
+            with guard:
+                in_flight.difference_update(keys)
+
+    monkeypatch.setattr(DynamoDBBackend, "transact_write_items", conflicting)
+    return conflicts
+
+
+def test_concurrent_batches_count_every_object_when_dynamodb_transactions_conflict(
+    pipeline, monkeypatch
+) -> None:
+    """Issue 10, defect 1: every batch used to add its counts to the one job item in a
+    transaction; concurrent transactions on that item are cancelled (TransactionConflict),
+    and the Catch then records copied objects as failed. Batches must not contend."""
+    conflicts = _dynamodb_transaction_conflicts(monkeypatch)
+    fill(pipeline.s3, 60)
+    job = start_job(SPEC)
+    items = listing_items(pipeline.s3, "src", "data/")
+    batches = [items[i : i + 5] for i in range(0, len(items), 5)]
+    errors: list[BaseException] = []
+
+    def run(batch: list[dict[str, Any]]) -> None:
+        try:
+            copy_batch.handler({"job": job, "items": batch, "pass": 1}, FakeLambdaContext())
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(b,)) for b in batches]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    assert errors == [], f"{len(errors)} batches failed: {errors[:1]} ({len(conflicts)} conflicts)"
+    record = job_item(pipeline, "exec-1")
+    assert (record["objects"], record["copied"], record["failed"], record["batches"]) == (60, 60, 0, 12)
+
+
+def test_a_retried_pass_returns_the_hand_over_of_the_attempt_that_was_recorded(pipeline) -> None:
+    """Issue 10, defect 6: a retry of a pass that was already recorded returned the recorded
+    counts but its OWN remaining/large lists: objects the recorded attempt handed over were
+    lost (or ones it settled were copied and counted again)."""
+    fill(pipeline.s3, 6)
+    job = start_job(SPEC)
+    event = {"job": job, "items": listing_items(pipeline.s3, "src", "data/"), "pass": 1}
+
+    # Attempt 1 starts with less time than the deadline margin: it copies nothing and hands
+    # every object over; it is recorded, then (say) its response is lost and the pass retried.
+    first = copy_batch.handler(json.loads(json.dumps(event)), FakeLambdaContext(remaining_ms=1_000))
+    retry = copy_batch.handler(json.loads(json.dumps(event)), FakeLambdaContext())
+
+    assert len(first["remaining"]) == 6 and first["counts"]["objects"] == 0
+    assert retry["counts"] == first["counts"]
+    assert retry["remaining"] == first["remaining"], "the recorded attempt's hand-over, not the retry's"
+    assert retry["large"] == first["large"]
+
+
+def test_failures_jsonl_is_streamed_not_built_in_memory(pipeline) -> None:
+    """Issue 10, defect 9: Finalize built failures.jsonl as one string (a million failures do
+    not fit a Lambda's memory). It must reach S3 in parts while the failures are still
+    being read from the ledger."""
+    from ferry.pipeline.job_reports import JobReports
+    from ferry.pipeline.ledger import Failure
+
+    total, consumed, at_first_part = 100_000, [0], []
+
+    def failures() -> Any:
+        for n in range(total):
+            consumed[0] += 1
+            yield Failure("src", f"data/{n:07}-{'x' * 60}", f"copy/{n:07}", "AccessDenied on s3:GetObject")
+
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.meta.events.register(
+        "before-call.s3.UploadPart",
+        lambda **_: at_first_part.append(consumed[0]) if not at_first_part else None,
+    )
+    reports = JobReports(s3, PIPELINE_REPORTS)
+    _, failures_key = reports.put_final("exec-1", {"status": "PARTIAL"}, failures())
+
+    assert at_first_part, "failures.jsonl was sent in one request, so it was held whole in memory"
+    assert at_first_part[0] < total / 2, f"{at_first_part[0]} of {total} failures read before the first part"
+    lines = s3.get_object(Bucket=PIPELINE_REPORTS, Key=failures_key)["Body"].read().splitlines()
+    assert len(lines) == total and json.loads(lines[-1])["key"].startswith(f"data/{total - 1:07}")

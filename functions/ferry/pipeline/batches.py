@@ -14,14 +14,15 @@ import hashlib
 import json
 import logging
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ferry.clients import make_client
 from ferry.engine.copier import Copier, deadline_in
-from ferry.jobspec import parse_job_spec
+from ferry.jobspec import JobSpec, parse_job_spec
 from ferry.models import CopyPolicy, CopyResult, Endpoint, SourceObject, Status, Target
 from ferry.pipeline.items import Planned, plan_item
 from ferry.pipeline.job_reports import JobReports
@@ -40,6 +41,7 @@ class Services:
     settings: WorkerSettings
     source: Endpoint = field(default_factory=Endpoint)
     destination: Endpoint = field(default_factory=Endpoint)
+    stepfunctions: Any = None  # Finalize asks the Map Run how many items it read
 
     @property
     def ledger(self) -> DynamoLedger:
@@ -96,14 +98,26 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
             else:
                 settled.append(result)
 
-    recorded = record(services, spec.job_id, f"{batch_id}-p{pass_no}", settled)
+    handover = {
+        "remaining": _positions(items, remaining),
+        "large": _positions(items, [p.item for p in large]),
+    }
+    recorded = record(services, spec.job_id, f"{batch_id}-p{pass_no}", settled, handover=handover)
+    if not recorded.first:
+        # An earlier attempt of this pass was recorded: its hand-over is the one that counts,
+        # or objects it handed over would be lost and ones it settled copied twice.
+        remaining = [items[i] for i in recorded.handover.get("remaining", [])]
+        large_items = [items[i] for i in recorded.handover.get("large", [])]
+    else:
+        large_items = [p.item for p in large]
     log.info(
-        "pass %d of batch %s: %d settled, %d handed over, %d for Fargate",
+        "pass %d of batch %s: %d settled, %d handed over, %d for Fargate%s",
         pass_no,
         batch_id,
-        len(settled),
+        recorded.counts.objects,
         len(remaining),
-        len(large),
+        len(large_items),
+        "" if recorded.first else " (as recorded by an earlier attempt)",
     )
     return {
         "job": job,
@@ -113,8 +127,15 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
         "counts": _sum(event.get("counts"), recorded.counts),
         "pass_counts": recorded.counts.to_dict() if recorded.first else BatchCounts().to_dict(),
         "remaining": remaining,
-        "large": list(event.get("large") or []) + [p.item for p in large],
+        "large": list(event.get("large") or []) + large_items,
     }
+
+
+def _positions(items: Sequence[Any], chosen: Sequence[Any]) -> list[int]:
+    """Where each chosen item stands in the pass's items (by identity: items repeat in a
+    manifest), so a marker can name them in a few bytes."""
+    wanted = {id(item) for item in chosen}
+    return [index for index, item in enumerate(items) if id(item) in wanted]
 
 
 def record_failure(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
@@ -145,6 +166,40 @@ def record_failure(event: Mapping[str, Any], services: Services) -> dict[str, An
         "remaining": [],
         "large": list(event.get("large") or []),
     }
+
+
+def record_lost_batch(
+    services: Services, spec: JobSpec, items: Sequence[Any], reason: str
+) -> Recorded | None:
+    """A child execution that ended without recording all its items (it failed outside its
+    Catch, timed out, was aborted, or never started): record each item no pass recorded as
+    failed with `reason`, so the job's counts still hold every listed object and a retry over
+    `failures.jsonl` picks them up. Idempotent: a second call finds them recorded."""
+    batch_id = batch_id_for(spec.job_id, list(items))
+    recorded = Counter(_identity_of_row(row) for row in _recorded_rows(services, spec.job_id, batch_id))
+    results = []
+    for plan in (plan_item(item, spec) for item in items):
+        identity = (
+            (plan.obj.bucket, plan.obj.key, plan.obj.version_id) if plan.obj else (None, plan.key, None)
+        )
+        if recorded[identity] > 0:
+            recorded[identity] -= 1
+            continue
+        results.append(_settled(plan) if plan.skip or plan.fail else _result(plan, Status.FAILED, reason))
+    if not results:
+        return None
+    return record(services, spec.job_id, f"{batch_id}-lost", results)
+
+
+def _recorded_rows(services: Services, job_id: str, batch_id: str) -> Iterator[dict[str, Any]]:
+    """Every object result recorded for the batch: its passes, its large objects, its losses."""
+    for marker in services.ledger.batches(job_id, f"{batch_id}-"):
+        if marker.get("report_key"):
+            yield from services.reports.rows(marker["report_key"])
+
+
+def _identity_of_row(row: Mapping[str, Any]) -> tuple[str | None, str, str | None]:
+    return (row.get("source_bucket"), row["key"], row.get("version_id"))
 
 
 def copy_large_object(
@@ -178,13 +233,22 @@ def copy_large_object(
     return result
 
 
-def record(services: Services, job_id: str, batch_key: str, results: list[CopyResult]) -> Recorded:
+def record(
+    services: Services,
+    job_id: str,
+    batch_key: str,
+    results: list[CopyResult],
+    *,
+    handover: Mapping[str, list[int]] | None = None,
+) -> Recorded:
     """Report, then count once, then the failure items (also after a crash between the two)."""
     ledger, reports = services.ledger, services.reports
     counts = BatchCounts.of(results)
     attempt = uuid.uuid4().hex[:12]
     report_key = reports.put_batch(job_id, batch_key, attempt, results) if results else None
-    recorded = ledger.record_batch(job_id, batch_key, counts, attempt=attempt, report_key=report_key)
+    recorded = ledger.record_batch(
+        job_id, batch_key, counts, attempt=attempt, report_key=report_key, handover=handover
+    )
     if not recorded.first and report_key:
         reports.delete(report_key)  # this attempt's results do not count; keep one report per batch
     if recorded.counts.failed:

@@ -9,6 +9,7 @@ then, at the end, `summary.json` and `failures.jsonl`.
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -39,11 +40,16 @@ class JobReports:
     def delete(self, key: str) -> None:
         self.s3.delete_object(Bucket=self.bucket, Key=key)
 
+    def rows(self, key: str) -> Iterator[dict[str, Any]]:
+        """The object results of one batch report, a line at a time."""
+        body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"]
+        for line in body.iter_lines():
+            if line.strip():
+                yield json.loads(line)
+
     def failed_in(self, key: str, batch_key: str) -> Iterator[Failure]:
         """The failures a recorded batch report lists (to finish recording them after a crash)."""
-        body = self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read().decode()
-        for line in body.splitlines():
-            row = json.loads(line)
+        for row in self.rows(key):
             if row.get("status") == "failed":
                 yield Failure(
                     bucket=row.get("source_bucket", ""),
@@ -57,12 +63,18 @@ class JobReports:
     def put_final(
         self, job_id: str, summary: Mapping[str, Any], failures: Iterable[Failure]
     ) -> tuple[str, str]:
-        """Write failures.jsonl, then summary.json (which names it); returns both keys."""
+        """Write failures.jsonl, then summary.json (which names it); returns both keys.
+
+        failures.jsonl is streamed from the ledger's query pages into a multipart upload, so a
+        job with a million failures needs no more memory than one part."""
         prefix = job_prefix(job_id)
         failures_key, summary_key = f"{prefix}failures.jsonl", f"{prefix}summary.json"
-        body = "".join(json.dumps(f.to_dict(), ensure_ascii=False) + "\n" for f in failures)
-        self.s3.put_object(
-            Bucket=self.bucket, Key=failures_key, Body=body.encode(), ContentType="application/x-ndjson"
+        lines = (json.dumps(f.to_dict(), ensure_ascii=False).encode() + b"\n" for f in failures)
+        self.s3.upload_fileobj(
+            io.BufferedReader(_LinesReader(lines), buffer_size=1024 * 1024),
+            self.bucket,
+            failures_key,
+            ExtraArgs={"ContentType": "application/x-ndjson"},
         )
         self.s3.put_object(
             Bucket=self.bucket,
@@ -71,3 +83,24 @@ class JobReports:
             ContentType="application/json",
         )
         return summary_key, failures_key
+
+
+class _LinesReader(io.RawIOBase):
+    """A read-only file over an iterator of byte lines: what boto3's managed upload reads
+    from, a part at a time, so the whole file is never in memory."""
+
+    def __init__(self, lines: Iterator[bytes]) -> None:
+        self._lines, self._pending = lines, b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        while not self._pending:
+            try:
+                self._pending = next(self._lines)
+            except StopIteration:
+                return 0
+        size = min(len(buffer), len(self._pending))
+        buffer[:size], self._pending = self._pending[:size], self._pending[size:]
+        return size

@@ -16,8 +16,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.errors import ConfigError, describe
 from ferry.jobspec import JobSpec, parse_job_spec
-from ferry.pipeline.batches import Services
+from ferry.pipeline.batches import Services, record_lost_batch
 from ferry.pipeline.job_reports import job_prefix
+from ferry.pipeline.map_runs import MapRunRecord, items_read, map_run_records
 
 
 class AccessCheckFailed(ConfigError):
@@ -112,21 +113,34 @@ def _ask(
 
 
 def finalize(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
+    """Account for every object the Map read, then write the report and set the status.
+
+    The ledger knows what the workers recorded; the Map Run's own record (ResultWriter's
+    FAILED and PENDING files, DescribeMapRun's item count) knows what they never got to.
+    Objects of a lost batch are recorded as failed with the error that lost them; a count
+    that still does not add up fails the job with both numbers."""
     job_id = event["job"]["job_id"]
     ledger, reports = services.ledger, services.reports
     job = ledger.job(job_id)
     if job is None:
         raise ConfigError(f"job {job_id!r} has no record in the ledger")
-    counts = {
-        k: int(job.get(k, 0)) for k in ("objects", "copied", "skipped", "failed", "pending", "bytes_copied")
-    }
+    spec = parse_job_spec(job["spec"])
+    runs = list(
+        map_run_records(services.s3, services.settings.report_bucket, f"{job_prefix(job_id)}map-run/")
+    )
+    lost = _record_lost_batches(runs, spec, services)
+    tally = ledger.tally(job_id)
+    read = _items_read(runs, services)
+    counts = tally.counts.to_dict()
     map_error = event.get("map_error")
-    status = _status(counts, map_error)
+    mismatch = read is not None and read != counts["objects"]
     summary: dict[str, Any] = {
         "job_id": job_id,
-        "status": status,
+        "status": _status(counts, map_error, mismatch),
         **counts,
-        "batches": int(job.get("batches", 0)),
+        "batches": tally.batches,
+        "lost_in_unfinished_batches": lost,
+        "objects_read_by_map": read,
         "started_at": job.get("started_at"),
         "source": job["spec"]["source"],
         "destination": job["spec"]["destination"],
@@ -138,14 +152,36 @@ def finalize(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
     summary_key, failures_key = reports.put_final(job_id, summary, ledger.failures(job_id))
     summary["report"] = reports.url(summary_key)
     summary["failures_report"] = reports.url(failures_key)
-    ledger.finish_job(job_id, status, summary)
-    if status != "SUCCEEDED":
+    ledger.finish_job(job_id, summary["status"], summary, tally)
+    if summary["status"] != "SUCCEEDED":
         summary["cause"] = _cause(summary)
     return summary
 
 
-def _status(counts: Mapping[str, int], map_error: Any) -> str:
-    if map_error:
+def _record_lost_batches(runs: list[MapRunRecord], spec: JobSpec, services: Services) -> int:
+    """Record as failed the objects of children that ended without recording them; returns
+    how many objects are counted failed that way."""
+    lost = 0
+    for run in runs:
+        for child in run.unfinished:
+            if child.items is None:  # the input was left out: the count check below says so
+                continue
+            recorded = record_lost_batch(services, spec, child.items, child.reason)
+            if recorded is not None:
+                lost += recorded.counts.failed
+    return lost
+
+
+def _items_read(runs: list[MapRunRecord], services: Services) -> int | None:
+    """Items the Map Run(s) read, or None where DescribeMapRun cannot tell."""
+    counts = [items_read(services.stepfunctions, run.map_run_arn) for run in runs]
+    if not counts or any(c is None for c in counts):
+        return None
+    return sum(c for c in counts if c is not None)
+
+
+def _status(counts: Mapping[str, int], map_error: Any, mismatch: bool) -> str:
+    if map_error or mismatch:
         return "FAILED"
     if counts["failed"] == 0 and counts["pending"] == 0:
         return "SUCCEEDED"
@@ -155,8 +191,21 @@ def _status(counts: Mapping[str, int], map_error: Any) -> str:
 
 
 def _cause(summary: Mapping[str, Any]) -> str:
-    parts = [f"{summary['failed']} of {summary['objects']} objects failed, {summary['pending']} pending"]
+    """One paragraph for the execution's failure: what went wrong first, then the counts."""
+    parts = []
     if summary.get("map_error"):
         parts.append(f"the Distributed Map stopped: {summary['map_error']['error']}")
+    read, objects = summary.get("objects_read_by_map"), summary["objects"]
+    if read is not None and read != objects:
+        parts.append(
+            f"the counts do not add up: the Map read {read} objects but the ledger accounts for {objects}"
+        )
+    counted = (
+        f"{summary['failed']} of {objects} objects failed, {summary['pending']} pending "
+        f"({summary['copied']} copied, {summary['skipped']} skipped)"
+    )
+    if summary.get("lost_in_unfinished_batches"):
+        counted += f"; {summary['lost_in_unfinished_batches']} of the failures are objects of batches that did not finish"
+    parts.append(counted)
     parts.append(f"failures: {summary['failures_report']}; summary: {summary['report']}")
     return "; ".join(parts)

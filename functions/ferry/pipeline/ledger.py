@@ -1,15 +1,22 @@
-"""The job's ledger in DynamoDB: one job item with counters, one item per failed object,
-one marker per recorded batch, and multipart checkpoints. No item per copied object (cost):
-their detail is in the job's report prefix in S3.
+"""The job's ledger in DynamoDB: one job item, one marker per recorded batch pass, one item per
+failed object, and multipart checkpoints. No item per copied object (cost): their detail is
+in the job's report prefix in S3.
 
-Counters must add up to the objects listed even when Step Functions retries a batch or two
-copies of a batch race. So a batch is recorded in one transaction that creates its marker
-(only if absent) and adds its counts to the job item: whoever creates the marker adds the
-counts; every other attempt adds nothing.
+Counts must add up to the objects listed even when Step Functions retries a batch or two
+copies of a batch race. So a batch pass is recorded by creating its marker, with its counts,
+only if absent: whoever creates the marker is the attempt that counts; every other attempt
+reads the marker and returns what it holds. The job's counts are the sum of its markers
+(`tally`), taken by Finalize and then stored on the job item.
+
+Why no counter on the job item: every batch adding to one item would make that item hot,
+and a transaction that touches it (marker + counters) is cancelled with TransactionConflict
+whenever another transaction is in flight on the same item, which botocore does not retry. At
+100 concurrent batches that turns copied objects into false failures. Markers are each
+written once, by one writer: nothing contends.
 
 Table layout (partition key `pk`, sort key `sk`, TTL attribute `expires_at`):
-    JOB#<id>   JOB              status, spec, times, counters
-    JOB#<id>   BATCH#<key>      attempt, report key, counts, failures_recorded
+    JOB#<id>   JOB              status, spec, times; counts once Finalize has summed them
+    JOB#<id>   BATCH#<key>      attempt, report key, counts, hand-over, failures_recorded
     JOB#<id>   FAIL#<hash>      bucket, key, version id, destination key, reason
     CKPT#<id>  CKPT             a multipart checkpoint (expires)
 """
@@ -40,10 +47,6 @@ _deserialize = TypeDeserializer().deserialize
 
 class JobExists(ConfigError):
     """A job id is used once: a second execution with it would mix two jobs' counts."""
-
-
-class JobMissing(FerryError):
-    """A batch arrived for a job that Prepare never created."""
 
 
 class BatchCounts(Counts):
@@ -109,11 +112,23 @@ class Failure:
 
 @dataclass
 class Recorded:
-    """The outcome of recording a batch: the counts that count (the first attempt's)."""
+    """The outcome of recording a batch pass: what the attempt that counts recorded."""
 
     counts: BatchCounts
     first: bool  # this call's results were the ones recorded
     report_key: str | None
+    handover: dict[str, list[int]]  # positions in the pass's items: "remaining", "large"
+
+
+@dataclass
+class Tally:
+    """A job's counts: the sum of its recorded markers."""
+
+    counts: BatchCounts
+    batches: int  # markers summed (batch passes and large objects)
+
+    def to_dict(self) -> dict[str, int]:
+        return {**self.counts.to_dict(), "batches": self.batches}
 
 
 class DynamoLedger:
@@ -133,10 +148,6 @@ class DynamoLedger:
             "spec": json.dumps(spec),
             "started_at": _now(),
             "execution_arn": execution_arn,
-            "batches": 0,
-            "objects": 0,
-            "bytes_copied": 0,
-            **dict.fromkeys(COUNTERS, 0),
         }
         try:
             self.client.put_item(
@@ -161,74 +172,95 @@ class DynamoLedger:
         job["spec"] = json.loads(job["spec"])
         return job
 
-    def finish_job(self, job_id: str, status: str, report: Mapping[str, Any]) -> None:
+    def finish_job(self, job_id: str, status: str, report: Mapping[str, Any], tally: Tally) -> None:
+        """The job's status, its report, and its counts as Finalize summed them."""
+        totals = tally.to_dict()
         self.client.update_item(
             TableName=self.table,
             Key=_item({"pk": _job(job_id), "sk": "JOB"}),
-            UpdateExpression="SET #s = :s, finished_at = :t, report = :r",
+            UpdateExpression="SET #s = :s, finished_at = :t, report = :r, "
+            + ", ".join(f"{name} = :{name}" for name in totals),
             ExpressionAttributeNames={"#s": "status"},
-            ExpressionAttributeValues=_item({":s": status, ":t": _now(), ":r": json.dumps(report)}),
+            ExpressionAttributeValues=_item(
+                {
+                    ":s": status,
+                    ":t": _now(),
+                    ":r": json.dumps(report),
+                    **{f":{k}": v for k, v in totals.items()},
+                }
+            ),
         )
 
     # -- batches ------------------------------------------------------------------------------
 
     def record_batch(
-        self, job_id: str, batch_key: str, counts: BatchCounts, *, attempt: str, report_key: str | None
+        self,
+        job_id: str,
+        batch_key: str,
+        counts: BatchCounts,
+        *,
+        attempt: str,
+        report_key: str | None,
+        handover: Mapping[str, list[int]] | None = None,
     ) -> Recorded:
-        """Add a batch's counts to the job once, whatever the number of attempts."""
+        """Record a batch pass once, whatever the number of attempts: the marker is created
+        only if absent; a later attempt gets the recorded attempt's counts and hand-over."""
+        handed = {name: list(positions) for name, positions in (handover or {}).items() if positions}
         marker = {
             "pk": _job(job_id),
             "sk": f"BATCH#{batch_key}",
             "attempt": attempt,
             "counts": counts.to_dict(),
+            "handover": handed,
             "failures_recorded": counts.failed == 0,
             "recorded_at": _now(),
             "expires_at": int(time.time()) + self.ttl_days * DAY,
         }
         if report_key:
             marker["report_key"] = report_key
-        values = {f":{name}": getattr(counts, name) for name in (*COUNTERS, "bytes_copied")}
-        values.update({":objects": counts.objects, ":one": 1})
         try:
-            self.client.transact_write_items(
-                TransactItems=[
-                    {
-                        "Put": {
-                            "TableName": self.table,
-                            "Item": _item(marker),
-                            "ConditionExpression": "attribute_not_exists(pk)",
-                        }
-                    },
-                    {
-                        "Update": {
-                            "TableName": self.table,
-                            "Key": _item({"pk": _job(job_id), "sk": "JOB"}),
-                            "UpdateExpression": "ADD "
-                            + ", ".join(f"{n} :{n}" for n in (*COUNTERS, "bytes_copied", "objects"))
-                            + ", batches :one",
-                            "ConditionExpression": "attribute_exists(pk)",
-                            "ExpressionAttributeValues": _item(values),
-                        }
-                    },
-                ]
+            self.client.put_item(
+                TableName=self.table, Item=_item(marker), ConditionExpression="attribute_not_exists(pk)"
             )
         except ClientError as error:
-            reasons = [r.get("Code") for r in error.response.get("CancellationReasons", [])]
-            if error_code(error) != "TransactionCanceledException" or "ConditionalCheckFailed" not in reasons:
+            if error_code(error) != "ConditionalCheckFailedException":
                 raise
-            if (
-                len(reasons) > 1
-                and reasons[1] == "ConditionalCheckFailed"
-                and reasons[0] != "ConditionalCheckFailed"
-            ):
-                raise JobMissing(
-                    f"job {job_id!r} has no record in the ledger: was it started by Prepare?"
-                ) from error
             existing = self.batch(job_id, batch_key)
             if existing is None:  # cannot happen: the condition failed because it exists
                 raise
-            return Recorded(BatchCounts.from_dict(existing["counts"]), False, existing.get("report_key"))
-        return Recorded(counts, True, report_key)
+            return Recorded(
+                BatchCounts.from_dict(existing["counts"]),
+                False,
+                existing.get("report_key"),
+                {k: list(v) for k, v in (existing.get("handover") or {}).items()},
+            )
+        return Recorded(counts, True, report_key, handed)
+
+    def tally(self, job_id: str) -> Tally:
+        """The job's counts: every recorded marker's counts, summed (strongly consistent)."""
+        total, batches = BatchCounts(), 0
+        for marker in self.batches(job_id, projection="counts"):
+            counts = BatchCounts.from_dict(marker.get("counts") or {})
+            for name in (*COUNTERS, "bytes_copied"):
+                setattr(total, name, getattr(total, name) + getattr(counts, name))
+            batches += 1
+        return Tally(total, batches)
+
+    def batches(
+        self, job_id: str, prefix: str = "", *, projection: str | None = None
+    ) -> Iterator[dict[str, Any]]:
+        """The job's batch markers whose key starts with `prefix`, in key order."""
+        extra = {"ProjectionExpression": projection} if projection else {}
+        paginator = self.client.get_paginator("query")
+        for page in paginator.paginate(
+            TableName=self.table,
+            KeyConditionExpression="pk = :pk AND begins_with(sk, :batch)",
+            ExpressionAttributeValues=_item({":pk": _job(job_id), ":batch": f"BATCH#{prefix}"}),
+            ConsistentRead=True,
+            **extra,
+        ):
+            for raw in page.get("Items", []):
+                yield _plain(raw)
 
     def batch(self, job_id: str, batch_key: str) -> dict[str, Any] | None:
         response = self.client.get_item(

@@ -1,0 +1,107 @@
+"""The Distributed Map's own record of a job, read back at Finalize: what the ledger cannot know.
+
+A child execution that fails outside its own Catch (CopyBatch and RecordFailure both failing,
+a timeout, an abort) records nothing, and batches that never started because the Map Run
+stopped record nothing either. The ResultWriter still lists them: under the job's map-run
+prefix it writes `<MapRunId>/manifest.json` naming `FAILED_n.json` (failed, timed out and
+aborted children) and `PENDING_n.json` (never started) files, each a JSON array of child
+records whose `Input` is the child's input as a JSON string: `{"Items": [...], "BatchInput":
+...}` (Step Functions developer guide, "ResultWriter"). DescribeMapRun's `itemCounts.total`
+is how many items the Map Run read, the number the job's counts must add up to (API
+reference, MapRunItemCounts: counts are of items, not of child executions).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+UNFINISHED = ("FAILED", "PENDING")  # result file groups whose children recorded nothing for sure
+
+
+@dataclass
+class UnfinishedChild:
+    """A child execution that did not succeed: its items, and what stopped it."""
+
+    status: str  # FAILED, TIMED_OUT, ABORTED (in FAILED files) or PENDING
+    items: list[Any] | None  # None when the result file left the input out
+    error: str | None = None
+    cause: str | None = None
+
+    @property
+    def reason(self) -> str:
+        if self.status == "PENDING":
+            return "never started: the Distributed Map stopped before this batch ran"
+        cause = _message(self.cause)
+        return f"the batch's child execution {self.status.lower()} ({self.error or 'no error given'}{': ' + cause if cause else ''})"
+
+
+@dataclass
+class MapRunRecord:
+    map_run_arn: str
+    manifest_key: str
+    unfinished: list[UnfinishedChild] = field(default_factory=list)
+
+
+def map_run_records(s3: Any, bucket: str, prefix: str) -> Iterator[MapRunRecord]:
+    """Every Map Run the ResultWriter recorded under `prefix` (normally one per job)."""
+    paginator = s3.get_paginator("list_objects_v2")
+    for page in paginator.paginate(Bucket=bucket, Prefix=prefix):
+        for entry in page.get("Contents", []):
+            if entry["Key"].endswith("/manifest.json"):
+                yield _read_manifest(s3, bucket, entry["Key"])
+
+
+def _read_manifest(s3: Any, bucket: str, key: str) -> MapRunRecord:
+    manifest = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+    record = MapRunRecord(manifest.get("MapRunArn", ""), key)
+    files = manifest.get("ResultFiles") or {}
+    for group in UNFINISHED:
+        for result_file in files.get(group) or []:
+            body = s3.get_object(Bucket=manifest.get("DestinationBucket") or bucket, Key=result_file["Key"])[
+                "Body"
+            ]
+            for child in json.loads(body.read()):
+                record.unfinished.append(_child(group, child))
+    return record
+
+
+def _child(group: str, child: dict[str, Any]) -> UnfinishedChild:
+    included = (child.get("InputDetails") or {}).get("Included", True)
+    items = None
+    if included and isinstance(child.get("Input"), str):
+        try:
+            items = json.loads(child["Input"]).get("Items")
+        except (ValueError, AttributeError):
+            items = None
+    status = child.get("Status") or group
+    return UnfinishedChild(
+        status, items if isinstance(items, list) else None, child.get("Error"), child.get("Cause")
+    )
+
+
+def items_read(stepfunctions: Any, map_run_arn: str) -> int | None:
+    """How many items the Map Run read (DescribeMapRun), or None when it cannot be asked."""
+    if stepfunctions is None or not map_run_arn:
+        return None
+    try:
+        return int(stepfunctions.describe_map_run(mapRunArn=map_run_arn)["itemCounts"]["total"])
+    except (ClientError, BotoCoreError, KeyError, TypeError, ValueError):
+        return None
+
+
+def _message(cause: str | None) -> str:
+    """A Lambda error's Cause is a JSON document; its errorMessage is what a person reads."""
+    if not cause:
+        return ""
+    try:
+        details = json.loads(cause)
+        if isinstance(details, dict) and details.get("errorMessage"):
+            return str(details["errorMessage"])[:300]
+    except ValueError:
+        pass
+    return cause[:300]
