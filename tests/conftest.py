@@ -8,11 +8,13 @@ meet (it refuses UploadPartCopy into an upload created with a checksum algorithm
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -279,3 +281,47 @@ def _atomic_moto_dynamodb(monkeypatch: pytest.MonkeyPatch) -> None:
                 return _original(self, *args, **kwargs)
 
         monkeypatch.setattr(DynamoDBBackend, name, locked)
+
+
+@pytest.fixture
+def dynamodb_transaction_conflicts(pipeline: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """DynamoDB cancels a transaction with TransactionConflict when another transaction is in
+    flight on one of its items (botocore does not retry it). moto applies transactions one at
+    a time and never conflicts; this gives it DynamoDB's rule: a transaction that reaches an
+    item another transaction is still writing is cancelled. Returns the conflicts raised."""
+    from moto.dynamodb.exceptions import TransactionCanceledException
+    from moto.dynamodb.models import DynamoDBBackend
+
+    original = DynamoDBBackend.transact_write_items
+    in_flight: set[str] = set()
+    guard = threading.Lock()
+    conflicts: list[str] = []
+
+    def item_keys(items: list[dict[str, Any]]) -> set[str]:
+        keys = set()
+        for entry in items:
+            (action,) = entry.values()
+            keys.add(
+                json.dumps([action.get("TableName"), action.get("Key") or action.get("Item")], sort_keys=True)
+            )
+        return keys
+
+    def conflicting(self: Any, transact_items: list[dict[str, Any]]) -> Any:
+        keys = item_keys(transact_items)
+        with guard:
+            if keys & in_flight:
+                conflicts.append(sorted(keys & in_flight)[0])
+                raise TransactionCanceledException(
+                    [("TransactionConflict", "Transaction is ongoing for the item", None)]
+                    * len(transact_items)
+                )
+            in_flight.update(keys)
+        try:
+            time.sleep(0.02)  # a transaction takes time on DynamoDB too: others can arrive meanwhile
+            return original(self, transact_items)
+        finally:
+            with guard:
+                in_flight.difference_update(keys)
+
+    monkeypatch.setattr(DynamoDBBackend, "transact_write_items", conflicting)
+    return conflicts

@@ -600,3 +600,80 @@ def test_a_finalize_that_fails_for_good_leaves_the_job_failed_not_running(parent
     job = parent.ledger_job("fin")
     assert job["status"] == "FAILED"
     assert "report bucket unreachable" in job["finalize_error"]
+
+
+def test_concurrent_batches_whose_ledger_writes_would_conflict_are_all_counted(
+    parent, dynamodb_transaction_conflicts
+) -> None:
+    """Issue 10, defect 1, end to end: 4 batches at a time under DynamoDB's transaction
+    conflict rule; nothing is recorded failed, every object is counted once."""
+    sources = put_sources(parent.pipeline.s3, "in/", 200)
+
+    described = parent.run(
+        {"source": {"bucket": "src", "prefix": "in/"}, "destination": {"bucket": "dst"}}, "busy"
+    )
+
+    assert_job_succeeded(parent, described, "busy", len(sources))
+    assert dynamodb_transaction_conflicts == []
+    assert_copied(parent.pipeline.s3, sources, "in/", "")
+
+
+def test_a_batch_is_split_by_max_input_bytes_per_batch(parent, monkeypatch) -> None:
+    """Long keys: MaxInputBytesPerBatch, not MaxItemsPerBatch, decides the batches."""
+    monkeypatch.setenv("FERRY_MAX_INPUT_BYTES_PER_BATCH", str(8 * 1024))
+    parent.pipeline.services.cache_clear()
+    sources = put_sources(parent.pipeline.s3, "in/" + "long-name-" * 40 + "/", 60)
+
+    described = parent.run(
+        {"source": {"bucket": "src", "prefix": "in/"}, "destination": {"bucket": "dst"}}, "bytes"
+    )
+
+    assert_job_succeeded(parent, described, "bytes", len(sources))
+    children = parent.harness.map_runs[-1].children
+    assert len(children) > math.ceil(len(sources) / MAX_ITEMS_PER_BATCH), [c.items for c in children]
+    assert all(len(json.dumps(c.input, separators=(",", ":")).encode()) <= 8 * 1024 for c in children)
+    assert sum(c.items for c in children) == len(sources)
+    assert_copied(parent.pipeline.s3, sources, "in/", "")
+
+
+def test_a_pass_that_hands_over_at_its_deadline_is_finished_by_later_passes(parent, monkeypatch) -> None:
+    """The first CopyBatch of every batch starts with less Lambda time left than its deadline
+    margin: it copies nothing and hands every object over; the next pass copies them."""
+    from conftest import FakeLambdaContext
+
+    calls: dict[str, int] = {}
+
+    def context(name: str, number: int) -> Any:
+        calls[name] = calls.get(name, 0) + 1
+        short = name == "copy-batch" and calls[name] <= math.ceil(LISTED / MAX_ITEMS_PER_BATCH)
+        return FakeLambdaContext(remaining_ms=1_000 if short else 900_000)
+
+    monkeypatch.setattr(parent.harness.lambdas, "context", context)
+    sources = put_sources(parent.pipeline.s3, "in/", 200)
+
+    described = parent.run(
+        {"source": {"bucket": "src", "prefix": "in/"}, "destination": {"bucket": "dst"}}, "late"
+    )
+
+    assert_job_succeeded(parent, described, "late", len(sources))
+    passes = [event.get("pass") for event in parent.harness.lambdas.called("copy-batch")]
+    assert passes.count(2) >= 1, passes
+    assert_copied(parent.pipeline.s3, sources, "in/", "")
+
+
+def test_the_same_job_run_twice_skips_everything_the_second_time(parent) -> None:
+    sources = put_sources(parent.pipeline.s3, "in/", 100)
+    spec = {"source": {"bucket": "src", "prefix": "in/"}, "destination": {"bucket": "dst", "prefix": "c/"}}
+    assert_job_succeeded(parent, parent.run(spec, "first"), "first", len(sources))
+
+    described = parent.run(spec, "second")
+
+    assert described["status"] == "SUCCEEDED", described
+    report = parent.report("second")
+    assert (report["objects"], report["copied"], report["skipped"], report["failed"]) == (
+        len(sources),
+        0,
+        len(sources),
+        0,
+    )
+    assert_copied(parent.pipeline.s3, sources, "in/", "c/")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from typing import Any
 
 import boto3
@@ -419,56 +418,13 @@ def test_a_pass_that_reaches_max_passes_fails_what_it_could_not_finish(pipeline,
     assert all(r.startswith(f"not finished after {max_passes} Lambda passes") for r in reasons)
 
 
-def _dynamodb_transaction_conflicts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """DynamoDB cancels a transaction with TransactionConflict when another transaction is in
-    flight on one of its items (botocore does not retry it). moto applies transactions one at
-    a time and never conflicts; this gives it DynamoDB's rule: a transaction that reaches an
-    item another transaction is still writing is cancelled. Returns the conflicts raised."""
-    from moto.dynamodb.exceptions import TransactionCanceledException
-    from moto.dynamodb.models import DynamoDBBackend
-
-    original = DynamoDBBackend.transact_write_items
-    in_flight: set[str] = set()
-    guard = threading.Lock()
-    conflicts: list[str] = []
-
-    def item_keys(items: list[dict[str, Any]]) -> set[str]:
-        keys = set()
-        for entry in items:
-            (action,) = entry.values()
-            keys.add(
-                json.dumps([action.get("TableName"), action.get("Key") or action.get("Item")], sort_keys=True)
-            )
-        return keys
-
-    def conflicting(self: Any, transact_items: list[dict[str, Any]]) -> Any:
-        keys = item_keys(transact_items)
-        with guard:
-            if keys & in_flight:
-                conflicts.append(sorted(keys & in_flight)[0])
-                raise TransactionCanceledException(
-                    [("TransactionConflict", "Transaction is ongoing for the item", None)]
-                    * len(transact_items)
-                )
-            in_flight.update(keys)
-        try:
-            time.sleep(0.02)  # a transaction takes time on DynamoDB too: others can arrive meanwhile
-            return original(self, transact_items)
-        finally:
-            with guard:
-                in_flight.difference_update(keys)
-
-    monkeypatch.setattr(DynamoDBBackend, "transact_write_items", conflicting)
-    return conflicts
-
-
 def test_concurrent_batches_count_every_object_when_dynamodb_transactions_conflict(
-    pipeline, monkeypatch
+    pipeline, dynamodb_transaction_conflicts
 ) -> None:
     """Issue 10, defect 1: every batch used to add its counts to the one job item in a
     transaction; concurrent transactions on that item are cancelled (TransactionConflict),
     and the Catch then records copied objects as failed. Batches must not contend."""
-    conflicts = _dynamodb_transaction_conflicts(monkeypatch)
+    conflicts = dynamodb_transaction_conflicts
     fill(pipeline.s3, 60)
     job = start_job(SPEC)
     items = listing_items(pipeline.s3, "src", "data/")
