@@ -4,6 +4,16 @@ Object actions go on `arn:aws:s3:::bucket/prefix*` only; `s3:ListBucket` goes on
 with an `s3:prefix` condition. Keys may hold characters IAM reads as wildcards or variables
 (`*`, `?`, `$`): they are escaped (`${*}`, `${?}`, `${$}`), so a prefix `a*` grants `a*...`
 and not `a...`.
+
+The condition is `StringLike`, not `StringLikeIfExists`: a ListObjectsV2 without a Prefix
+carries no `s3:prefix`, and IfExists would let it list the whole bucket. The price: S3 answers
+a GET or HEAD of a missing key with 403 instead of 404 unless the caller may list the bucket
+(HeadObject, "Permissions"), and such a request carries no `s3:prefix` either, so with
+`StringLike` it fails the condition (IAM condition operators: a key absent from the request
+makes every operator false but ...IfExists and Null). The code copes: every listing names a
+Prefix inside its configured location (tests/engine/test_bucket_scope.py), and skip-existing
+takes a 403 HEAD as "absent" only when a listing with the key as its prefix shows the key
+absent (engine/skip.py); any other 403 stays an access error.
 """
 
 from __future__ import annotations
@@ -31,6 +41,10 @@ DESTINATION_WRITE = (
     "s3:AbortMultipartUpload",
     "s3:ListMultipartUploadParts",
     "s3:DeleteObject",  # a copy that fails verification is removed
+    # Versioned destinations: the copy is verified (HeadObject) and, if unproved, removed
+    # (DeleteObject) by the VersionId it was written as: these need the version actions.
+    "s3:GetObjectVersion",
+    "s3:DeleteObjectVersion",
 )
 LEDGER_READ_WRITE = (
     "dynamodb:GetItem",
@@ -59,16 +73,9 @@ def object_arns(locations: Iterable[Location]) -> list[str]:
     return sorted({f"{bucket_arn(loc.bucket)}/{iam_escape(loc.prefix)}*" for loc in locations})
 
 
-def list_bucket_statements(
-    locations: Iterable[Location], *, sid: str, allow_missing_prefix: bool
-) -> list[iam.PolicyStatement]:
-    """`s3:ListBucket` per bucket, limited to the configured prefixes.
-
-    `allow_missing_prefix` (workers): S3 also checks ListBucket when a GET or HEAD names a
-    key that does not exist, to answer 404 rather than 403; that request carries no
-    `s3:prefix`, so the condition must let it through (`StringLikeIfExists`), or every
-    skip-existing check on a new destination key would fail as AccessDenied.
-    """
+def list_bucket_statements(locations: Iterable[Location], *, sid: str) -> list[iam.PolicyStatement]:
+    """`s3:ListBucket` per bucket, limited to the configured prefixes (`StringLike`: a listing
+    must name a Prefix inside them; see the module docstring for the 403 this implies)."""
     by_bucket: dict[str, set[str]] = {}
     for loc in locations:
         by_bucket.setdefault(loc.bucket, set()).add(loc.prefix)
@@ -76,8 +83,7 @@ def list_bucket_statements(
     for index, (bucket, prefixes) in enumerate(sorted(by_bucket.items())):
         conditions = None
         if "" not in prefixes:  # a whole bucket configured: no condition to add
-            operator = "StringLikeIfExists" if allow_missing_prefix else "StringLike"
-            conditions = {operator: {"s3:prefix": sorted(iam_escape(p) + "*" for p in prefixes)}}
+            conditions = {"StringLike": {"s3:prefix": sorted(iam_escape(p) + "*" for p in prefixes)}}
         statements.append(
             iam.PolicyStatement(
                 sid=f"{sid}{index}",

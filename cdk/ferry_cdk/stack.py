@@ -194,13 +194,15 @@ class FerryStack(cdk.Stack):
         sources, destinations = access.object_arns(s.sources), access.object_arns(s.destinations)
 
         prepare = functions["Prepare"]
-        for st in access.list_bucket_statements(
-            (*s.sources, *s.destinations), sid="ListConfiguredPrefixes", allow_missing_prefix=True
-        ):
+        for st in access.list_bucket_statements((*s.sources, *s.destinations), sid="ListConfiguredPrefixes"):
             prepare.add_to_role_policy(st)
         if s.manifests:
             prepare.add_to_role_policy(
                 statement("ReadManifests", ["s3:GetObject"], access.object_arns(s.manifests))
+            )
+        if s.manifest_kms_key_arns:
+            prepare.add_to_role_policy(
+                statement("DecryptManifests", ["kms:Decrypt"], s.manifest_kms_key_arns)
             )
         # The destination check opens a multipart upload and aborts it at once.
         prepare.add_to_role_policy(
@@ -231,10 +233,10 @@ class FerryStack(cdk.Stack):
         finalize.add_to_role_policy(
             statement("DescribeMapRuns", ["states:DescribeMapRun"], [self.map_run_arn_pattern])
         )
+        # The stack's own bucket holds only Ferry's reports: listed whole, so that a GET of a
+        # report not (yet) written answers 404 (NoSuchKey), not 403.
         for st in access.list_bucket_statements(
-            [Location(self.report_bucket.bucket_name, REPORTS_PREFIX)],
-            sid="ListReports",
-            allow_missing_prefix=True,
+            [Location(self.report_bucket.bucket_name)], sid="ListReports"
         ):
             finalize.add_to_role_policy(st)
 
@@ -245,9 +247,9 @@ class FerryStack(cdk.Stack):
         s = self.settings
         statements = [
             statement("ReadSources", SOURCE_READ, sources),
-            *access.list_bucket_statements(s.sources, sid="ListSources", allow_missing_prefix=True),
+            *access.list_bucket_statements(s.sources, sid="ListSources"),
             statement("WriteDestinations", DESTINATION_WRITE, destinations),
-            *access.list_bucket_statements(s.destinations, sid="ListDestinations", allow_missing_prefix=True),
+            *access.list_bucket_statements(s.destinations, sid="ListDestinations"),
             statement("Ledger", LEDGER_READ_WRITE, table),
             statement("Reports", BATCH_REPORTS, reports),
         ]
@@ -438,7 +440,7 @@ class FerryStack(cdk.Stack):
                 ["states:DescribeExecution", "states:StopExecution", "states:RedriveExecution"],
                 [children],
             ),
-            *access.list_bucket_statements(s.sources, sid="ItemReaderList", allow_missing_prefix=False),
+            *access.list_bucket_statements(s.sources, sid="ItemReaderList"),
             statement(
                 "ResultWriter",
                 ["s3:PutObject", "s3:GetObject", "s3:ListMultipartUploadParts", "s3:AbortMultipartUpload"],
@@ -467,9 +469,13 @@ class FerryStack(cdk.Stack):
             ),
         ]
         if s.manifests:
+            # A manifest, or an S3 Inventory's manifest.json and the data/*.csv.gz files it names
+            # (under the inventory's destination prefix): the `manifests` location covers both.
             statements.append(
                 statement("ItemReaderManifests", ["s3:GetObject"], access.object_arns(s.manifests))
             )
+        if s.manifest_kms_key_arns:
+            statements.append(statement("ItemReaderDecrypt", ["kms:Decrypt"], s.manifest_kms_key_arns))
         return statements
 
 

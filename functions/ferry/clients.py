@@ -11,7 +11,9 @@ import datetime
 import email.utils
 import functools
 import platform
+from collections.abc import Mapping
 from typing import Any
+from urllib.parse import unquote
 
 import boto3
 import botocore
@@ -120,6 +122,39 @@ def _add_request_payer(params: dict[str, Any], **_: Any) -> None:
     params.setdefault("headers", {})["x-amz-request-payer"] = "requester"
 
 
+def _copy_source_bucket(copy_source: Any) -> str | None:
+    """The bucket of a CopySource, as the caller gave it (a dict) or as botocore's own handler
+    left it ("bucket/key?versionId=..." URL-quoted); None for an access point ARN."""
+    if isinstance(copy_source, Mapping):
+        bucket = copy_source.get("Bucket")
+        return bucket if isinstance(bucket, str) else None
+    if isinstance(copy_source, str) and not copy_source.startswith("arn:"):
+        return unquote(copy_source.lstrip("/").split("/", 1)[0])
+    return None
+
+
+def _add_expected_owners(params: dict[str, Any], model: Any, owners: Mapping[str, str], **_: Any) -> None:
+    members = model.input_shape.members if model.input_shape is not None else {}
+    owner = owners.get(params.get("Bucket", ""))
+    if owner and "ExpectedBucketOwner" in members:
+        params.setdefault("ExpectedBucketOwner", owner)
+    if "ExpectedSourceBucketOwner" in members:
+        source_owner = owners.get(_copy_source_bucket(params.get("CopySource")) or "")
+        if source_owner:
+            params.setdefault("ExpectedSourceBucketOwner", source_owner)
+
+
+def expect_owners(client: Any, owners: Mapping[str, str]) -> None:
+    """Name each listed bucket's owning account on every request to it, of every operation
+    (`ExpectedBucketOwner`; `ExpectedSourceBucketOwner` on CopyObject and UploadPartCopy): S3
+    refuses the request with 403 if another account owns the bucket now. One hook on the
+    client, applied before botocore builds the request, so no call site can forget it.
+    """
+    if owners:
+        handler = functools.partial(_add_expected_owners, owners=dict(owners))
+        client.meta.events.register("before-parameter-build.s3", handler)
+
+
 def make_client(endpoint: Endpoint, pool_size: int = 64) -> Any:
     session = _session(endpoint.profile, endpoint.region)
     if endpoint.role_arn:
@@ -130,4 +165,5 @@ def make_client(endpoint: Endpoint, pool_size: int = 64) -> Any:
     if endpoint.requester_pays:
         # Every request of this side, of every operation, agrees to pay: one hook, no forgotten call.
         client.meta.events.register("before-call.s3", _add_request_payer)
+    expect_owners(client, dict(endpoint.bucket_owners))
     return client

@@ -53,6 +53,9 @@ class Endpoint:
     profile: str | None = None
     role_arn: str | None = None
     requester_pays: bool = False
+    # (bucket, 12-digit account id) pairs: every request to such a bucket names its owner, so a
+    # bucket deleted and re-created by another account is refused, not written to (clients.py).
+    bucket_owners: tuple[tuple[str, str], ...] = ()
 
     @property
     def partition(self) -> str:

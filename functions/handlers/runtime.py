@@ -14,6 +14,8 @@ from aws_lambda_powertools.logging.utils import copy_config_to_registered_logger
 from aws_lambda_powertools.metrics import MetricUnit
 from botocore.config import Config
 
+from ferry.clients import expect_owners
+from ferry.models import Endpoint
 from ferry.pipeline.batches import Services
 from ferry.pipeline.settings import WorkerSettings
 
@@ -28,11 +30,17 @@ _RETRIES = Config(retries={"max_attempts": 10, "mode": "adaptive"})
 
 @functools.cache
 def services() -> Services:
+    settings = WorkerSettings.from_environ()
+    s3 = boto3.client("s3", config=_RETRIES)
+    expect_owners(s3, settings.bucket_owners)  # Prepare's checks and the batch HEADs too
+    owned = Endpoint(bucket_owners=tuple(sorted(settings.bucket_owners.items())))
     return Services(
-        s3=boto3.client("s3", config=_RETRIES),
+        s3=s3,
         dynamodb=boto3.client("dynamodb", config=_RETRIES),
         stepfunctions=boto3.client("stepfunctions", config=_RETRIES),
-        settings=WorkerSettings.from_environ(),
+        settings=settings,
+        source=owned,
+        destination=owned,
     )
 
 

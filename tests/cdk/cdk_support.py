@@ -38,9 +38,10 @@ TEST_CONTEXT: dict[str, Any] = {
         {"bucket": "src-bucket", "prefix": "odd*?$/"},
         {"bucket": "src-whole"},
     ],
-    "destinations": [{"bucket": "dst-bucket", "prefix": "backup/"}],
-    "manifests": [{"bucket": "inventory-bucket", "prefix": "inventory/"}],
+    "destinations": [{"bucket": "dst-bucket", "prefix": "backup/", "owner": "222233334444"}],
+    "manifests": [{"bucket": "inventory-bucket", "prefix": "inventory/", "owner": "555566667777"}],
     "source_kms_key_arns": ["arn:aws:kms:us-east-1:111111111111:key/source-key"],
+    "manifest_kms_key_arns": ["arn:aws:kms:us-east-1:555566667777:key/inventory-key"],
     "destination_kms_key_arns": ["arn:aws:kms:eu-west-1:222222222222:key/destination-key"],
     "lambda_memory_mb": 3008,
     "max_items_per_batch": 200,  # the config file below overrides it

@@ -13,7 +13,7 @@ from botocore.exceptions import ClientError
 from ferry.engine.checksums import from_response
 from ferry.engine.dest_listing import ABSENT, Listed
 from ferry.engine.source import SourceInfo
-from ferry.errors import CopyFailed, describe, error_code
+from ferry.errors import CopyFailed, describe, error_code, is_access_denied
 from ferry.models import Compare, Target
 
 
@@ -82,6 +82,8 @@ def _head(client: Any, target: Target) -> dict[str, Any] | None:
     except ClientError as error:
         if error_code(error) in ("404", "NoSuchKey", "NotFound"):
             return None
+        if is_access_denied(error) and _listed_absent(client, target):
+            return None
         raise CopyFailed(
             describe(
                 error,
@@ -92,3 +94,21 @@ def _head(client: Any, target: Target) -> dict[str, Any] | None:
             )
             + "; or copy with --no-skip-existing"
         ) from error
+
+
+def _listed_absent(client: Any, target: Target) -> bool:
+    """Whether a listing proves the key absent, after its HEAD was refused.
+
+    S3 answers a HEAD of a missing key with 403, not 404, when the caller may not list the
+    bucket (HeadObject, "Permissions"), and Ferry's workers may list only under their
+    configured prefixes (`StringLike` on `s3:prefix`): a HEAD carries no `s3:prefix`, so for
+    IAM it asks to list without one. A listing whose prefix is the key itself is allowed, and
+    the key, if it exists, is the first it returns. Only a listing that succeeds and does not
+    show the key makes "absent"; any other answer leaves the 403 an access problem.
+    """
+    try:
+        page = client.list_objects_v2(Bucket=target.bucket, Prefix=target.key, MaxKeys=1)
+    except Exception:
+        return False
+    contents = page.get("Contents") or []
+    return not contents or contents[0].get("Key") != target.key

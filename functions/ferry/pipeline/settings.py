@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -20,6 +21,7 @@ from ferry.limits import GiB, MiB, format_size, parse_size
 
 ARCHITECTURES = ("arm64", "x86_64")
 RUNTIMES = ("python3.12", "python3.13")
+ACCOUNT_ID = re.compile(r"[0-9]{12}")
 MAX_BATCH_INPUT_BYTES = 256 * 1024  # Step Functions' ItemBatcher ceiling (and the state payload limit)
 FARGATE_SIZES = {  # vCPU units -> memory MiB Fargate accepts (a subset, the useful ones)
     256: (512, 1024, 2048),
@@ -34,26 +36,41 @@ FARGATE_SIZES = {  # vCPU units -> memory MiB Fargate accepts (a subset, the use
 
 @dataclass(frozen=True)
 class Location:
-    """A bucket and a key prefix: what the workers may read or write, and nothing else."""
+    """A bucket and a key prefix: what the workers may read or write, and nothing else.
+
+    `owner`, the 12-digit account id that owns the bucket, is sent with every request to it
+    (`ExpectedBucketOwner`): should the bucket be deleted and its name taken by another
+    account, S3 refuses the request instead of Ferry copying into, or deleting from, a
+    stranger's bucket.
+    """
 
     bucket: str
     prefix: str = ""
+    owner: str | None = None
 
     @classmethod
     def parse(cls, data: Any, where: str) -> Location:
         if isinstance(data, str):
             data = {"bucket": data}
         if not isinstance(data, Mapping) or not isinstance(data.get("bucket"), str) or not data["bucket"]:
-            raise ConfigError(f"{where}: give an object with a non-empty 'bucket' (and optional 'prefix')")
-        unknown = set(data) - {"bucket", "prefix"}
+            raise ConfigError(
+                f"{where}: give an object with a non-empty 'bucket' (and optional 'prefix', 'owner')"
+            )
+        unknown = set(data) - {"bucket", "prefix", "owner"}
         if unknown:
             raise ConfigError(
-                f"{where}: unknown field(s) {', '.join(sorted(unknown))}: use bucket and prefix"
+                f"{where}: unknown field(s) {', '.join(sorted(unknown))}: use bucket, prefix and owner"
             )
         prefix = data.get("prefix") or ""
         if not isinstance(prefix, str):
             raise ConfigError(f"{where}.prefix: must be a string")
-        return cls(data["bucket"], prefix)
+        owner = data.get("owner")
+        if owner is not None and not (isinstance(owner, str) and ACCOUNT_ID.fullmatch(owner)):
+            raise ConfigError(
+                f"{where}.owner: {owner!r} is not a 12-digit AWS account id; write the bucket "
+                'owner\'s account id as a string, e.g. "111122223333"'
+            )
+        return cls(data["bucket"], prefix, owner)
 
     def covers(self, bucket: str, key_or_prefix: str) -> bool:
         return bucket == self.bucket and key_or_prefix.startswith(self.prefix)
@@ -68,6 +85,7 @@ class PipelineSettings:
     manifests: tuple[Location, ...] = ()
     source_kms_key_arns: tuple[str, ...] = ()
     destination_kms_key_arns: tuple[str, ...] = ()
+    manifest_kms_key_arns: tuple[str, ...] = ()  # SSE-KMS manifests and S3 Inventory files
     lambda_memory_mb: int = 2048
     lambda_architecture: str = "arm64"
     lambda_runtime: str = "python3.13"
@@ -111,6 +129,21 @@ class PipelineSettings:
             raise ConfigError("sources: name at least one source bucket (and prefix) the workers may read")
         if not self.destinations:
             raise ConfigError("destinations: name at least one destination bucket (and prefix) to write")
+        self.bucket_owners  # noqa: B018 - refuses a bucket given two owners
+
+    @property
+    def bucket_owners(self) -> dict[str, str]:
+        """Each configured bucket that names its owner -> that account id (one per bucket)."""
+        owners: dict[str, str] = {}
+        for loc in (*self.sources, *self.destinations, *self.manifests):
+            if loc.owner is None:
+                continue
+            known = owners.setdefault(loc.bucket, loc.owner)
+            if known != loc.owner:
+                raise ConfigError(
+                    f"bucket {loc.bucket!r} is given two owners, {known} and {loc.owner}: a bucket has one owner"
+                )
+        return owners
 
     @classmethod
     def from_context(cls, data: Mapping[str, Any]) -> PipelineSettings:
@@ -129,7 +162,7 @@ class PipelineSettings:
                 if not isinstance(value, list):
                     raise ConfigError(f"{name}: must be a list of {{bucket, prefix}} objects")
                 values[name] = tuple(Location.parse(v, f"{name}[{i}]") for i, v in enumerate(value))
-            elif name in ("source_kms_key_arns", "destination_kms_key_arns"):
+            elif name in ("source_kms_key_arns", "destination_kms_key_arns", "manifest_kms_key_arns"):
                 if not isinstance(value, list) or not all(
                     isinstance(v, str) and v.startswith("arn:") for v in value
                 ):
@@ -184,6 +217,7 @@ class PipelineSettings:
             "FERRY_MAX_PASSES": str(self.max_passes),
             "FERRY_CHECKPOINT_TTL_DAYS": str(self.checkpoint_ttl_days),
             "FERRY_MEMORY_LIMIT": str(self.fargate_memory_limit if fargate else self.lambda_memory_limit),
+            "FERRY_BUCKET_OWNERS": json.dumps(self.bucket_owners, sort_keys=True),
         }
 
     @property
@@ -213,11 +247,12 @@ class WorkerSettings:
     max_passes: int
     checkpoint_ttl_days: int
     memory_limit: int
+    bucket_owners: dict[str, str] = field(default_factory=dict)  # bucket -> ExpectedBucketOwner
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> WorkerSettings:
         env = os.environ if environ is None else environ
-        names = {f.name: f"FERRY_{f.name.upper()}" for f in fields(cls)}
+        names = {f.name: f"FERRY_{f.name.upper()}" for f in fields(cls) if f.name != "bucket_owners"}
         names["table_name"] = "FERRY_TABLE"
         missing = [var for var in names.values() if var not in env]
         if missing:
@@ -225,6 +260,7 @@ class WorkerSettings:
         values: dict[str, Any] = {}
         for name, var in names.items():
             values[name] = env[var] if name in ("table_name", "report_bucket") else int(env[var])
+        values["bucket_owners"] = json.loads(env.get("FERRY_BUCKET_OWNERS") or "{}")
         return cls(**values)
 
     def batching(self) -> dict[str, int]:
