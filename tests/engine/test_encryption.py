@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 
 import pytest
 
@@ -59,6 +60,25 @@ def test_source_key_is_reused_only_on_the_same_endpoint_and_in_its_region():
     assert other_region.reusable_source_key(info(head)) is None
     other_endpoint = context(Endpoint(region="us-east-1"), Endpoint(endpoint_url="http://127.0.0.1:1"))
     assert other_endpoint.reusable_source_key(info(head)) is None
+
+
+def test_source_key_is_reused_only_where_the_caller_says_the_identity_may_write_with_it():
+    """The pipeline names the keys its workers may encrypt with; its endpoints name no region,
+    so the destination client's region stands for the destination's."""
+    head = {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": KEY}
+    allowed = context(Endpoint(region="us-east-1"), Endpoint(region="us-east-1"))
+    allowed.reusable_kms_keys = frozenset({KEY})
+    assert allowed.reusable_source_key(info(head)) == KEY
+    decrypt_only = context(Endpoint(region="us-east-1"), Endpoint(region="us-east-1"))
+    decrypt_only.reusable_kms_keys = frozenset()
+    assert decrypt_only.reusable_source_key(info(head)) is None
+
+    workers = context(Endpoint(), Endpoint())
+    workers.reusable_kms_keys = frozenset({KEY})
+    workers.dest_client = SimpleNamespace(meta=SimpleNamespace(region_name="eu-west-1"))
+    assert workers.reusable_source_key(info(head)) is None  # a us-east-1 key cannot encrypt there
+    workers.dest_client = SimpleNamespace(meta=SimpleNamespace(region_name="us-east-1"))
+    assert workers.reusable_source_key(info(head)) == KEY
 
 
 def test_kms_source_landing_without_kms_is_reported():
