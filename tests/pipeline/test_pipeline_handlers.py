@@ -493,3 +493,92 @@ def test_failures_jsonl_is_streamed_not_built_in_memory(pipeline) -> None:
     assert at_first_part[0] < total / 2, f"{at_first_part[0]} of {total} failures read before the first part"
     lines = s3.get_object(Bucket=PIPELINE_REPORTS, Key=failures_key)["Body"].read().splitlines()
     assert len(lines) == total and json.loads(lines[-1])["key"].startswith(f"data/{total - 1:07}")
+
+
+# -- SSE-KMS: a source key is reused only where the workers may write with it ------------------
+
+SOURCE_KEY = "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-3333-4444-source000001"
+OTHER_REGION_KEY = "arn:aws:kms:eu-west-1:123456789012:key/11111111-2222-3333-4444-eusource0001"
+
+
+def configure_destination_keys(pipeline: Any, monkeypatch: pytest.MonkeyPatch, keys: tuple[str, ...]) -> None:
+    """The workers' environment as the CDK app writes it for these destination_kms_key_arns."""
+    from dataclasses import replace
+
+    settings = replace(pipeline.settings, destination_kms_key_arns=keys)
+    for name, value in settings.worker_environment().items():
+        monkeypatch.setenv(name, value)
+    pipeline.services.cache_clear()
+
+
+def copy_kms_source(pipeline: Any, key_id: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """One SSE-KMS source object copied by a batch; the destination's HEAD and its report line."""
+    pipeline.s3.put_bucket_encryption(
+        Bucket="dst",
+        ServerSideEncryptionConfiguration={
+            "Rules": [{"ApplyServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+        },
+    )
+    pipeline.s3.put_object(
+        Bucket="src",
+        Key="data/secret.txt",
+        Body=b"secret",
+        ServerSideEncryption="aws:kms",
+        SSEKMSKeyId=key_id,
+    )
+    job = start_job(SPEC)
+    result = copy_batch.handler(
+        {"job": job, "items": listing_items(pipeline.s3, "src", "data/"), "pass": 1}, FakeLambdaContext()
+    )
+    assert result["counts"]["copied"] == 1
+    (report,) = pipeline.s3.list_objects_v2(Bucket=PIPELINE_REPORTS, Prefix="jobs/exec-1/objects/")[
+        "Contents"
+    ]
+    (line,) = pipeline.s3.get_object(Bucket=PIPELINE_REPORTS, Key=report["Key"])["Body"].read().splitlines()
+    return pipeline.s3.head_object(Bucket="dst", Key="copy/secret.txt"), json.loads(line)
+
+
+def test_a_kms_source_key_not_configured_for_destinations_is_not_reused(pipeline) -> None:
+    """The workers hold only kms:Decrypt on source keys: writing with one would be denied."""
+    head, line = copy_kms_source(pipeline, SOURCE_KEY)
+
+    assert head.get("SSEKMSKeyId") != SOURCE_KEY
+    assert head["ServerSideEncryption"] == "AES256"  # the destination bucket's default
+    assert "destination bucket's default (AES256)" in line["note"]
+
+
+def test_a_kms_source_key_configured_for_destinations_is_kept(pipeline, monkeypatch) -> None:
+    configure_destination_keys(pipeline, monkeypatch, (SOURCE_KEY,))
+    head, line = copy_kms_source(pipeline, SOURCE_KEY)
+
+    assert (head["ServerSideEncryption"], head["SSEKMSKeyId"]) == ("aws:kms", SOURCE_KEY)
+    assert line.get("note") is None
+
+
+def test_a_kms_source_key_of_another_region_is_not_sent_to_the_destinations_region(
+    pipeline, monkeypatch
+) -> None:
+    """A KMS key is regional: listed for destinations or not, a key of eu-west-1 cannot encrypt
+    in the workers' (and destination's) us-east-1."""
+    configure_destination_keys(pipeline, monkeypatch, (OTHER_REGION_KEY,))
+    head, line = copy_kms_source(pipeline, OTHER_REGION_KEY)
+
+    assert head.get("SSEKMSKeyId") != OTHER_REGION_KEY
+    assert head["ServerSideEncryption"] == "AES256"
+    assert "destination bucket's default (AES256)" in line["note"]
+
+
+def test_prepare_refuses_a_kms_key_id_the_workers_may_not_write_with(pipeline, monkeypatch) -> None:
+    configure_destination_keys(pipeline, monkeypatch, (SOURCE_KEY,))
+    other = "arn:aws:kms:us-east-1:123456789012:key/99999999-2222-3333-4444-notconfigured"
+
+    refused = start_job({**SPEC, "options": {"kms_key_id": other}})
+
+    assert set(refused) == {"rejected"}
+    assert refused["rejected"].startswith("options.kms_key_id:"), refused["rejected"]
+    assert other in refused["rejected"] and "destination_kms_key_arns" in refused["rejected"]
+    assert DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).job("exec-1") is None
+
+    accepted = start_job({**SPEC, "options": {"kms_key_id": SOURCE_KEY}}, name="exec-2")
+    assert "rejected" not in accepted
+    assert pipeline.s3.list_multipart_uploads(Bucket="dst").get("Uploads", []) == []  # probes aborted

@@ -23,12 +23,17 @@ CONTENT_HEADERS = (
 
 
 def encryption_args(info: SourceInfo, policy: CopyPolicy, source_key: str | None) -> dict[str, Any]:
-    """A configured destination key wins; otherwise keep the source's kind of encryption.
+    """A configured destination key wins; otherwise an SSE-KMS source may keep its key.
 
     An SSE-KMS source keeps its own key where that key can serve the destination (`source_key`,
-    same endpoint and region); elsewhere no header is sent, so the destination bucket's default
-    encryption and key apply (`aws:kms` without a key id would mean the AWS-managed `aws/s3`
-    key, which bucket policies often forbid and other accounts cannot use).
+    see TransferContext.reusable_source_key); elsewhere no header is sent, so the destination
+    bucket's default encryption and key apply (`aws:kms` without a key id would mean the
+    AWS-managed `aws/s3` key, which bucket policies often forbid and other accounts cannot use).
+
+    An SSE-S3 source sends no header either: S3 encrypts a new object or copy that states no
+    encryption with the destination bucket's default, which is at least SSE-S3 on every bucket
+    (CopyObject `ServerSideEncryption` in the S3 API reference). An explicit `AES256` would
+    override a bucket's default SSE-KMS, and be refused where a bucket policy requires aws:kms.
     """
     if policy.dest_kms_key_id:
         return {"ServerSideEncryption": "aws:kms", "SSEKMSKeyId": policy.dest_kms_key_id}
@@ -40,8 +45,6 @@ def encryption_args(info: SourceInfo, policy: CopyPolicy, source_key: str | None
         if info.head.get("BucketKeyEnabled"):
             args["BucketKeyEnabled"] = True
         return args
-    if encryption == "AES256":
-        return {"ServerSideEncryption": "AES256"}
     return {}
 
 

@@ -33,6 +33,10 @@ class TransferContext:
     # Set once a listed object turned out to need another request than the listing allowed
     # (its encryption): later server-side copies of the run start from a HEAD again.
     listing_copies_off: threading.Event = field(default_factory=threading.Event)
+    # The KMS keys the destination identity may write with (kms:GenerateDataKey), when the
+    # caller knows them (the pipeline's `destination_kms_key_arns`). None: not known, and a
+    # source key on the same endpoint and in its region is presumed usable (the CLI's case).
+    reusable_kms_keys: frozenset[str] | None = None
 
     def __post_init__(self) -> None:
         # Part buffers are reused, and the pool keeps no more than the memory limit.
@@ -46,17 +50,27 @@ class TransferContext:
         """The source's KMS key, if the destination can be encrypted with it too.
 
         KMS keys are regional and live in one account: only a copy on the same endpoint into
-        the key's own region can keep it. A wrong guess fails with a KMS reason, never silently.
+        the key's own region can keep it, and only by an identity allowed to write with it
+        (`reusable_kms_keys`, where known: reading needs only kms:Decrypt). Otherwise None: the
+        destination bucket's default applies, and the result's note says so where that is not
+        KMS. A wrong guess fails with a KMS reason, never silently.
         """
         key = info.head.get("SSEKMSKeyId")
         if not key or self.source.endpoint_url != self.destination.endpoint_url:
             return None
+        if self.reusable_kms_keys is not None and key not in self.reusable_kms_keys:
+            return None
         fields = key.split(":")
         key_region = fields[3] if key.startswith("arn:") and len(fields) > 3 else None
-        dest_region = self.destination.region or self.source.region
+        dest_region = self.destination.region or self.source.region or self._dest_client_region()
         if key_region and dest_region and key_region != dest_region:
             return None
         return key
+
+    def _dest_client_region(self) -> str | None:
+        """Where the destination client sends requests when no endpoint names a region (the
+        pipeline's workers: their own region, where the stack's destinations are)."""
+        return getattr(getattr(self.dest_client, "meta", None), "region_name", None)
 
     def upload_algorithm(self, info: SourceInfo) -> str:
         """The caller's choice; else the source's own full-object CRC, so the two can be compared."""

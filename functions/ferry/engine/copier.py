@@ -12,7 +12,7 @@ import os
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -71,7 +71,9 @@ class Copier:
 
     `concurrency` is how many objects are copied at once; `part_concurrency` how many parts
     run at once across all of them; `memory_limit` caps object bytes held in memory by
-    streaming copies (part size x parts in flight).
+    streaming copies (part size x parts in flight). `reusable_kms_keys` names the KMS keys the
+    destination identity may encrypt with, where the caller knows them: an SSE-KMS source keeps
+    its key only if it is one of them (see TransferContext.reusable_source_key).
     """
 
     def __init__(
@@ -86,6 +88,7 @@ class Copier:
         checkpoints: CheckpointStore | None = None,
         source_client: Any = None,
         dest_client: Any = None,
+        reusable_kms_keys: Collection[str] | None = None,
     ) -> None:
         self.policy = policy or CopyPolicy()
         self.concurrency = concurrency
@@ -102,6 +105,7 @@ class Copier:
             part_concurrency=self.part_concurrency,
             memory=ByteBudget(memory_limit),
             checkpoints=checkpoints,
+            reusable_kms_keys=frozenset(reusable_kms_keys) if reusable_kms_keys is not None else None,
         )
         self._server_side_denied = threading.Event()
 

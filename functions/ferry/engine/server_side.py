@@ -314,7 +314,10 @@ def _verified_copy(
 
 
 def _written_size(ctx: TransferContext, target: Target, version_id: str | None) -> int:
-    args = {"VersionId": version_id} if version_id else {}
+    """The copy's size, from a HEAD of the version just written. A `null` version id (an
+    unversioned bucket, as moto reports it) names the object itself: it is not sent, as
+    elsewhere in the engine, since some servers refuse `versionId=null`."""
+    args = {"VersionId": version_id} if version_id and version_id != "null" else {}
     try:
         head = ctx.dest_client.head_object(Bucket=target.bucket, Key=target.key, **args)
     except Exception as error:

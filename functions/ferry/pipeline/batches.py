@@ -61,6 +61,9 @@ class Services:
             policy,
             memory_limit=self.settings.memory_limit,
             checkpoints=checkpoints,
+            # The workers hold only kms:Decrypt on source keys: a source key is reused only
+            # where the stack lets them encrypt with it too.
+            reusable_kms_keys=self.settings.destination_kms_key_arns,
         )
 
 

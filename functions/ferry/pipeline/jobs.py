@@ -81,6 +81,45 @@ def check_access(spec: JobSpec, services: Services) -> None:
         key=probe,
         side="destination",
     )
+    _check_kms_key(spec, services)
+
+
+def _check_kms_key(spec: JobSpec, services: Services) -> None:
+    """A job's kms_key_id must be one the workers may encrypt with, and must work there.
+
+    The stack grants kms:GenerateDataKey only on `destination_kms_key_arns` (IAM matches the
+    key's ARN), so any other key would fail every object after the fan-out. A multipart upload
+    opened with the key (and aborted) makes S3 ask KMS for a data key at once: it proves the
+    grant, the key policy and that the key lives in the destination's region.
+    """
+    key_id = spec.options.policy.dest_kms_key_id
+    if not key_id:
+        return
+    configured = services.settings.destination_kms_key_arns
+    if key_id not in configured:
+        listed = ", ".join(configured) if configured else "none"
+        raise AccessCheckFailed(
+            f"options.kms_key_id: {key_id} is not among the keys the workers may encrypt with "
+            f"(destination_kms_key_arns: {listed}); give one of those key ARNs, or add this "
+            "key's ARN to destination_kms_key_arns in cdk.json and deploy again"
+        )
+    s3, dest_bucket = services.s3, spec.destination_bucket
+    probe = f"{spec.destination_prefix}.ferry-kms-check"
+
+    def can_encrypt() -> None:
+        upload = s3.create_multipart_upload(
+            Bucket=dest_bucket, Key=probe, ServerSideEncryption="aws:kms", SSEKMSKeyId=key_id
+        )
+        s3.abort_multipart_upload(Bucket=dest_bucket, Key=probe, UploadId=upload["UploadId"])
+
+    _ask(
+        can_encrypt,
+        f"options.kms_key_id: cannot encrypt s3://{dest_bucket}/{spec.destination_prefix} with {key_id}",
+        action="s3:PutObject with SSE-KMS",
+        bucket=dest_bucket,
+        key=probe,
+        side="destination",
+    )
 
 
 def _check_inventory(s3: Any, bucket: str, key: str) -> None:

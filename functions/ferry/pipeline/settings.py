@@ -218,6 +218,10 @@ class PipelineSettings:
             "FERRY_CHECKPOINT_TTL_DAYS": str(self.checkpoint_ttl_days),
             "FERRY_MEMORY_LIMIT": str(self.fargate_memory_limit if fargate else self.lambda_memory_limit),
             "FERRY_BUCKET_OWNERS": json.dumps(self.bucket_owners, sort_keys=True),
+            # The keys the workers may encrypt with (the stack grants kms:GenerateDataKey on
+            # them): an SSE-KMS source keeps its key only if it is one, and Prepare refuses a
+            # job's kms_key_id that is not. Comma-separated (an ARN has no comma).
+            "FERRY_DESTINATION_KMS_KEY_ARNS": ",".join(self.destination_kms_key_arns),
         }
 
     @property
@@ -248,6 +252,7 @@ class WorkerSettings:
     checkpoint_ttl_days: int
     memory_limit: int
     bucket_owners: dict[str, str] = field(default_factory=dict)  # bucket -> ExpectedBucketOwner
+    destination_kms_key_arns: tuple[str, ...] = ()
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> WorkerSettings:
@@ -259,7 +264,12 @@ class WorkerSettings:
             raise ConfigError(f"worker environment lacks {', '.join(missing)}: deploy it with the CDK app")
         values: dict[str, Any] = {}
         for name, var in names.items():
-            values[name] = env[var] if name in ("table_name", "report_bucket") else int(env[var])
+            if name in ("table_name", "report_bucket"):
+                values[name] = env[var]
+            elif name == "destination_kms_key_arns":
+                values[name] = tuple(arn for arn in env[var].split(",") if arn)
+            else:
+                values[name] = int(env[var])
         values["bucket_owners"] = json.loads(env.get("FERRY_BUCKET_OWNERS") or "{}")
         return cls(**values)
 
