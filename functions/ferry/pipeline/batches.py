@@ -22,6 +22,7 @@ from typing import Any
 from ferry.clients import make_client
 from ferry.engine.copier import Copier, deadline_in
 from ferry.jobspec import parse_job_spec
+from ferry.limits import MiB
 from ferry.models import CopyPolicy, CopyResult, Endpoint, SourceObject, Status, Target
 from ferry.pipeline.items import Planned, plan_item
 from ferry.pipeline.job_reports import JobReports
@@ -59,6 +60,7 @@ class Services:
             policy,
             memory_limit=self.settings.memory_limit,
             checkpoints=checkpoints,
+            single_request_rate=self.settings.copy_object_mib_per_second * MiB,
         )
 
 

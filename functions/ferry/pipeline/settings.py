@@ -78,6 +78,7 @@ class PipelineSettings:
     large_object_threshold: int = 10 * GiB
     deadline_margin_seconds: int = 90
     max_passes: int = 50
+    copy_object_mib_per_second: int = 16  # cross-region-safe; see ferry.engine.copier
     fargate_cpu: int = 2048
     fargate_memory_mb: int = 4096
     fargate_spot: bool = True
@@ -99,6 +100,7 @@ class PipelineSettings:
         _check_range("large_object_threshold", self.large_object_threshold, 16 * MiB, 5 * 1024 * GiB)
         _check_range("deadline_margin_seconds", self.deadline_margin_seconds, 10, 600)
         _check_range("max_passes", self.max_passes, 1, 1000)
+        _check_range("copy_object_mib_per_second", self.copy_object_mib_per_second, 1, 10_000)
         _check_range("fargate_max_concurrency", self.fargate_max_concurrency, 1, 1000)
         _check_range("checkpoint_ttl_days", self.checkpoint_ttl_days, 1, 365)
         _check_range("report_retention_days", self.report_retention_days, 1, 3650)
@@ -182,6 +184,7 @@ class PipelineSettings:
             "FERRY_LARGE_OBJECT_THRESHOLD": str(self.large_object_threshold),
             "FERRY_DEADLINE_MARGIN_SECONDS": str(self.deadline_margin_seconds),
             "FERRY_MAX_PASSES": str(self.max_passes),
+            "FERRY_COPY_OBJECT_MIB_PER_SECOND": str(self.copy_object_mib_per_second),
             "FERRY_CHECKPOINT_TTL_DAYS": str(self.checkpoint_ttl_days),
             "FERRY_MEMORY_LIMIT": str(self.fargate_memory_limit if fargate else self.lambda_memory_limit),
         }
@@ -213,6 +216,7 @@ class WorkerSettings:
     max_passes: int
     checkpoint_ttl_days: int
     memory_limit: int
+    copy_object_mib_per_second: int
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> WorkerSettings:
