@@ -247,3 +247,46 @@ def test_a_batch_whose_lambda_keeps_failing_is_recorded_as_failed(pipeline, chil
     failures = list(DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).failures("job-1"))
     assert sorted(f.key for f in failures) == ["f/0", "f/1", "f/2"]
     assert all("RuntimeError" in f.reason or "disk on fire" in f.reason for f in failures), failures[0].reason
+
+
+# What Lambda reports when a function runs out of time: Step Functions' lambda:invoke task fails
+# with the function error's errorType as its error name, `Sandbox.Timedout`.
+SandboxTimedout = type("Sandbox.Timedout", (Exception,), {})
+
+
+def test_a_pass_killed_by_the_lambda_timeout_is_retried_and_counted_once(
+    pipeline, child, monkeypatch
+) -> None:
+    """The first CopyBatch invocation copies the batch, then the Lambda's timeout kills it before
+    it records anything (Sandbox.Timedout). The task is retried: the retry finds the copies at
+    the destination (skipped), records the pass, and every object is counted exactly once."""
+    for n in range(6):
+        pipeline.s3.put_object(Bucket="src", Key=f"t/{n}", Body=b"y" * (n + 1))
+    job = start_job({"source": {"bucket": "src", "prefix": "t/"}, "destination": {"bucket": "dst"}})
+    from ferry.pipeline import batches
+
+    real_record = batches.record
+    killed: list[str] = []
+
+    def record_unless_killed(services: Any, job_id: str, batch_key: str, results: Any) -> Any:
+        if not killed:
+            killed.append(batch_key)
+            raise SandboxTimedout("RequestId: 1 Error: Task timed out after 900.00 seconds")
+        return real_record(services, job_id, batch_key, results)
+
+    monkeypatch.setattr(batches, "record", record_unless_killed)
+
+    described = child.run(items_of(pipeline.s3, "src", "t/"), job)
+
+    assert described["status"] == "SUCCEEDED", described
+    assert [name for name, _ in child.calls] == ["copy-batch", "copy-batch"], "retried, not recorded failed"
+    output = json.loads(described["output"])
+    counts = output["counts"]
+    assert (counts["objects"], counts["failed"], counts["pending"]) == (6, 0, 0), counts
+    assert counts["copied"] + counts["skipped"] == 6, counts
+    ledger = DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE)
+    recorded = ledger.job("job-1")
+    assert (recorded["objects"], recorded["failed"], recorded["batches"]) == (6, 0, 1)
+    assert list(ledger.failures("job-1")) == []
+    keys = {o["Key"] for o in pipeline.s3.list_objects_v2(Bucket="dst")["Contents"]}
+    assert keys == {str(n) for n in range(6)}
