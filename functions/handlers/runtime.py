@@ -22,7 +22,11 @@ from ferry.pipeline.settings import WorkerSettings
 SERVICE, NAMESPACE = "ferry", "Ferry"
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
-tracer = Tracer(service=SERVICE)
+# Trace the handlers, not every request: Powertools' Tracer patches all X-Ray-supported
+# libraries by default, botocore included ("By default, it patches all available libraries
+# supported by X-Ray SDK", Powertools Tracer API reference), which wraps each of a batch's
+# thousands of S3 calls in a subsegment. auto_patch=False keeps capture_lambda_handler only.
+tracer = Tracer(service=SERVICE, auto_patch=False)
 copy_config_to_registered_loggers(source_logger=logger, include={"ferry"}, log_level=logging.INFO)
 
 _RETRIES = Config(retries={"max_attempts": 10, "mode": "adaptive"})

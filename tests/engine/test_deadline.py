@@ -276,3 +276,30 @@ def test_object_that_cannot_finish_before_the_deadline_is_not_started(versitygw,
         "not started: would not finish before the deadline",
     )
     assert later.status == Status.COPIED
+
+
+def test_a_copy_object_is_budgeted_at_a_cross_region_rate_not_100_mib_per_second(
+    versitygw, vgw_buckets
+) -> None:
+    """One CopyObject of up to 5 GiB cannot be checkpointed, so the deadline gate starts it only
+    if it can finish. Across regions a CopyObject can run at tens of MiB/s: with 200 s left, a
+    listed 5 GiB object (1 + 5120/100 = 52 s at the old 100 MiB/s) must not be started at the
+    default rate, and is started when the caller says its copies run at 1 GiB/s."""
+    src, dst = vgw_buckets
+    versitygw.client.put_object(Bucket=src, Key="k", Body=b"x" * 1024)
+    listed = SourceObject(src, "k", size=5 * 1024 * MiB, etag='"0123456789abcdef"', storage_class="STANDARD")
+    policy = CopyPolicy(mode="server-side", skip_existing=False, multipart_threshold=5 * 1024 * MiB)
+
+    with Copier(versitygw.endpoint, versitygw.endpoint, policy) as copier:
+        gated = copier.copy(listed, Target(dst, "k"), deadline=deadline_in(200))
+    assert (gated.status, gated.reason) == (
+        Status.PENDING,
+        "not started: would not finish before the deadline",
+    )
+    assert gated.handed_over
+
+    fast = 1024 * MiB
+    with Copier(versitygw.endpoint, versitygw.endpoint, policy, single_request_rate=fast) as copier:
+        started = copier.copy(listed, Target(dst, "k"), deadline=deadline_in(200))
+    assert started.reason != "not started: would not finish before the deadline", started
+    assert not started.handed_over

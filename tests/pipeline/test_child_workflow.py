@@ -247,3 +247,177 @@ def test_a_batch_whose_lambda_keeps_failing_is_recorded_as_failed(pipeline, chil
     failures = list(DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).failures("job-1"))
     assert sorted(f.key for f in failures) == ["f/0", "f/1", "f/2"]
     assert all("RuntimeError" in f.reason or "disk on fire" in f.reason for f in failures), failures[0].reason
+
+
+# What Lambda reports when a function runs out of time: Step Functions' lambda:invoke task fails
+# with the function error's errorType as its error name, `Sandbox.Timedout`.
+SandboxTimedout = type("Sandbox.Timedout", (Exception,), {})
+
+
+def test_a_pass_killed_by_the_lambda_timeout_is_retried_and_counted_once(
+    pipeline, child, monkeypatch
+) -> None:
+    """The first CopyBatch invocation copies the batch, then the Lambda's timeout kills it before
+    it records anything (Sandbox.Timedout). The task is retried: the retry finds the copies at
+    the destination (skipped), records the pass, and every object is counted exactly once."""
+    for n in range(6):
+        pipeline.s3.put_object(Bucket="src", Key=f"t/{n}", Body=b"y" * (n + 1))
+    job = start_job({"source": {"bucket": "src", "prefix": "t/"}, "destination": {"bucket": "dst"}})
+    from ferry.pipeline import batches
+
+    real_record = batches.record
+    killed: list[str] = []
+
+    def record_unless_killed(services: Any, job_id: str, batch_key: str, results: Any) -> Any:
+        if not killed:
+            killed.append(batch_key)
+            raise SandboxTimedout("RequestId: 1 Error: Task timed out after 900.00 seconds")
+        return real_record(services, job_id, batch_key, results)
+
+    monkeypatch.setattr(batches, "record", record_unless_killed)
+
+    described = child.run(items_of(pipeline.s3, "src", "t/"), job)
+
+    assert described["status"] == "SUCCEEDED", described
+    assert [name for name, _ in child.calls] == ["copy-batch", "copy-batch"], "retried, not recorded failed"
+    output = json.loads(described["output"])
+    counts = output["counts"]
+    assert (counts["objects"], counts["failed"], counts["pending"]) == (6, 0, 0), counts
+    assert counts["copied"] + counts["skipped"] == 6, counts
+    ledger = DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE)
+    recorded = ledger.job("job-1")
+    assert (recorded["objects"], recorded["failed"], recorded["batches"]) == (6, 0, 1)
+    assert list(ledger.failures("job-1")) == []
+    keys = {o["Key"] for o in pipeline.s3.list_objects_v2(Bucket="dst")["Contents"]}
+    assert keys == {str(n) for n in range(6)}
+
+
+# -- payload sizes at the limits -------------------------------------------------------------
+
+STATE_PAYLOAD_LIMIT = 262_144  # Step Functions: 256 KiB per state input or output, as UTF-8
+MAX_CAUSE = 32_768  # Step Functions: an error's Cause is at most 32,768 characters
+
+
+def batch_input_for(job: dict[str, Any]) -> Any:
+    """What the parent's ItemBatcher puts in BatchInput for this job, evaluated by moto itself
+    (a Pass state whose Parameters are statemachine/ferry.asl.json's BatchInput)."""
+    from ferry_cdk.definition import PARENT_FILE, read
+
+    maps = [s for s in read(PARENT_FILE)["States"].values() if s.get("Type") == "Map"]
+    templates = [m["ItemBatcher"]["BatchInput"] for m in maps]
+    assert len(maps) == 4 and all(t == templates[0] for t in templates), "every Map hands the child the same"
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    pass_only = {"StartAt": "P", "States": {"P": {"Type": "Pass", "Parameters": templates[0], "End": True}}}
+    arn = sfn.create_state_machine(
+        name="batch-input", definition=json.dumps(pass_only), roleArn="arn:aws:iam::123456789012:role/x"
+    )["stateMachineArn"]
+    execution = sfn.start_execution(stateMachineArn=arn, input=json.dumps({"job": job}))["executionArn"]
+    for _ in range(100):
+        described = sfn.describe_execution(executionArn=execution)
+        if described["status"] != "RUNNING":
+            assert described["status"] == "SUCCEEDED", described
+            return json.loads(described["output"])
+        time.sleep(0.05)
+    raise AssertionError("the BatchInput evaluation did not finish")
+
+
+def utf8_size(data: Any) -> int:
+    """A payload's size as Step Functions counts it: its JSON as UTF-8 bytes."""
+    return len(json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def long_key(n: int) -> str:
+    key = f"in/{n:04d}" + "日" * 339
+    assert len(key.encode()) == 1024  # S3's longest key
+    return key
+
+
+def state_payload_sizes(execution_arn: str) -> list[tuple[int, str]]:
+    """(size, what) for every state input, output and task parameters/result in the history."""
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    events = sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
+    sizes = []
+    for event in events:
+        for name, details in event.items():
+            if not name.endswith("EventDetails") or not isinstance(details, dict):
+                continue
+            for field in ("input", "output", "parameters"):
+                if isinstance(details.get(field), str):
+                    what = f"{event['type']} {details.get('name', '')} {field}".strip()
+                    sizes.append((utf8_size(json.loads(details[field])), what))
+    return sizes
+
+
+def test_every_state_payload_stays_under_256_kib_at_the_batch_limit(pipeline, child, monkeypatch) -> None:
+    """The largest batch the settings accept, of objects with 1024-byte UTF-8 keys, handed over
+    whole at pass 1's deadline, then a pass 2 that fails with a Cause of the maximum length
+    (quotes and backslashes, each two bytes in the state's JSON). Every state's input and output
+    in the child's execution history stays under Step Functions' 262,144 bytes."""
+    from ferry.errors import ConfigError
+    from ferry.pipeline import settings as pipeline_settings
+
+    limit = pipeline_settings.MAX_BATCH_INPUT_BYTES
+    base = {"sources": ["src"], "destinations": ["dst"]}
+    pipeline_settings.PipelineSettings.from_context({**base, "max_input_bytes_per_batch": limit})
+    with pytest.raises(ConfigError, match="max_input_bytes_per_batch"):
+        pipeline_settings.PipelineSettings.from_context({**base, "max_input_bytes_per_batch": limit + 1})
+
+    # moto enforces the quota too (States.DataLimitExceeded) but measures json.dumps' ASCII
+    # escapes ("\\u65e5", 6 bytes for a 3-byte character) and ", " separators; AWS counts "256 KiB
+    # of data as a UTF-8 encoded string" (Step Functions service quotas). Measure as AWS does.
+    from moto.stepfunctions.parser import quotas
+
+    monkeypatch.setattr(
+        quotas, "to_json_str", lambda value: json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    )
+
+    job = start_job({"source": {"bucket": "src", "prefix": "in/"}, "destination": {"bucket": "dst"}})
+    batch_input = batch_input_for(job)
+    items: list[dict[str, Any]] = []
+    while True:  # the ItemBatcher fills a batch up to MaxInputBytesPerBatch
+        item = {
+            "Etag": '"0123456789abcdef0123456789abcdef"',
+            "Key": long_key(len(items)),
+            "LastModified": 1668699881,
+            "Size": 34910,
+            "StorageClass": "STANDARD",
+        }
+        if utf8_size({"Items": [*items, item], "BatchInput": batch_input}) > limit:
+            break
+        items.append(item)
+    assert utf8_size({"Items": items, "BatchInput": batch_input}) > limit - 1200
+
+    margin_ms = pipeline.settings.deadline_margin_seconds * 1000
+    child.remaining_ms = lambda call: margin_ms if call == 1 else 900_000  # pass 1 starts nothing
+    real_invoke = child.invoke
+    body = {"errorType": "RuntimeError", "errorMessage": "", "stackTrace": []}
+    filler = MAX_CAUSE - len(json.dumps(body))
+    body["errorMessage"] = '"\\' * (filler // 4) + "x" * (filler % 4)
+    cause = json.dumps(body)
+    assert len(cause) == MAX_CAUSE
+
+    def pass_two_fails(backend, function_name, qualifier, payload, headers, response_headers):  # type: ignore[no-untyped-def]
+        if function_name.endswith("copy-batch") and json.loads(payload).get("pass") == 2:
+            child.calls.append(("copy-batch", json.loads(payload)))
+            response_headers["x-amz-function-error"] = "Unhandled"
+            return cause.encode()
+        return real_invoke(backend, function_name, qualifier, payload, headers, response_headers)
+
+    monkeypatch.setattr(child, "invoke", pass_two_fails)
+
+    described = child.run(items, batch_input["job"])
+
+    assert described["status"] == "SUCCEEDED", described
+    assert [(name, event.get("pass")) for name, event in child.calls] == [
+        ("copy-batch", 1),
+        ("copy-batch", 2),
+        ("record-failure", 2),
+    ]
+    assert len(child.calls[1][1]["items"]) == len(items), "pass 1 handed every object over"
+    counts = json.loads(described["output"])["counts"]
+    assert (counts["objects"], counts["failed"]) == (len(items), len(items)), counts
+    sizes = state_payload_sizes(described["executionArn"])
+    too_big = [(size, what) for size, what in sizes if size >= STATE_PAYLOAD_LIMIT]
+    assert too_big == [], f"{len(too_big)} payloads at or over 262,144 bytes: {too_big[:5]}"
+    largest = max(sizes)
+    assert largest[0] > limit + len(cause), f"the test did not reach the limit: {largest}"

@@ -582,3 +582,23 @@ def test_prepare_refuses_a_kms_key_id_the_workers_may_not_write_with(pipeline, m
     accepted = start_job({**SPEC, "options": {"kms_key_id": SOURCE_KEY}}, name="exec-2")
     assert "rejected" not in accepted
     assert pipeline.s3.list_multipart_uploads(Bucket="dst").get("Uploads", []) == []  # probes aborted
+
+
+def test_the_workers_budget_a_copy_object_at_the_configured_cross_region_rate(pipeline, monkeypatch) -> None:
+    """The deadline gate's rate is a setting (default 16 MiB/s), carried to every worker."""
+    from ferry.errors import ConfigError
+    from ferry.models import CopyPolicy
+    from ferry.pipeline.settings import PipelineSettings
+
+    assert pipeline.settings.copy_object_mib_per_second == 16
+    assert pipeline.env["FERRY_COPY_OBJECT_MIB_PER_SECOND"] == "16"
+    with pipeline.services().copier(CopyPolicy()) as copier:
+        assert copier.single_request_rate == 16 * 1024 * 1024
+    monkeypatch.setenv("FERRY_COPY_OBJECT_MIB_PER_SECOND", "40")
+    pipeline.services.cache_clear()
+    with pipeline.services().copier(CopyPolicy()) as copier:
+        assert copier.single_request_rate == 40 * 1024 * 1024
+    with pytest.raises(ConfigError, match="copy_object_mib_per_second: 0 is out of range"):
+        PipelineSettings.from_context(
+            {"sources": ["a"], "destinations": ["b"], "copy_object_mib_per_second": 0}
+        )

@@ -43,7 +43,11 @@ from ferry.models import CopyPolicy, CopyResult, Endpoint, Mode, SourceObject, S
 log = logging.getLogger(__name__)
 
 DEFAULT_MEMORY_LIMIT = 256 * MiB
-SINGLE_REQUEST_RATE = 100 * MiB  # bytes per second assumed when judging if a copy fits a deadline
+# Bytes per second assumed for one request that cannot be checkpointed (a CopyObject of up to
+# 5 GiB, a PutObject, one part) when judging whether it can finish before a deadline. A
+# cross-region CopyObject can run at tens of MiB/s, not the hundreds seen within a region: too
+# optimistic a rate starts a copy that the Lambda's timeout then kills (Sandbox.Timedout).
+DEFAULT_SINGLE_REQUEST_RATE = 16 * MiB
 Pair = tuple[SourceObject, Target]
 WINDOW = 1000  # pairs read (and destination keys listed) at a time
 
@@ -89,8 +93,14 @@ class Copier:
         source_client: Any = None,
         dest_client: Any = None,
         reusable_kms_keys: Collection[str] | None = None,
+        single_request_rate: int = DEFAULT_SINGLE_REQUEST_RATE,
     ) -> None:
+        if single_request_rate <= 0:
+            raise ValueError(
+                f"single_request_rate must be positive bytes per second, not {single_request_rate}"
+            )
         self.policy = policy or CopyPolicy()
+        self.single_request_rate = single_request_rate
         self.concurrency = concurrency
         self.part_concurrency = part_concurrency or max(4, min(64, 8 * (os.cpu_count() or 2)))
         pool = (concurrency or 128) + self.part_concurrency
@@ -201,7 +211,9 @@ class Copier:
             return archived
         if (
             deadline is not None
-            and time.monotonic() + _seconds_needed(self._longest_request(info, server_side)) > deadline
+            and time.monotonic()
+            + _seconds_needed(self._longest_request(info, server_side), self.single_request_rate)
+            > deadline
         ):
             # One request cannot be interrupted: start the object only if its longest can finish.
             return Outcome(
@@ -363,10 +375,10 @@ class _WindowReader:
         return window
 
 
-def _seconds_needed(request_bytes: int) -> float:
-    """A cautious time for one request (CopyObject of up to 5 GiB runs at well over 100 MiB/s
-    in S3); multipart copies check the deadline again before each part."""
-    return 1.0 + request_bytes / SINGLE_REQUEST_RATE
+def _seconds_needed(request_bytes: int, rate: int) -> float:
+    """A cautious time for one request at `rate` bytes per second (see
+    DEFAULT_SINGLE_REQUEST_RATE); multipart copies check the deadline again before each part."""
+    return 1.0 + request_bytes / rate
 
 
 def _join(*notes: str | None) -> str | None:

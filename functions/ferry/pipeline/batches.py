@@ -23,6 +23,7 @@ from typing import Any
 from ferry.clients import make_client
 from ferry.engine.copier import Copier, deadline_in
 from ferry.jobspec import JobSpec, parse_job_spec
+from ferry.limits import MiB
 from ferry.models import CopyPolicy, CopyResult, Endpoint, SourceObject, Status, Target
 from ferry.pipeline.items import Planned, plan_item
 from ferry.pipeline.job_reports import JobReports
@@ -64,6 +65,7 @@ class Services:
             # The workers hold only kms:Decrypt on source keys: a source key is reused only
             # where the stack lets them encrypt with it too.
             reusable_kms_keys=self.settings.destination_kms_key_arns,
+            single_request_rate=self.settings.copy_object_mib_per_second * MiB,
         )
 
 
@@ -76,7 +78,7 @@ def batch_id_for(job_id: str, items: Sequence[Any]) -> str:
 
 def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) -> dict[str, Any]:
     job = event["job"]
-    spec = parse_job_spec(job["spec"])
+    spec = job_spec(services, job["job_id"])
     items: list[Any] = list(event.get("items") or [])
     pass_no = int(event.get("pass", 1))
     batch_id = event.get("batch_id") or batch_id_for(spec.job_id, items)
@@ -145,7 +147,7 @@ def record_failure(event: Mapping[str, Any], services: Services) -> dict[str, An
     """A pass (or one large object) failed for good: record its objects as failed, with the
     error, unless that pass had already been recorded before it failed."""
     job = event["job"]
-    spec = parse_job_spec(job["spec"])
+    spec = job_spec(services, job["job_id"])
     error = event.get("error") or {}
     reason = _error_reason(error)
     if "large_item" in event:
@@ -217,10 +219,7 @@ def copy_large_object(
     """Copy one object with no time limit, in passes of `pass_seconds` that each end at a
     checkpoint, so a stop request (Fargate Spot's SIGTERM) loses at most one pass. Returns
     None when stopped before the end: the task exits non-zero and its retry resumes."""
-    job = services.ledger.job(job_id)
-    if job is None:
-        raise RuntimeError(f"job {job_id!r} has no record in the ledger")
-    spec = parse_job_spec(job["spec"])
+    spec = job_spec(services, job_id)
     plan = plan_item(item, spec)
     if plan.skip or plan.fail:
         result = _settled(plan)
@@ -234,6 +233,16 @@ def copy_large_object(
                     return None
     record(services, job_id, _large_key(batch_id, item), [result])
     return result
+
+
+def job_spec(services: Services, job_id: str) -> JobSpec:
+    """The job's spec, read from the ledger once per invocation. The state machine carries only
+    the job id (and small limits) from batch to batch, so no state's payload grows with the
+    spec: every state stays under Step Functions' 256 KiB whatever the job says."""
+    job = services.ledger.job(job_id)
+    if job is None:
+        raise RuntimeError(f"job {job_id!r} has no record in the ledger")
+    return parse_job_spec(job["spec"])
 
 
 def record(

@@ -22,7 +22,17 @@ from ferry.limits import GiB, MiB, format_size, parse_size
 ARCHITECTURES = ("arm64", "x86_64")
 RUNTIMES = ("python3.12", "python3.13")
 ACCOUNT_ID = re.compile(r"[0-9]{12}")
-MAX_BATCH_INPUT_BYTES = 256 * 1024  # Step Functions' ItemBatcher ceiling (and the state payload limit)
+# Step Functions fails a state whose input or output exceeds 256 KiB as UTF-8 (uncatchable
+# States.DataLimitExceeded). The child workflow's largest state is a failed CopyBatch pass: the
+# batch's items (at most MaxInputBytesPerBatch; `remaining` and `large` are subsets of them)
+# plus the Catch's $.error, whose Cause may hold 32,768 characters and Error 256 (Step
+# Functions API, TaskFailedEventDetails), at most 3 UTF-8 bytes each in the state's JSON, plus
+# the job id, counts and the Lambda response envelope. The batch cap leaves room for all of it.
+STATE_PAYLOAD_LIMIT = 256 * 1024
+ERROR_ALLOWANCE = 3 * (32_768 + 256)
+ENVELOPE_ALLOWANCE = 8 * 1024
+MAX_BATCH_INPUT_BYTES = 150 * 1024
+assert MAX_BATCH_INPUT_BYTES <= STATE_PAYLOAD_LIMIT - ERROR_ALLOWANCE - ENVELOPE_ALLOWANCE
 FARGATE_SIZES = {  # vCPU units -> memory MiB Fargate accepts (a subset, the useful ones)
     256: (512, 1024, 2048),
     512: (1024, 2048, 3072, 4096),
@@ -96,6 +106,7 @@ class PipelineSettings:
     large_object_threshold: int = 10 * GiB
     deadline_margin_seconds: int = 90
     max_passes: int = 50
+    copy_object_mib_per_second: int = 16  # cross-region-safe; see ferry.engine.copier
     fargate_cpu: int = 2048
     fargate_memory_mb: int = 4096
     fargate_spot: bool = True
@@ -111,12 +122,18 @@ class PipelineSettings:
         _check_choice("lambda_architecture", self.lambda_architecture, ARCHITECTURES)
         _check_choice("lambda_runtime", self.lambda_runtime, RUNTIMES)
         _check_range("max_items_per_batch", self.max_items_per_batch, 1, 10_000)
-        _check_range("max_input_bytes_per_batch", self.max_input_bytes_per_batch, 1024, MAX_BATCH_INPUT_BYTES)
+        if not 1024 <= self.max_input_bytes_per_batch <= MAX_BATCH_INPUT_BYTES:
+            raise ConfigError(
+                f"max_input_bytes_per_batch: {self.max_input_bytes_per_batch} is out of range (1KiB to "
+                f"150KiB): a batch plus a failed pass's error (up to 32 KiB of cause) must stay under "
+                "Step Functions' 256 KiB state payload limit"
+            )
         _check_range("max_concurrency", self.max_concurrency, 1, 10_000)
         _check_range("tolerated_failure_percentage", self.tolerated_failure_percentage, 0, 100)
         _check_range("large_object_threshold", self.large_object_threshold, 16 * MiB, 5 * 1024 * GiB)
         _check_range("deadline_margin_seconds", self.deadline_margin_seconds, 10, 600)
         _check_range("max_passes", self.max_passes, 1, 1000)
+        _check_range("copy_object_mib_per_second", self.copy_object_mib_per_second, 1, 10_000)
         _check_range("fargate_max_concurrency", self.fargate_max_concurrency, 1, 1000)
         _check_range("checkpoint_ttl_days", self.checkpoint_ttl_days, 1, 365)
         _check_range("report_retention_days", self.report_retention_days, 1, 3650)
@@ -215,6 +232,7 @@ class PipelineSettings:
             "FERRY_LARGE_OBJECT_THRESHOLD": str(self.large_object_threshold),
             "FERRY_DEADLINE_MARGIN_SECONDS": str(self.deadline_margin_seconds),
             "FERRY_MAX_PASSES": str(self.max_passes),
+            "FERRY_COPY_OBJECT_MIB_PER_SECOND": str(self.copy_object_mib_per_second),
             "FERRY_CHECKPOINT_TTL_DAYS": str(self.checkpoint_ttl_days),
             "FERRY_MEMORY_LIMIT": str(self.fargate_memory_limit if fargate else self.lambda_memory_limit),
             "FERRY_BUCKET_OWNERS": json.dumps(self.bucket_owners, sort_keys=True),
@@ -251,6 +269,7 @@ class WorkerSettings:
     max_passes: int
     checkpoint_ttl_days: int
     memory_limit: int
+    copy_object_mib_per_second: int
     bucket_owners: dict[str, str] = field(default_factory=dict)  # bucket -> ExpectedBucketOwner
     destination_kms_key_arns: tuple[str, ...] = ()
 
