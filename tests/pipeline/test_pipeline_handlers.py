@@ -413,3 +413,69 @@ def test_a_pass_that_reaches_max_passes_fails_what_it_could_not_finish(pipeline,
     assert last["remaining"] == [] and last["counts"]["failed"] == 2
     reasons = {f.reason for f in DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).failures("exec-1")}
     assert all(r.startswith(f"not finished after {max_passes} Lambda passes") for r in reasons)
+
+
+@pytest.mark.parametrize(
+    ("source", "destination", "options", "message"),
+    [
+        ({"bucket": "src", "prefix": "data"}, {"bucket": "src", "prefix": "data/copy"}, {},
+         "destination: s3://src/data/copy/ is inside the source s3://src/data/"),
+        ({"bucket": "src"}, {"bucket": "src", "prefix": "copy"}, {},
+         "destination: s3://src/copy/ is inside the source s3://src/"),
+        ({"bucket": "src", "prefix": "data"}, {"bucket": "src", "prefix": "data"}, {},
+         "destination: s3://src/data/ is the source itself: nothing would change"),
+        ({"bucket": "src", "prefix": "data"}, {"bucket": "src", "prefix": "data"}, {"skip_existing": False},
+         "destination: s3://src/data/ is the source itself: nothing would change"),
+        ({"bucket": "src", "prefix": "data/x"}, {"bucket": "src", "prefix": "data"}, {},
+         "destination: s3://src/data/ contains the source s3://src/data/x/"),
+    ],
+)  # fmt: skip
+def test_prepare_refuses_a_destination_overlapping_the_source(
+    pipeline, source, destination, options, message
+) -> None:
+    result = start_job({"source": source, "destination": destination, "options": options})
+    assert set(result) == {"rejected"}
+    assert result["rejected"].startswith(message), result["rejected"]
+    assert DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).job("exec-1") is None
+
+
+@pytest.mark.parametrize(
+    ("destination", "options"),
+    [
+        ({"bucket": "src", "prefix": "data"}, {"storage_class": "STANDARD_IA"}),
+        ({"bucket": "src", "prefix": "data"}, {"metadata": {"owner": "a"}}),
+        ({"bucket": "src", "prefix": "data"}, {"tags": {"project": "blue"}}),
+        ({"bucket": "src", "prefix": "data/copy"}, {"exclude": ["copy/*"]}),
+        ({"bucket": "dst", "prefix": "data"}, {}),
+        ({"bucket": "src", "prefix": "database"}, {}),
+    ],
+)
+def test_prepare_accepts_an_in_place_rewrite_and_disjoint_prefixes(pipeline, destination, options) -> None:
+    job = start_job(
+        {"source": {"bucket": "src", "prefix": "data"}, "destination": destination, "options": options}
+    )
+    assert job.get("reader") == "listing", job
+
+
+def test_a_manifest_row_onto_itself_is_skipped_unless_a_change_is_asked(pipeline) -> None:
+    """A manifest names keys explicitly (no runaway): a row whose target is its own source is
+    settled as skipped when nothing would change, and rewritten when an attribute is asked."""
+    pipeline.s3.put_object(Bucket="src", Key="a.txt", Body=b"a")
+    pipeline.s3.put_object(Bucket="src", Key="m.csv", Body=b"key\na.txt\n")
+    manifest = {"bucket": "src", "key": "m.csv", "format": "csv"}
+    same = start_job(
+        {"source": {"bucket": "src", "manifest": manifest}, "destination": {"bucket": "src"},
+         "options": {"skip_existing": False}}
+    )  # fmt: skip
+    out = copy_batch.handler({"job": same, "items": [{"key": "a.txt"}], "pass": 1}, FakeLambdaContext())
+    assert (out["counts"]["skipped"], out["counts"]["failed"], out["counts"]["copied"]) == (1, 0, 0)
+
+    change = start_job(
+        {"source": {"bucket": "src", "manifest": manifest}, "destination": {"bucket": "src"},
+         "options": {"metadata": {"owner": "b"}}},
+        name="exec-2",
+    )  # fmt: skip
+    out = copy_batch.handler({"job": change, "items": [{"key": "a.txt"}], "pass": 1}, FakeLambdaContext())
+    assert out["counts"]["copied"] == 1, out
+    got = pipeline.s3.get_object(Bucket="src", Key="a.txt")
+    assert got["Metadata"] == {"owner": "b"} and got["Body"].read() == b"a"

@@ -15,7 +15,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.errors import ConfigError, describe
-from ferry.jobspec import JobSpec, parse_job_spec
+from ferry.jobspec import JobSpec, check_not_overlapping, parse_job_spec
 from ferry.pipeline.batches import Services
 from ferry.pipeline.job_reports import job_prefix
 
@@ -26,6 +26,7 @@ class AccessCheckFailed(ConfigError):
 
 def prepare(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
     spec = parse_job_spec(event.get("spec"), default_job_id=event.get("execution_name"))
+    check_not_into_source(spec)
     check_access(spec, services)
     services.ledger.create_job(spec.job_id, spec.to_dict(), execution_arn=event.get("execution_arn"))
     job: dict[str, Any] = {
@@ -41,6 +42,20 @@ def prepare(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
     else:
         job["listing"] = {"bucket": spec.source_bucket, "prefix": spec.source_prefix}
     return job
+
+
+def check_not_into_source(spec: JobSpec) -> None:
+    """A listing job whose destination overlaps its source would copy its own copies (the
+    same rule as `ferry copy`). A manifest names its keys: a row onto itself is settled per
+    row (see items.plan_item)."""
+    if spec.source_bucket and not spec.manifest:
+        check_not_overlapping(
+            spec.source_bucket,
+            spec.source_prefix,
+            spec.destination_bucket,
+            spec.destination_prefix,
+            spec.options,
+        )
 
 
 def check_access(spec: JobSpec, services: Services) -> None:
