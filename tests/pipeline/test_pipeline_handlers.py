@@ -415,6 +415,51 @@ def test_a_pass_that_reaches_max_passes_fails_what_it_could_not_finish(pipeline,
     assert all(r.startswith(f"not finished after {max_passes} Lambda passes") for r in reasons)
 
 
+def other_region_bucket(pipeline: Any, name: str, region: str = "eu-west-1") -> None:
+    pipeline.s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": region})
+
+
+def test_prepare_refuses_a_source_bucket_in_another_region_saying_where_to_deploy(
+    pipeline, monkeypatch
+) -> None:
+    """The Distributed Map's ItemReader reads only buckets in the state machine's region."""
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    other_region_bucket(pipeline, "src-eu")
+    pipeline.s3.put_object(Bucket="src-eu", Key="data/a", Body=b"a")
+    result = start_job({**SPEC, "source": {"bucket": "src-eu", "prefix": "data"}})
+    assert result == {
+        "rejected": "source.bucket: bucket 'src-eu' is in eu-west-1; the stack runs in us-east-1: "
+        "deploy Ferry in eu-west-1, or give a manifest in a bucket in us-east-1"
+    }
+    assert DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).job("exec-1") is None
+
+
+def test_prepare_refuses_a_manifest_in_another_region_but_not_its_rows_or_destination(
+    pipeline, monkeypatch
+) -> None:
+    """Only what the ItemReader reads must be local: the workers copy across regions."""
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    other_region_bucket(pipeline, "lists-eu")
+    other_region_bucket(pipeline, "src-eu")
+    other_region_bucket(pipeline, "dst-eu", "ap-southeast-2")
+    pipeline.s3.put_object(Bucket="lists-eu", Key="m.csv", Body=b"key\na\n")
+    pipeline.s3.put_object(Bucket="src", Key="m.csv", Body=b"key\na\n")
+    far = start_job(
+        {"source": {"manifest": {"bucket": "lists-eu", "key": "m.csv", "format": "csv"}},
+         "destination": {"bucket": "dst"}}
+    )  # fmt: skip
+    assert far == {
+        "rejected": "source.manifest.bucket: bucket 'lists-eu' is in eu-west-1; the stack runs in "
+        "us-east-1: deploy Ferry in eu-west-1, or copy the manifest to a bucket in us-east-1"
+    }
+    near = start_job(
+        {"source": {"bucket": "src-eu", "manifest": {"bucket": "src", "key": "m.csv", "format": "csv"}},
+         "destination": {"bucket": "dst-eu"}},
+        name="exec-2",
+    )  # fmt: skip
+    assert near.get("reader") == "csv", near
+
+
 @pytest.mark.parametrize(
     ("source", "destination", "options", "message"),
     [
