@@ -84,6 +84,79 @@ class JobSpec:
         }
 
 
+def changes_attributes(policy: CopyPolicy) -> bool:
+    """True when a copy asks for something the source does not already say (a storage class,
+    metadata, tags or their removal, a KMS key): a copy onto itself is then a rewrite."""
+    return bool(
+        policy.storage_class
+        or policy.metadata is not None
+        or policy.tags is not None
+        or not policy.preserve_tags
+        or policy.dest_kms_key_id
+    )
+
+
+def check_not_overlapping(
+    source_bucket: str,
+    source_prefix: str,
+    destination_bucket: str,
+    destination_prefix: str,
+    options: JobOptions,
+    *,
+    source_is_object: bool = False,
+) -> None:
+    """Refuse a copy whose writes land in what it lists, before anything is written.
+
+    Callers pass the two sides only when they are the same place (one endpoint; a bucket name
+    is one bucket there). A destination under the source prefix would list its own copies and
+    copy them again without end; a source under the destination prefix writes some objects
+    back into the source, over other source objects. Both are allowed once an exclude glob
+    keeps the overlapping keys out of the listing. The same prefix is an in-place rewrite:
+    allowed when it changes an attribute, refused when nothing would change.
+    """
+    src, dst = f"s3://{source_bucket}/{source_prefix}", f"s3://{destination_bucket}/{destination_prefix}"
+    if source_bucket != destination_bucket:
+        return
+    if source_is_object:
+        if source_prefix == destination_prefix and not changes_attributes(options.policy):
+            raise SpecError(f"destination: {dst} is the source object itself: nothing would change; {_ASK}")
+        return
+    if source_prefix == destination_prefix:
+        if not changes_attributes(options.policy):
+            raise SpecError(f"destination: {dst} is the source itself: nothing would change; {_ASK}")
+        return
+    if destination_prefix.startswith(source_prefix):
+        inner = destination_prefix[len(source_prefix) :]
+        if not _excluded(inner, options.exclude):
+            raise SpecError(
+                f"destination: {dst} is inside the source {src}: its copies would be listed and "
+                f"copied again, without end; choose a destination outside the source, or exclude "
+                f"it with the glob '{inner}*'"
+            )
+    elif source_prefix.startswith(destination_prefix):
+        inner = source_prefix[len(destination_prefix) :]
+        if not _excluded(inner, options.exclude):
+            raise SpecError(
+                f"destination: {dst} contains the source {src}: objects under {src}{inner} would "
+                f"be written back into the source, over other source objects; choose another "
+                f"destination, or exclude them with the glob '{inner}*'"
+            )
+
+
+_ASK = "to rewrite objects in place, ask for a change (storage class, metadata, tags or a KMS key)"
+
+
+def _excluded(relative_prefix: str, exclude: Sequence[str]) -> bool:
+    """True when an exclude glob surely matches every key under `relative_prefix`: a literal
+    stem that the prefix starts with, then `*` (fnmatch's `*` also matches `/`)."""
+    return any(
+        glob.endswith("*")
+        and not any(c in glob[:-1] for c in "*?[")
+        and relative_prefix.startswith(glob[:-1])
+        for glob in exclude
+    )
+
+
 def parse_job_spec(data: Any, default_job_id: str | None = None) -> JobSpec:
     """Validate a job spec (the state machine's input, or a file) into a `JobSpec`."""
     spec = _mapping(data, "the job spec")

@@ -15,7 +15,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ferry.errors import ConfigError, describe, error_code
-from ferry.jobspec import as_folder
+from ferry.jobspec import JobOptions, as_folder, check_not_overlapping
 from ferry.models import SourceObject, Target
 
 
@@ -97,12 +97,30 @@ def plan_pairs(
 ) -> Iterator[tuple[SourceObject, Target]]:
     if is_single_object(client, src):
         name = src.key.rsplit("/", 1)[-1]
-        key = dst.key + name if (not dst.key or dst.key.endswith("/")) else dst.key
         if matches(name, include, exclude):
-            yield SourceObject(src.bucket, src.key), Target(dst.bucket, key)
+            yield SourceObject(src.bucket, src.key), Target(dst.bucket, _object_target_key(src, dst))
         return
     prefix, dest_prefix = as_folder(src.key), as_folder(dst.key)
     for obj in list_objects(client, src.bucket, prefix):
         relative = obj.key[len(prefix) :]
         if matches(relative, include, exclude):
             yield obj, Target(dst.bucket, dest_prefix + relative)
+
+
+def _object_target_key(src: S3Url, dst: S3Url) -> str:
+    """One object lands on DST's key, or into DST's folder under its own name."""
+    name = src.key.rsplit("/", 1)[-1]
+    return dst.key + name if (not dst.key or dst.key.endswith("/")) else dst.key
+
+
+def check_overlap(client: Any, src: S3Url, dst: S3Url, options: JobOptions, *, same_endpoint: bool) -> None:
+    """Refuse SRC and DST that overlap on one endpoint (see `check_not_overlapping`), before
+    anything is written. Only a same-bucket copy pays the HEAD that tells an object from a prefix."""
+    if not same_endpoint or src.bucket != dst.bucket:
+        return
+    if is_single_object(client, src):
+        check_not_overlapping(
+            src.bucket, src.key, dst.bucket, _object_target_key(src, dst), options, source_is_object=True
+        )
+    else:
+        check_not_overlapping(src.bucket, as_folder(src.key), dst.bucket, as_folder(dst.key), options)

@@ -220,3 +220,120 @@ def test_listing_that_breaks_midway_still_summarises_what_was_copied(
     assert "stopped after 1 objects: AccessDenied on s3:ListBucket" in err.getvalue()
     assert json.loads(report.read_text().splitlines()[-1])["summary"]["copied"] == 1
     assert versitygw.keys(dst) == ["first"]
+
+
+def objects(server: S3Server, bucket: str) -> dict[str, str]:
+    """Every key with its ETag: a copy onto the source shows up as a changed or new entry."""
+    pages = server.client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+    return {o["Key"]: o["ETag"] for page in pages for o in page.get("Contents", [])}
+
+
+@pytest.mark.parametrize(
+    ("src_path", "dst_path", "message"),
+    [
+        ("data/", "data/copy/", "destination: s3://{b}/data/copy/ is inside the source s3://{b}/data/"),
+        ("data", "data/copy", "destination: s3://{b}/data/copy/ is inside the source s3://{b}/data/"),
+        ("", "backup/", "destination: s3://{b}/backup/ is inside the source s3://{b}/"),
+        ("data/", "data/", "is the source itself: nothing would change"),
+        ("data/a", "data/a", "is the source object itself: nothing would change"),
+        ("data/a", "data/", "is the source object itself: nothing would change"),
+        ("data/x/", "data/", "destination: s3://{b}/data/ contains the source s3://{b}/data/x/"),
+    ],
+)
+def test_a_destination_overlapping_the_source_is_refused_before_anything_is_written(
+    versitygw, vgw_buckets, src_path, dst_path, message
+):
+    """Copies written inside the source prefix would be listed and copied again, without end."""
+    bucket, _ = vgw_buckets
+    put(versitygw, bucket, ["data/a", "data/b", "data/x/x/c", "data/x/y"])
+    before = objects(versitygw, bucket)
+    run = ferry(
+        "copy", f"s3://{bucket}/{src_path}", f"s3://{bucket}/{dst_path}", "--endpoint-url", versitygw.url
+    )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert message.format(b=bucket) in run.stderr
+    assert "Traceback" not in run.stderr
+    assert len([line for line in run.stderr.splitlines() if line.startswith("ferry: error")]) == 1
+    assert objects(versitygw, bucket) == before
+
+
+def test_a_destination_inside_the_source_is_copied_once_when_excluded(versitygw, vgw_buckets):
+    bucket, _ = vgw_buckets
+    put(versitygw, bucket, ["data/a", "data/b", "data/copy/old"])
+    run = ferry("copy", f"s3://{bucket}/data/", f"s3://{bucket}/data/copy/", "--endpoint-url", versitygw.url,
+                "--exclude", "copy/*", "--json")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["copied"] == 2
+    assert sorted(versitygw.keys(bucket)) == [
+        "data/a",
+        "data/b",
+        "data/copy/a",
+        "data/copy/b",
+        "data/copy/old",
+    ]
+
+
+def test_a_single_object_copied_beside_itself_in_the_same_bucket_is_allowed(versitygw, vgw_buckets):
+    bucket, _ = vgw_buckets
+    put(versitygw, bucket, ["data/a"])
+    run = ferry("copy", f"s3://{bucket}/data/a", f"s3://{bucket}/data/a.bak", "--endpoint-url", versitygw.url)
+    assert run.returncode == 0, run.stderr
+    assert sorted(versitygw.keys(bucket)) == ["data/a", "data/a.bak"]
+
+
+def test_an_in_place_metadata_rewrite_rewrites_what_differs_and_then_skips(versitygw, vgw_buckets):
+    """Skip-existing must not call the source 'identical' to itself when a change is asked."""
+    bucket, _ = vgw_buckets
+    for key in ("data/a", "data/b"):
+        versitygw.client.put_object(Bucket=bucket, Key=key, Body=key.encode(), ContentType="text/plain")
+    argv = ["copy", f"s3://{bucket}/data/", f"s3://{bucket}/data/", "--endpoint-url", versitygw.url, "--json"]
+    first = ferry(*argv, "--metadata", "owner=team-a")
+    assert first.returncode == 0, first.stderr
+    summary = json.loads(first.stdout)
+    assert (summary["objects"], summary["copied"], summary["skipped"]) == (2, 2, 0)
+    for key in ("data/a", "data/b"):
+        got = versitygw.client.get_object(Bucket=bucket, Key=key)
+        assert got["Metadata"] == {"owner": "team-a"} and got["Body"].read() == key.encode()
+    again = json.loads(ferry(*argv, "--metadata", "owner=team-a").stdout)
+    assert (again["copied"], again["skipped"]) == (0, 2)
+    changed = json.loads(ferry(*argv, "--metadata", "owner=team-b").stdout)
+    assert (changed["copied"], changed["skipped"]) == (2, 0)
+    assert sorted(versitygw.keys(bucket)) == ["data/a", "data/b"]
+
+
+def test_an_in_place_storage_class_change_rewrites_only_objects_in_another_class(motoserver, moto_buckets):
+    bucket, _ = moto_buckets
+    put(motoserver, bucket, ["data/a", "data/b"])
+    motoserver.client.put_object(Bucket=bucket, Key="data/c", Body=b"c", StorageClass="STANDARD_IA")
+    run = ferry("copy", f"s3://{bucket}/data/", f"s3://{bucket}/data/", "--endpoint-url", motoserver.url,
+                "--storage-class", "STANDARD_IA", "--json")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stdout)
+    assert (summary["copied"], summary["skipped"]) == (2, 1)
+    for key in ("data/a", "data/b", "data/c"):
+        assert motoserver.client.head_object(Bucket=bucket, Key=key)["StorageClass"] == "STANDARD_IA"
+
+
+def test_an_in_place_tag_change_keeps_metadata_and_is_accepted_by_s3(motoserver, moto_buckets):
+    """S3 refuses a copy onto itself that changes only tags (not 'metadata, storage class,
+    website redirect location or encryption'): the rewrite restates the metadata instead."""
+    bucket, _ = moto_buckets
+    motoserver.client.put_object(
+        Bucket=bucket, Key="data/a", Body=b"a", ContentType="text/csv", Metadata={"owner": "x"}
+    )
+    argv = [
+        "copy",
+        f"s3://{bucket}/data/",
+        f"s3://{bucket}/data/",
+        "--endpoint-url",
+        motoserver.url,
+        "--json",
+    ]
+    run = ferry(*argv, "--tag", "project=blue")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert json.loads(run.stdout)["copied"] == 1
+    head = motoserver.client.head_object(Bucket=bucket, Key="data/a")
+    assert (head["ContentType"], head["Metadata"]) == ("text/csv", {"owner": "x"})
+    tags = motoserver.client.get_object_tagging(Bucket=bucket, Key="data/a")["TagSet"]
+    assert tags == [{"Key": "project", "Value": "blue"}]
+    assert json.loads(ferry(*argv, "--tag", "project=blue").stdout)["skipped"] == 1

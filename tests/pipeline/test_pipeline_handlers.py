@@ -602,3 +602,114 @@ def test_the_workers_budget_a_copy_object_at_the_configured_cross_region_rate(pi
         PipelineSettings.from_context(
             {"sources": ["a"], "destinations": ["b"], "copy_object_mib_per_second": 0}
         )
+
+
+def other_region_bucket(pipeline: Any, name: str, region: str = "eu-west-1") -> None:
+    pipeline.s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": region})
+
+
+def test_prepare_refuses_a_source_bucket_in_another_region_saying_where_to_deploy(
+    pipeline, monkeypatch
+) -> None:
+    """The Distributed Map's ItemReader reads only buckets in the state machine's region."""
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    other_region_bucket(pipeline, "src-eu")
+    pipeline.s3.put_object(Bucket="src-eu", Key="data/a", Body=b"a")
+    result = start_job({**SPEC, "source": {"bucket": "src-eu", "prefix": "data"}})
+    assert result == {
+        "rejected": "source.bucket: bucket 'src-eu' is in eu-west-1; the stack runs in us-east-1: "
+        "deploy Ferry in eu-west-1, or give a manifest in a bucket in us-east-1"
+    }
+    assert DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).job("exec-1") is None
+
+
+def test_prepare_refuses_a_manifest_in_another_region_but_not_its_rows_or_destination(
+    pipeline, monkeypatch
+) -> None:
+    """Only what the ItemReader reads must be local: the workers copy across regions."""
+    monkeypatch.setenv("AWS_REGION", "us-east-1")
+    other_region_bucket(pipeline, "lists-eu")
+    other_region_bucket(pipeline, "src-eu")
+    other_region_bucket(pipeline, "dst-eu", "ap-southeast-2")
+    pipeline.s3.put_object(Bucket="lists-eu", Key="m.csv", Body=b"key\na\n")
+    pipeline.s3.put_object(Bucket="src", Key="m.csv", Body=b"key\na\n")
+    far = start_job(
+        {"source": {"manifest": {"bucket": "lists-eu", "key": "m.csv", "format": "csv"}},
+         "destination": {"bucket": "dst"}}
+    )  # fmt: skip
+    assert far == {
+        "rejected": "source.manifest.bucket: bucket 'lists-eu' is in eu-west-1; the stack runs in "
+        "us-east-1: deploy Ferry in eu-west-1, or copy the manifest to a bucket in us-east-1"
+    }
+    near = start_job(
+        {"source": {"bucket": "src-eu", "manifest": {"bucket": "src", "key": "m.csv", "format": "csv"}},
+         "destination": {"bucket": "dst-eu"}},
+        name="exec-2",
+    )  # fmt: skip
+    assert near.get("reader") == "csv", near
+
+
+@pytest.mark.parametrize(
+    ("source", "destination", "options", "message"),
+    [
+        ({"bucket": "src", "prefix": "data"}, {"bucket": "src", "prefix": "data/copy"}, {},
+         "destination: s3://src/data/copy/ is inside the source s3://src/data/"),
+        ({"bucket": "src"}, {"bucket": "src", "prefix": "copy"}, {},
+         "destination: s3://src/copy/ is inside the source s3://src/"),
+        ({"bucket": "src", "prefix": "data"}, {"bucket": "src", "prefix": "data"}, {},
+         "destination: s3://src/data/ is the source itself: nothing would change"),
+        ({"bucket": "src", "prefix": "data"}, {"bucket": "src", "prefix": "data"}, {"skip_existing": False},
+         "destination: s3://src/data/ is the source itself: nothing would change"),
+        ({"bucket": "src", "prefix": "data/x"}, {"bucket": "src", "prefix": "data"}, {},
+         "destination: s3://src/data/ contains the source s3://src/data/x/"),
+    ],
+)  # fmt: skip
+def test_prepare_refuses_a_destination_overlapping_the_source(
+    pipeline, source, destination, options, message
+) -> None:
+    result = start_job({"source": source, "destination": destination, "options": options})
+    assert set(result) == {"rejected"}
+    assert result["rejected"].startswith(message), result["rejected"]
+    assert DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).job("exec-1") is None
+
+
+@pytest.mark.parametrize(
+    ("destination", "options"),
+    [
+        ({"bucket": "src", "prefix": "data"}, {"storage_class": "STANDARD_IA"}),
+        ({"bucket": "src", "prefix": "data"}, {"metadata": {"owner": "a"}}),
+        ({"bucket": "src", "prefix": "data"}, {"tags": {"project": "blue"}}),
+        ({"bucket": "src", "prefix": "data/copy"}, {"exclude": ["copy/*"]}),
+        ({"bucket": "dst", "prefix": "data"}, {}),
+        ({"bucket": "src", "prefix": "database"}, {}),
+    ],
+)
+def test_prepare_accepts_an_in_place_rewrite_and_disjoint_prefixes(pipeline, destination, options) -> None:
+    job = start_job(
+        {"source": {"bucket": "src", "prefix": "data"}, "destination": destination, "options": options}
+    )
+    assert job.get("reader") == "listing", job
+
+
+def test_a_manifest_row_onto_itself_is_skipped_unless_a_change_is_asked(pipeline) -> None:
+    """A manifest names keys explicitly (no runaway): a row whose target is its own source is
+    settled as skipped when nothing would change, and rewritten when an attribute is asked."""
+    pipeline.s3.put_object(Bucket="src", Key="a.txt", Body=b"a")
+    pipeline.s3.put_object(Bucket="src", Key="m.csv", Body=b"key\na.txt\n")
+    manifest = {"bucket": "src", "key": "m.csv", "format": "csv"}
+    same = start_job(
+        {"source": {"bucket": "src", "manifest": manifest}, "destination": {"bucket": "src"},
+         "options": {"skip_existing": False}}
+    )  # fmt: skip
+    out = copy_batch.handler({"job": same, "items": [{"key": "a.txt"}], "pass": 1}, FakeLambdaContext())
+    assert (out["counts"]["skipped"], out["counts"]["failed"], out["counts"]["copied"]) == (1, 0, 0)
+
+    change = start_job(
+        {"source": {"bucket": "src", "manifest": manifest}, "destination": {"bucket": "src"},
+         "options": {"metadata": {"owner": "b"}}},
+        name="exec-2",
+    )  # fmt: skip
+    out = copy_batch.handler({"job": change, "items": [{"key": "a.txt"}], "pass": 1}, FakeLambdaContext())
+    assert out["counts"]["copied"] == 1, out
+    got = pipeline.s3.get_object(Bucket="src", Key="a.txt")
+    assert got["Metadata"] == {"owner": "b"} and got["Body"].read() == b"a"

@@ -19,7 +19,7 @@ from ferry.engine.copier import Copier
 from ferry.errors import ConfigError, FerryError
 from ferry.jobspec import JobOptions, parse_options
 from ferry.limits import parse_size
-from ferry.listing import check_bucket, parse_s3_url, plan_pairs
+from ferry.listing import check_bucket, check_overlap, parse_s3_url, plan_pairs
 from ferry.models import CHECKSUM_ALGORITHMS, CopyResult, Endpoint, Status
 
 
@@ -186,6 +186,11 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     dest_client = make_client(destination)
     check_bucket(source_client, src.bucket, "source")
     check_bucket(dest_client, dst.bucket, "destination")
+    same_endpoint = (source.endpoint_url, source.partition) == (
+        destination.endpoint_url,
+        destination.partition,
+    )
+    check_overlap(source_client, src, dst, options, same_endpoint=same_endpoint)
     summary = Summary()
     with ExitStack() as stack:
         report = None

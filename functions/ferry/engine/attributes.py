@@ -77,12 +77,19 @@ def new_object_args(
     return args
 
 
-def copy_object_args(info: SourceInfo, policy: CopyPolicy, source_key: str | None) -> dict[str, Any]:
-    """Arguments for CopyObject: S3 copies metadata and tags itself unless told to replace them."""
+def copy_object_args(
+    info: SourceInfo, policy: CopyPolicy, source_key: str | None, *, in_place: bool = False
+) -> dict[str, Any]:
+    """Arguments for CopyObject: S3 copies metadata and tags itself unless told to replace them.
+
+    A copy onto itself that changes only tags is refused by S3 ("without changing the object's
+    metadata, storage class, website redirect location or encryption attributes"): in place,
+    the metadata and content headers are restated from the HEAD with REPLACE, which S3 accepts.
+    """
     args: dict[str, Any] = {}
-    if policy.metadata is not None:
+    if policy.metadata is not None or in_place:
         args.update(content_args(info))
-        args["Metadata"] = dict(policy.metadata)
+        args["Metadata"] = metadata(info, policy)
         args["MetadataDirective"] = "REPLACE"
     else:
         args["MetadataDirective"] = "COPY"

@@ -25,7 +25,7 @@ from ferry.engine.context import TransferContext
 from ferry.engine.dest_listing import DestinationIndex, Listed
 from ferry.engine.outcome import Outcome
 from ferry.engine.server_side import server_side_copy
-from ferry.engine.skip import identical_reason, settled_by_listing
+from ferry.engine.skip import already_as_asked, identical_reason, settled_by_listing
 from ferry.engine.source import SourceInfo, confirm, from_listing, inspect
 from ferry.engine.streaming import single_put_limit, stream_copy
 from ferry.errors import CopySourceDenied, FerryError, ListingWasStale
@@ -200,7 +200,12 @@ class Copier:
             return Outcome(
                 Status.FAILED, "none", reason=f"object of {format_size(info.size)} exceeds S3's 5 TiB"
             )
-        if self.policy.skip_existing:
+        if self.policy.skip_existing and self._in_place(info.obj, target):
+            confirm(self.ctx.source_client, info)
+            reason = already_as_asked(self.ctx.source_client, info, self.policy)
+            if reason:
+                return Outcome(Status.SKIPPED, "none", reason=reason)
+        elif self.policy.skip_existing:
             if not settled_by_listing(listed, info, self.policy.compare):
                 confirm(self.ctx.source_client, info)  # the checksums decide: they need the HEAD
             reason = identical_reason(self.ctx.dest_client, info, target, self.policy.compare, listed)
@@ -242,6 +247,15 @@ class Copier:
                 self._server_side_denied.set()
             outcome.note = f"server-side copy was denied ({error}); streamed instead"
             return outcome
+
+    def _in_place(self, obj: SourceObject, target: Target) -> bool:
+        """A copy onto the very object it reads: same endpoint, bucket and key."""
+        source, destination = self.ctx.source, self.ctx.destination
+        same_endpoint = (source.endpoint_url, source.partition) == (
+            destination.endpoint_url,
+            destination.partition,
+        )
+        return same_endpoint and (obj.bucket, obj.key) == (target.bucket, target.key)
 
     def _evidence(self, obj: SourceObject, target: Target, server_side: bool) -> SourceInfo:
         """The listing's word where one request can complete it (a CopyObject, or one GET of

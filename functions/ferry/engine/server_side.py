@@ -84,7 +84,9 @@ def _copy_object(ctx: TransferContext, info: SourceInfo, target: Target) -> Outc
             CopySource=info.copy_source(),
             CopySourceIfMatch=f'"{info.etag}"',
             ChecksumAlgorithm=algorithm,
-            **copy_object_args(info, ctx.policy, ctx.reusable_source_key(info)),
+            **copy_object_args(
+                info, ctx.policy, ctx.reusable_source_key(info), in_place=_onto_itself(info, target)
+            ),
             **ctx.payer_args(),
         )
     except Exception as error:
@@ -111,7 +113,7 @@ def _copy_object_as_listed(
     """
     listed_etag = info.etag
     algorithm = {"ChecksumAlgorithm": ctx.policy.checksum_algorithm} if ctx.policy.checksum_algorithm else {}
-    sent = copy_object_args(info, ctx.policy, None)
+    sent = copy_object_args(info, ctx.policy, None, in_place=_onto_itself(info, target))
     try:
         response = ctx.dest_client.copy_object(
             Bucket=target.bucket,
@@ -140,7 +142,9 @@ def _copy_object_as_listed(
             encryption=encryption,
         )
     confirm(ctx.source_client, info)
-    wanted = copy_object_args(info, ctx.policy, ctx.reusable_source_key(info))
+    wanted = copy_object_args(
+        info, ctx.policy, ctx.reusable_source_key(info), in_place=_onto_itself(info, target)
+    )
     if info.etag == listed_etag and not info.is_multipart and wanted == sent:
         return _verified_copy(ctx, info, target, response, result, Strategy.COPY_OBJECT, same_layout=True)
     if info.etag == listed_etag:
@@ -155,6 +159,11 @@ def _copy_object_as_listed(
     if info.etag != listed_etag:
         outcome.note = "copied again: the source changed since the listing"
     return outcome
+
+
+def _onto_itself(info: SourceInfo, target: Target) -> bool:
+    """Server-side copies share one endpoint: the same bucket and key is the object itself."""
+    return (info.obj.bucket, info.obj.key) == (target.bucket, target.key)
 
 
 def _plan(ctx: TransferContext, info: SourceInfo) -> tuple[list[Part], bool]:

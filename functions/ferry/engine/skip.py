@@ -12,9 +12,9 @@ from botocore.exceptions import ClientError
 
 from ferry.engine.checksums import from_response
 from ferry.engine.dest_listing import ABSENT, Listed
-from ferry.engine.source import SourceInfo
+from ferry.engine.source import SourceInfo, read_tags
 from ferry.errors import CopyFailed, describe, error_code, is_access_denied
-from ferry.models import Compare, Target
+from ferry.models import Compare, CopyPolicy, Target
 
 
 def identical_reason(
@@ -112,3 +112,38 @@ def _listed_absent(client: Any, target: Target) -> bool:
         return False
     contents = page.get("Contents") or []
     return not contents or contents[0].get("Key") != target.key
+
+
+def already_as_asked(client: Any, info: SourceInfo, policy: CopyPolicy) -> str | None:
+    """Why an object copied onto itself can be skipped, or None when it must be rewritten.
+
+    The object is always 'identical' to itself, so content cannot decide: only the attributes
+    asked for can. `info` is the object's HEAD; tags cost one GetObjectTagging, asked only when
+    tags are part of the request. A KMS key given as an alias never matches the key ARN S3
+    reports, so such objects are rewritten (once more, harmlessly).
+    """
+    head = info.head
+    if policy.storage_class and policy.storage_class != info.storage_class:
+        return None
+    if policy.metadata is not None and _lower_keys(policy.metadata) != _lower_keys(
+        head.get("Metadata") or {}
+    ):
+        return None
+    if policy.dest_kms_key_id and not _is_key(policy.dest_kms_key_id, head):
+        return None
+    wanted_tags = policy.tags if policy.tags is not None else (None if policy.preserve_tags else {})
+    if wanted_tags is not None and read_tags(client, info) != wanted_tags:
+        return None
+    return "the object already has what was asked: nothing would change"
+
+
+def _lower_keys(metadata: dict[str, str]) -> dict[str, str]:
+    """S3 stores user metadata names in lower case."""
+    return {k.lower(): v for k, v in metadata.items()}
+
+
+def _is_key(wanted: str, head: dict[str, Any]) -> bool:
+    actual = head.get("SSEKMSKeyId") or ""
+    return head.get("ServerSideEncryption", "").startswith("aws:kms") and (
+        actual == wanted or actual.endswith(f":key/{wanted}")
+    )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_plus
 
-from ferry.jobspec import JobSpec
+from ferry.jobspec import JobSpec, changes_attributes
 from ferry.listing import matches
 from ferry.models import SourceObject, Target
 
@@ -66,6 +66,8 @@ def plan_item(item: Mapping[str, Any], spec: JobSpec) -> Planned:
         return Planned(item, obj, target, skip="not the latest version in the inventory")
     if not matches(relative, spec.options.include, spec.options.exclude):
         return Planned(item, obj, target, skip="excluded by options.include / options.exclude")
+    if (target.bucket, target.key) == (obj.bucket, obj.key) and not changes_attributes(spec.options.policy):
+        return Planned(item, obj, target, skip="the destination is the object itself: nothing would change")
     return planned
 
 

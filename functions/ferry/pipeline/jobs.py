@@ -9,13 +9,14 @@ FAILED (nothing copied, or the Map itself failed).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.errors import ConfigError, describe
-from ferry.jobspec import JobSpec, parse_job_spec
+from ferry.jobspec import JobSpec, check_not_overlapping, parse_job_spec
 from ferry.pipeline.batches import Services, record_lost_batch
 from ferry.pipeline.job_reports import job_prefix
 from ferry.pipeline.map_runs import MapRunRecord, items_read, map_run_records
@@ -27,6 +28,8 @@ class AccessCheckFailed(ConfigError):
 
 def prepare(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
     spec = parse_job_spec(event.get("spec"), default_job_id=event.get("execution_name"))
+    check_not_into_source(spec)
+    check_reader_region(spec, services)
     check_access(spec, services)
     services.ledger.create_job(spec.job_id, spec.to_dict(), execution_arn=event.get("execution_arn"))
     job: dict[str, Any] = {
@@ -42,6 +45,51 @@ def prepare(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
     else:
         job["listing"] = {"bucket": spec.source_bucket, "prefix": spec.source_prefix}
     return job
+
+
+def check_not_into_source(spec: JobSpec) -> None:
+    """A listing job whose destination overlaps its source would copy its own copies (the
+    same rule as `ferry copy`). A manifest names its keys: a row onto itself is settled per
+    row (see items.plan_item)."""
+    if spec.source_bucket and not spec.manifest:
+        check_not_overlapping(
+            spec.source_bucket,
+            spec.source_prefix,
+            spec.destination_bucket,
+            spec.destination_prefix,
+            spec.options,
+        )
+
+
+def check_reader_region(spec: JobSpec, services: Services) -> None:
+    """The Distributed Map's ItemReader reads only buckets in the state machine's own region,
+    while botocore follows S3's redirect, so every other check here would pass. Refuse the job
+    with where it can run. Only what the ItemReader reads must be local: the workers copy
+    from and to any region."""
+    stack = os.environ.get("AWS_REGION") or services.s3.meta.region_name
+    if spec.manifest:
+        bucket, field, instead = spec.manifest.bucket, "source.manifest.bucket", "copy the manifest to"
+    else:
+        bucket, field, instead = str(spec.source_bucket), "source.bucket", "give a manifest in"
+    region = bucket_region(services.s3, bucket)
+    if region and stack and region != stack:
+        raise AccessCheckFailed(
+            f"{field}: bucket {bucket!r} is in {region}; the stack runs in {stack}: "
+            f"deploy Ferry in {region}, or {instead} a bucket in {stack}"
+        )
+
+
+def bucket_region(s3: Any, bucket: str) -> str | None:
+    """The bucket's region from HeadBucket's `x-amz-bucket-region` header, which S3 sends
+    whether or not the caller may list the bucket; None when S3 does not say (no such bucket)."""
+    try:
+        response = s3.head_bucket(Bucket=bucket)
+    except ClientError as error:
+        response = error.response
+    except BotoCoreError:
+        return None
+    headers = response.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+    return response.get("BucketRegion") or headers.get("x-amz-bucket-region")
 
 
 def check_access(spec: JobSpec, services: Services) -> None:
