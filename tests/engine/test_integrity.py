@@ -264,3 +264,24 @@ def test_unproved_copy_that_cannot_be_deleted_says_it_stayed():
     failure = discard_copy(NoDelete(), Target("dst", "k"), None, VerificationFailed("verification failed: x"))
     assert isinstance(failure, VerificationFailed)
     assert "could not be removed" in str(failure) and "s3://dst/k" in str(failure)
+
+
+def test_an_unproved_rewrite_in_place_is_never_deleted(motoserver, moto_buckets, monkeypatch):
+    """A copy of an object onto itself (an in-place rewrite: a new storage class) that fails
+    verification must not be removed like other unproved copies: on an unversioned bucket the
+    copy IS the object, and deleting it would delete the only copy."""
+    src, _ = moto_buckets
+    motoserver.client.put_object(Bucket=src, Key="k", Body=b"precious")
+
+    def fails(info: Any, **kwargs: Any) -> str:
+        raise VerificationFailed("verification failed: forced for the test")
+
+    monkeypatch.setattr(ferry.engine.server_side, "verify_server_copy", fails)
+    policy = CopyPolicy(mode="server-side", skip_existing=False, storage_class="STANDARD_IA")
+    with Copier(motoserver.endpoint, motoserver.endpoint, policy) as copier:
+        result = copier.copy(SourceObject(src, "k"), Target(src, "k"))
+
+    assert motoserver.keys(src) == ["k"], "the only copy of the object was deleted"
+    assert motoserver.client.get_object(Bucket=src, Key="k")["Body"].read() == b"precious"
+    assert result.status == Status.FAILED
+    assert "forced for the test" in result.reason and "in place" in result.reason

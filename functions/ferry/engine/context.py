@@ -12,7 +12,7 @@ from ferry.engine.buffers import BufferPool
 from ferry.engine.checkpoints import CheckpointStore
 from ferry.engine.checksums import CRC_ALGORITHMS
 from ferry.engine.source import SourceInfo
-from ferry.models import CopyPolicy, Endpoint
+from ferry.models import CopyPolicy, Endpoint, SourceObject, Target
 
 
 @dataclass
@@ -41,6 +41,15 @@ class TransferContext:
     def __post_init__(self) -> None:
         # Part buffers are reused, and the pool keeps no more than the memory limit.
         self.buffers = BufferPool(self.memory.capacity)
+
+    def onto_itself(self, obj: SourceObject, target: Target) -> bool:
+        """A copy onto the very object it reads (an in-place rewrite): same endpoint, bucket
+        and key."""
+        same_endpoint = (self.source.endpoint_url, self.source.partition) == (
+            self.destination.endpoint_url,
+            self.destination.partition,
+        )
+        return same_endpoint and (obj.bucket, obj.key) == (target.bucket, target.key)
 
     def payer_args(self) -> dict[str, str]:
         """Server-side requests go through the destination client but also bill the source."""

@@ -249,13 +249,7 @@ class Copier:
             return outcome
 
     def _in_place(self, obj: SourceObject, target: Target) -> bool:
-        """A copy onto the very object it reads: same endpoint, bucket and key."""
-        source, destination = self.ctx.source, self.ctx.destination
-        same_endpoint = (source.endpoint_url, source.partition) == (
-            destination.endpoint_url,
-            destination.partition,
-        )
-        return same_endpoint and (obj.bucket, obj.key) == (target.bucket, target.key)
+        return self.ctx.onto_itself(obj, target)
 
     def _evidence(self, obj: SourceObject, target: Target, server_side: bool) -> SourceInfo:
         """The listing's word where one request can complete it (a CopyObject, or one GET of

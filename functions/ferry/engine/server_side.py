@@ -311,7 +311,9 @@ def _verified_copy(
                 dest_size=_written_size(ctx, target, version_id),
             )
     except CopyFailed as failure:
-        raise discard_copy(ctx.dest_client, target, version_id, failure) from failure
+        raise discard_copy(
+            ctx.dest_client, target, version_id, failure, in_place=_onto_itself(info, target)
+        ) from failure
     return Outcome(
         Status.COPIED,
         strategy,

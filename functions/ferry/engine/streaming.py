@@ -220,7 +220,7 @@ def _stream_single(ctx: TransferContext, info: SourceInfo, target: Target) -> Ou
     finally:
         ctx.buffers.give(buffer)
         ctx.memory.release(info.size)
-    _check_written(ctx, target, proof, algorithm, response)
+    _check_written(ctx, info, target, proof, algorithm, response)
     return Outcome(
         Status.COPIED,
         Strategy.STREAM_PUT,
@@ -319,7 +319,7 @@ def _stream_multipart(
         upload.abort()
         raise
     response = upload.complete()
-    _check_written(ctx, target, proof, algorithm, response)
+    _check_written(ctx, info, target, proof, algorithm, response)
     full = proof.full_object(algorithm)
     checksum = f"{algorithm}:{full}" if full else f"{algorithm}:{proof.composite(algorithm)}"
     return Outcome(
@@ -348,19 +348,39 @@ def _composite_proves(info: SourceInfo, plan: list[Part], reproduced: bool, algo
 
 
 def _check_written(
-    ctx: TransferContext, target: Target, proof: StreamProof, algorithm: str, response: dict[str, Any]
+    ctx: TransferContext,
+    info: SourceInfo,
+    target: Target,
+    proof: StreamProof,
+    algorithm: str,
+    response: dict[str, Any],
 ) -> None:
     try:
         verify_written(proof, algorithm, checksums.from_response(response))
     except VerificationFailed as failure:
-        raise discard_copy(ctx.dest_client, target, response.get("VersionId"), failure) from failure
+        raise discard_copy(
+            ctx.dest_client,
+            target,
+            response.get("VersionId"),
+            failure,
+            in_place=ctx.onto_itself(info.obj, target),
+        ) from failure
 
 
-def discard_copy(client: Any, target: Target, version_id: str | None, failure: CopyFailed) -> CopyFailed:
+def discard_copy(
+    client: Any, target: Target, version_id: str | None, failure: CopyFailed, *, in_place: bool = False
+) -> CopyFailed:
     """Delete a copy that could not be proved: exactly the version Ferry wrote, if versioned.
 
-    Returns the failure to raise; if the delete itself fails, the reason says the object stayed.
+    Never an unversioned copy made in place (onto the object it read): that copy IS the
+    object now, and deleting it would delete the only copy. Returns the failure to raise; if
+    the copy stays, the reason says so.
     """
+    if in_place and not version_id:
+        return type(failure)(
+            f"{failure}; the object was rewritten in place and is left as written "
+            f"(removing it would remove the only copy of s3://{target.bucket}/{target.key})"
+        )
     args = {"VersionId": version_id} if version_id else {}
     try:
         client.delete_object(Bucket=target.bucket, Key=target.key, **args)
