@@ -713,3 +713,66 @@ def test_a_manifest_row_onto_itself_is_skipped_unless_a_change_is_asked(pipeline
     assert out["counts"]["copied"] == 1, out
     got = pipeline.s3.get_object(Bucket="src", Key="a.txt")
     assert got["Metadata"] == {"owner": "b"} and got["Body"].read() == b"a"
+
+
+def aws_listing_items(s3: Any, bucket: str, prefix: str = "") -> list[dict[str, Any]]:
+    """Items exactly as AWS's listObjectsV2 ItemReader gives them (Step Functions developer
+    guide, input-output-itemreader.html): `Etag` spelled so, quotes kept, LastModified in
+    epoch SECONDS, Size a number."""
+    response = s3.list_objects_v2(Bucket=bucket, Prefix=prefix)
+    return [
+        {
+            "Etag": o["ETag"],
+            "Key": o["Key"],
+            "LastModified": int(o["LastModified"].timestamp()),
+            "Size": o["Size"],
+            "StorageClass": o.get("StorageClass", "STANDARD"),
+        }
+        for o in response.get("Contents", [])
+    ]
+
+
+def count_s3_requests(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The name of every S3 request the workers send, from a botocore `before-call` hook on
+    each client the engine and the batch handler make."""
+    from ferry.engine import copier as engine_copier
+    from ferry.pipeline import batches
+
+    calls: list[str] = []
+
+    def counted(original: Any) -> Any:
+        def make(*args: Any, **kwargs: Any) -> Any:
+            client = original(*args, **kwargs)
+            client.meta.events.register(
+                "before-parameter-build.s3", lambda model, **_: calls.append(model.name)
+            )
+            return client
+
+        return make
+
+    monkeypatch.setattr(engine_copier, "make_client", counted(engine_copier.make_client))
+    monkeypatch.setattr(batches, "make_client", counted(batches.make_client))
+    return calls
+
+
+def test_size_mtime_skips_settle_from_aws_listing_items_without_a_head(pipeline, monkeypatch) -> None:
+    fill(pipeline.s3, 10)  # 8 or more: the destination is listed, not HEAD per key
+    # Earlier copies: the same sizes, written later, other bytes (so only size-mtime can skip them).
+    for n in range(10):
+        body = pipeline.s3.get_object(Bucket="src", Key=f"data/{n:03}.txt")["Body"].read()
+        pipeline.s3.put_object(Bucket="dst", Key=f"copy/{n:03}.txt", Body=body.upper())
+    job = start_job({**SPEC, "options": {"compare": "size-mtime"}})
+    items = aws_listing_items(pipeline.s3, "src", "data/")
+    assert isinstance(items[0]["LastModified"], int) and items[0]["Etag"].startswith('"')
+    calls = count_s3_requests(monkeypatch)
+
+    result = copy_batch.handler({"job": job, "items": items, "pass": 1}, FakeLambdaContext())
+
+    assert result["counts"]["skipped"] == 10, result
+    assert result["counts"]["copied"] == 0
+    assert "HeadObject" not in calls, calls  # settled from the item and the destination listing
+    assert not {"GetObject", "CopyObject", "PutObject"} & set(calls), calls
+    assert calls.count("ListObjectsV2") >= 1
+    for n in range(10):
+        got = pipeline.s3.get_object(Bucket="dst", Key=f"copy/{n:03}.txt")["Body"].read()
+        assert got == f"object {n}".encode().upper() * (n + 1)  # untouched

@@ -233,7 +233,7 @@ class Copier:
         if not server_side:
             outcome = stream_copy(self.ctx, info, target, deadline)
             if self.policy.mode == Mode.AUTO:
-                outcome.note = self._stream_note()
+                outcome.note = _join(self._stream_note(), outcome.note)
             return outcome
         try:
             return server_side_copy(self.ctx, info, target, deadline)

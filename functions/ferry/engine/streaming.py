@@ -45,6 +45,7 @@ from ferry.limits import (
     MAX_SINGLE_COPY,
     Part,
     choose_part_size,
+    format_size,
     uniform_parts,
 )
 from ferry.models import Status, Strategy, Target
@@ -158,7 +159,7 @@ class OrderedMd5:
 def stream_copy(ctx: TransferContext, info: SourceInfo, target: Target, deadline: float | None) -> Outcome:
     if info.provisional and info.size > ctx.policy.multipart_threshold:
         confirm(ctx.source_client, info)  # parts are planned from the HEAD's evidence
-    if info.size <= single_put_limit(ctx, info):
+    if info.size <= single_put_limit(ctx, info) and not _layout_proves(ctx, info):
         try:
             return _stream_single(ctx, info, target)
         except CopyFailed as failure:
@@ -183,6 +184,37 @@ def single_put_limit(ctx: TransferContext, info: SourceInfo) -> int:
     if not info.is_multipart and needs_whole_md5(info):
         return max(ctx.policy.multipart_threshold, min(ctx.memory.capacity, MAX_SINGLE_COPY))
     return ctx.policy.multipart_threshold
+
+
+def _layout_proves(ctx: TransferContext, info: SourceInfo) -> bool:
+    """True when only a copy in the source's own parts can be proved identical to it.
+
+    A multipart source with no full-object CRC is proved by its `-N` ETag (MD5 of part MD5s)
+    or its COMPOSITE checksum, and both are over its parts: one PutObject's ETag can never
+    equal them, so the copy would be verified by size alone and copied again on every run.
+    Such a source goes multipart in its learned layout even below the multipart threshold,
+    as a server-side copy uses UploadPartCopy for it rather than CopyObject.
+    """
+    if not info.is_multipart:
+        return False
+    src = info.checksum
+    if src is not None and src.is_full_object and src.algorithm in checksums.CRC_ALGORITHMS:
+        return False  # combined from any parts, so one PutObject is proved as well
+    composite = src is not None and not src.is_full_object
+    return (info.etag_is_md5 or composite) and _reproducible_layout(ctx, info) is not None
+
+
+def _reproducible_layout(ctx: TransferContext, info: SourceInfo) -> list[Part] | None:
+    """The source's learned parts, when the caller chose no part size and each part fits the
+    memory limit: a part's whole buffer is granted at once, and a part larger than the budget
+    would run alone past it (ByteBudget), so such a layout is not reproduced."""
+    if ctx.policy.part_size is not None or not info.is_multipart:
+        return None
+    layout = learn_layout(ctx.source_client, info)
+    largest = min(MAX_REPRODUCED_STREAM_PART, ctx.memory.capacity)
+    if layout and max(p.size for p in layout) <= largest:
+        return layout
+    return None
 
 
 def _stream_single(ctx: TransferContext, info: SourceInfo, target: Target) -> Outcome:
@@ -233,10 +265,9 @@ def _stream_single(ctx: TransferContext, info: SourceInfo, target: Target) -> Ou
 
 def _plan(ctx: TransferContext, info: SourceInfo) -> tuple[list[Part], bool]:
     """Reproduce the source's parts when known and affordable, so its ETag can be matched."""
-    if ctx.policy.part_size is None and info.is_multipart:
-        layout = learn_layout(ctx.source_client, info)
-        if layout and max(p.size for p in layout) <= MAX_REPRODUCED_STREAM_PART:
-            return layout, True
+    layout = _reproducible_layout(ctx, info)
+    if layout is not None:
+        return layout, True
     part_size = choose_part_size(info.size, ctx.policy.part_size or DEFAULT_STREAM_PART_SIZE)
     return uniform_parts(info.size, part_size), False
 
@@ -330,6 +361,24 @@ def _stream_multipart(
         version_id=response.get("VersionId"),
         parts_resumed=upload.resumed_parts,
         encryption=response.get("ServerSideEncryption"),
+        note=None if reproduced else _layout_note(ctx, info, plan, verified_by),
+    )
+
+
+def _layout_note(ctx: TransferContext, info: SourceInfo, plan: list[Part], verified_by: str) -> str | None:
+    """Say why a learned layout was not kept, when that left the copy proved by size alone."""
+    if verified_by != "size" or not info.layout or ctx.policy.part_size is not None:
+        return None
+    largest = max(p.size for p in info.layout)
+    if ctx.memory.capacity < largest:
+        limit = f"exceed the memory limit ({format_size(ctx.memory.capacity)})"
+        fix = f"raise the memory limit to at least {format_size(largest)} to keep the source's ETag"
+    else:
+        limit = f"exceed the {format_size(MAX_REPRODUCED_STREAM_PART)} a streamed part may hold"
+        fix = "a server-side copy (same endpoint) keeps its ETag"
+    return (
+        f"the source's parts (up to {format_size(largest)}) {limit}: copied in parts of "
+        f"{format_size(plan[0].size)}, verified by size only, so the next run copies it again; {fix}"
     )
 
 

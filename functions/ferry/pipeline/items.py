@@ -10,6 +10,7 @@ same names), and S3 Inventory rows (`Bucket`, `Key` URL-encoded, `VersionId`, `I
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -93,11 +94,37 @@ def _int(value: Any) -> int | None:
 
 
 def _time(value: Any) -> dt.datetime | None:
-    if isinstance(value, dt.datetime):
-        return value
-    if not isinstance(value, str) or not value:
+    """A modification time as the readers give it, in UTC; None when unreadable.
+
+    The listObjectsV2 reader gives `LastModified` in epoch seconds (`1668699881`, Step
+    Functions developer guide, input-output-itemreader.html); S3 Inventory rows give
+    `LastModifiedDate` in ISO 8601 text; manifests written by hand may give either, as text.
+    A time without a zone is UTC, as S3's are, so it compares with the destination's.
+    """
+    if isinstance(value, bool):
         return None
+    if isinstance(value, int | float):
+        return _from_epoch(value)
+    if isinstance(value, dt.datetime):
+        moment = value
+    elif isinstance(value, str) and value.strip():
+        text = value.strip()
+        if _EPOCH.match(text):
+            return _from_epoch(float(text))
+        try:
+            moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    else:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+
+
+_EPOCH = re.compile(r"^\d+(\.\d+)?$")
+
+
+def _from_epoch(seconds: float) -> dt.datetime | None:
     try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
+        return dt.datetime.fromtimestamp(seconds, tz=dt.UTC)
+    except (OverflowError, OSError, ValueError):
         return None
