@@ -67,14 +67,15 @@ def server_binary(name: str) -> str:
 class S3Server:
     """A running S3 endpoint plus a plain boto3 client for arranging and inspecting tests."""
 
-    def __init__(self, name: str, url: str) -> None:
+    def __init__(self, name: str, url: str, region: str = "us-east-1") -> None:
         self.name = name
         self.url = url
-        self.endpoint = Endpoint(endpoint_url=url, region="us-east-1")
+        self.region = region  # the region the server signs in (Garage's is its own `s3_region`)
+        self.endpoint = Endpoint(endpoint_url=url, region=region)
         self.client: Any = boto3.client(
             "s3",
             endpoint_url=url,
-            region_name="us-east-1",
+            region_name=region,
             config=Config(
                 s3={"addressing_style": "path"},
                 request_checksum_calculation="when_required",
@@ -325,3 +326,13 @@ def dynamodb_transaction_conflicts(pipeline: Any, monkeypatch: pytest.MonkeyPatc
 
     monkeypatch.setattr(DynamoDBBackend, "transact_write_items", conflicting)
     return conflicts
+
+
+# The real S3-compatible servers in the suite: a test taking `s3_compatible` runs on each.
+S3_COMPATIBLE = ("versitygw", "minio")
+
+
+@pytest.fixture(params=S3_COMPATIBLE)
+def s3_compatible(request: pytest.FixtureRequest) -> S3Server:
+    """Each real S3-compatible server in turn (session servers: started once, shared)."""
+    return request.getfixturevalue(request.param)

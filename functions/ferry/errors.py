@@ -6,6 +6,8 @@ the Lambda handlers (later) to a Step Functions error name.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
 
 
@@ -48,19 +50,63 @@ _HINTS = {
     "ObjectNotInActiveTierError": "the object is in an archive storage class: restore it first (ferry --restore bulk)",
     "PermanentRedirect": "bucket {bucket!r} is in another region: set --{side_flag}-region",
     "AuthorizationHeaderMalformed": "wrong region for bucket {bucket!r}: set --{side_flag}-region",
-    "InvalidAccessKeyId": "the {side} credentials are not known to the endpoint",
-    "SignatureDoesNotMatch": "the {side} secret key does not match its access key",
+    # Credentials, not permissions: each sentence names them as the likely cause.
+    "InvalidAccessKeyId": "the {side} credentials are not known to the endpoint: check the access key id",
+    "XAdminUserNotFound": "the {side} credentials are not known to the endpoint: check the access key id",
+    "SignatureDoesNotMatch": "the {side} credentials are wrong: check the secret key of this access key id",
+    "InvalidToken": "the {side} credentials' session token is not valid: refresh the credentials",
     "ExpiredToken": "the {side} credentials have expired: refresh them",
+    "TokenRefreshRequired": "the {side} credentials have expired: refresh them",
     "SlowDown": "S3 kept throttling after retries: lower --concurrency",
     "PreconditionFailed": "the source object changed during the copy; run again to copy its new version",
     "412": "the source object changed during the copy; run again to copy its new version",
 }
 
 
+# Servers that answer a credentials fault with a plain AccessDenied say which only in the
+# message: Garage 2.5.0 sends "Forbidden: Invalid signature" and "Forbidden: No such key: ID"
+# (garage_api_common/signature/payload.rs). Read as the code S3 would have sent.
+_CREDENTIAL_MESSAGES = (
+    ("invalid signature", "SignatureDoesNotMatch"),
+    ("no such key:", "InvalidAccessKeyId"),
+)
+
+
 def error_code(error: BaseException) -> str:
     if isinstance(error, ClientError):
         return str(error.response.get("Error", {}).get("Code", "Unknown"))
     return type(error).__name__
+
+
+def _http_status(error: ClientError) -> int | None:
+    return error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+
+
+def is_bare(error: BaseException) -> bool:
+    """An error without a body to name it: botocore then gives the HTTP status as its code.
+    Every HEAD's error is bare: a 403 cannot tell a missing permission from a wrong key."""
+    return isinstance(error, ClientError) and error_code(error).isdigit()
+
+
+def explain_bare(error: BaseException, ask: Callable[[], object]) -> BaseException:
+    """The named error behind a HEAD's bare one, or the HEAD's own error.
+
+    `ask` makes a request needing the same permission whose error has a body (a one-key
+    ListObjectsV2 for HeadBucket, a one-byte GET for HeadObject): on the failure path only,
+    one request more says SignatureDoesNotMatch, InvalidAccessKeyId or AccessDenied. Its
+    error counts only with the same HTTP status (the same refusal, now named); anything else
+    (it succeeds, a range error, no connection) keeps the HEAD's error.
+    """
+    if not isinstance(error, ClientError) or not is_bare(error):
+        return error
+    try:
+        ask()
+    except ClientError as named:
+        if not is_bare(named) and _http_status(named) == _http_status(error):
+            return named
+    except BotoCoreError:
+        pass
+    return error
 
 
 def describe(error: BaseException, *, side: str, action: str, bucket: str, key: str | None = None) -> str:
@@ -81,9 +127,11 @@ def describe(error: BaseException, *, side: str, action: str, bucket: str, key: 
                 else "kms:GenerateDataKey and kms:Decrypt on the destination key"
             )
             return f"KMS denied {action} on {where} ({code}): grant the {side} identity {need}"
-        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        status = _http_status(error)
         if code in ("403", "Forbidden") or status == 403 and code not in _HINTS:
             code = "AccessDenied"
+        if code == "AccessDenied":
+            code = next((named for text, named in _CREDENTIAL_MESSAGES if text in message.lower()), code)
         if code in ("404", "NotFound") and key is not None:
             code = "NoSuchKey"
         hint = _HINTS.get(code)

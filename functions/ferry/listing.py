@@ -14,7 +14,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ferry.errors import ConfigError, describe, error_code
+from ferry.errors import ConfigError, describe, error_code, explain_bare
 from ferry.jobspec import JobOptions, as_folder, check_not_overlapping
 from ferry.models import SourceObject, Target
 
@@ -36,10 +36,14 @@ def parse_s3_url(text: str, what: str) -> S3Url:
 
 
 def check_bucket(client: Any, bucket: str, side: str) -> None:
-    """Fail before any copy when a bucket is missing or unreachable: nothing is written."""
+    """Fail before any copy when a bucket is missing or unreachable: nothing is written.
+
+    HeadBucket's error has no body: a bare 403 (or, on versitygw, a 404 for an unknown access
+    key id) is asked again as a one-key listing, whose error says what is wrong."""
     try:
         client.head_bucket(Bucket=bucket)
-    except ClientError as error:
+    except ClientError as bare:
+        error = explain_bare(bare, lambda: client.list_objects_v2(Bucket=bucket, MaxKeys=1))
         code = error_code(error)
         if code in ("404", "NoSuchBucket", "NotFound"):
             raise ConfigError(

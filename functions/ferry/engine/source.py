@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ferry.engine.checksums import Checksum, from_response
-from ferry.errors import CopyFailed, describe
+from ferry.errors import CopyFailed, describe, explain_bare
 from ferry.limits import Part, parts_from_sizes, uniform_parts
 from ferry.models import ARCHIVE_CLASSES, CopyPolicy, SourceObject
 
@@ -132,7 +132,8 @@ def inspect(client: Any, obj: SourceObject) -> SourceInfo:
         head = client.head_object(
             Bucket=obj.bucket, Key=obj.key, ChecksumMode="ENABLED", **_version_args(obj)
         )
-    except Exception as error:
+    except Exception as bare:
+        error = explain_bare(bare, lambda: _read_one_byte(client, obj))
         raise CopyFailed(
             describe(error, side="source", action="s3:GetObject", bucket=obj.bucket, key=obj.key)
         ) from error
@@ -145,6 +146,11 @@ def inspect(client: Any, obj: SourceObject) -> SourceInfo:
         storage_class=head.get("StorageClass") or "STANDARD",
         version_id=head.get("VersionId") or obj.version_id,
     )
+
+
+def _read_one_byte(client: Any, obj: SourceObject) -> None:
+    """A GET needs what the HEAD needed (s3:GetObject) and its error has a body that names it."""
+    client.get_object(Bucket=obj.bucket, Key=obj.key, Range="bytes=0-0", **_version_args(obj))["Body"].close()
 
 
 def read_tags(client: Any, info: SourceInfo) -> dict[str, str]:

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.errors import ConfigError, describe
+from ferry.errors import ConfigError, describe, explain_bare
 from ferry.jobspec import JobSpec, check_not_overlapping, parse_job_spec
 from ferry.pipeline.batches import Services, record_lost_batch
 from ferry.pipeline.job_reports import job_prefix
@@ -103,6 +103,7 @@ def check_access(spec: JobSpec, services: Services) -> None:
             action="s3:GetObject",
             bucket=m.bucket,
             key=m.key,
+            explain=lambda: s3.get_object(Bucket=m.bucket, Key=m.key, Range="bytes=0-0")["Body"].close(),
         )
         if m.format == "inventory":
             _check_inventory(s3, m.bucket, m.key)
@@ -187,11 +188,21 @@ def _check_inventory(s3: Any, bucket: str, key: str) -> None:
 
 
 def _ask(
-    call: Any, what: str, *, action: str, bucket: str, key: str | None = None, side: str = "source"
+    call: Any,
+    what: str,
+    *,
+    action: str,
+    bucket: str,
+    key: str | None = None,
+    side: str = "source",
+    explain: Callable[[], object] | None = None,
 ) -> None:
+    """Make one check's request; a refusal becomes one sentence. `explain` asks again, when
+    `call` is a HEAD, with a request whose error has a body (see `errors.explain_bare`)."""
     try:
         call()
-    except ClientError as error:
+    except ClientError as bare:
+        error = explain_bare(bare, explain) if explain else bare
         raise AccessCheckFailed(
             f"{what}: {describe(error, side=side, action=action, bucket=bucket, key=key)}"
         ) from error
