@@ -7,6 +7,8 @@ VERSITYGW_VERSION := v1.8.0
 VERSITYGW := $(CACHE)/bin/versitygw-$(VERSITYGW_VERSION)
 MINIO_VERSION := v0.0.0-20260212201848-7aac2a2c5b7c
 MINIO := $(CACHE)/bin/minio-$(MINIO_VERSION)
+GARAGE_VERSION := 2.5.0
+GARAGE := $(CACHE)/bin/garage-v$(GARAGE_VERSION)
 
 .PHONY: demo test lint unit setup clean
 
@@ -34,6 +36,14 @@ $(MINIO):
 	GOBIN=$(abspath $(CACHE)/gobin) GOFLAGS=-modcacherw go install github.com/minio/minio@$(MINIO_VERSION)
 	mv $(CACHE)/gobin/minio $@
 
+# Garage, a third S3-compatible server (its own region; no tagging, no PartNumber on HEAD).
+# Built from crates.io with its sqlite store only, in debug mode (a release build takes far longer).
+$(GARAGE):
+	mkdir -p $(CACHE)/bin $(CACHE)/cargo
+	cargo install garage --version $(GARAGE_VERSION) --locked --debug --no-default-features \
+		--features bundled-libs,sqlite --root $(abspath $(CACHE)/cargo)
+	mv $(CACHE)/cargo/bin/garage $@
+
 setup: $(BIN)/.installed node_modules/.installed
 
 demo: $(BIN)/.installed
@@ -44,8 +54,9 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff format --check functions tests bench cdk
 	PYTHONPATH=functions $(BIN)/lint-imports --no-cache
 
-test: $(BIN)/.installed node_modules/.installed $(VERSITYGW) $(MINIO) lint
-	FERRY_VERSITYGW=$(abspath $(VERSITYGW)) FERRY_MINIO=$(abspath $(MINIO)) $(BIN)/pytest -q --timeout=600
+test: $(BIN)/.installed node_modules/.installed $(VERSITYGW) $(MINIO) $(GARAGE) lint
+	FERRY_VERSITYGW=$(abspath $(VERSITYGW)) FERRY_MINIO=$(abspath $(MINIO)) FERRY_GARAGE=$(abspath $(GARAGE)) \
+		$(BIN)/pytest -q --timeout=600
 
 clean:
 	rm -rf $(VENV) $(CACHE)

@@ -3,7 +3,8 @@
 `versitygw` is the faithful server (it rejects wrong checksums, honours PartNumber); moto's
 server stands in where versitygw lacks a feature (archive classes and RestoreObject, objects
 without any stored checksum); `minio` is there for the ways MinIO differs from S3 that users
-meet (it refuses UploadPartCopy into an upload created with a checksum algorithm).
+meet (it refuses UploadPartCopy into an upload created with a checksum algorithm); `garage`
+is a third S3-compatible server, with its own region and without some of S3's features.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from botocore.config import Config
 from ferry import Endpoint
 
 ACCESS_KEY = "ferrytest"
-SECRET_KEY = "ferrytestsecret"
+SECRET_KEY = "ferrytestsecretkey"  # Garage imports secret keys of 16 characters or more
 REPO = Path(__file__).resolve().parents[1]
 
 os.environ.update(
@@ -160,6 +161,81 @@ def _wait_until_serving(server: S3Server, timeout: float = 30.0) -> None:
             server.client.list_buckets()
             return
         except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+GARAGE_REGION = "garage"  # Garage's documented `s3_region`; it refuses requests signed for another
+
+
+@pytest.fixture(scope="session")
+def garage() -> Iterator[S3Server]:
+    """A single-node Garage with its sqlite metadata store, configured as its quick start says:
+    one node given a role in zone dc1 (the layout), the suite's key imported and allowed to
+    create buckets."""
+    binary = server_binary("garage")
+    root = Path(tempfile.mkdtemp(prefix="ferry-garage-"))
+    s3_port, rpc_port, admin_port = free_port(), free_port(), free_port()
+    config = root / "garage.toml"
+    config.write_text(
+        f"""metadata_dir = "{root / "meta"}"
+data_dir = "{root / "data"}"
+db_engine = "sqlite"
+metadata_fsync = false
+data_fsync = false
+replication_factor = 1
+rpc_bind_addr = "127.0.0.1:{rpc_port}"
+rpc_public_addr = "127.0.0.1:{rpc_port}"
+rpc_secret = "{uuid.uuid4().hex}{uuid.uuid4().hex}"
+
+[s3_api]
+s3_region = "{GARAGE_REGION}"
+api_bind_addr = "127.0.0.1:{s3_port}"
+
+[admin]
+api_bind_addr = "127.0.0.1:{admin_port}"
+admin_token = "{uuid.uuid4().hex}"
+"""
+    )
+    log = open(root / "server.log", "wb")  # noqa: SIM115 - lives as long as the server
+    env = dict(os.environ, RUST_LOG="garage=warn")
+    process = subprocess.Popen(
+        [binary, "-c", str(config), "server"], stdout=log, stderr=subprocess.STDOUT, env=env
+    )
+
+    def admin(*args: str) -> str:
+        run = subprocess.run(
+            [binary, "-c", str(config), *args], capture_output=True, text=True, env=env, timeout=60
+        )
+        if run.returncode != 0:
+            raise RuntimeError(f"garage {' '.join(args)} failed: {run.stderr.strip()}")
+        return run.stdout
+
+    try:
+        wait_for_port(s3_port)
+        node = _retry(lambda: admin("node", "id", "-q")).strip().split("@")[0]
+        admin("layout", "assign", "-z", "dc1", "-c", "1G", node)
+        admin("layout", "apply", "--version", "1")
+        admin("key", "import", "--yes", "-n", "ferry", ACCESS_KEY, SECRET_KEY)
+        admin("key", "allow", "--create-bucket", ACCESS_KEY)
+        server = S3Server("garage", f"http://127.0.0.1:{s3_port}", region=GARAGE_REGION)
+        _wait_until_serving(server)
+        yield server
+    finally:
+        process.kill()  # SIGTERM starts a graceful shutdown that outlasts 10 s; the data is thrown away
+        process.wait(timeout=10)
+        log.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _retry(call: Any, timeout: float = 30.0) -> Any:
+    """Garage's CLI reaches the daemon over RPC, which opens a moment after the S3 port."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return call()
+        except RuntimeError:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
@@ -329,7 +405,7 @@ def dynamodb_transaction_conflicts(pipeline: Any, monkeypatch: pytest.MonkeyPatc
 
 
 # The real S3-compatible servers in the suite: a test taking `s3_compatible` runs on each.
-S3_COMPATIBLE = ("versitygw", "minio")
+S3_COMPATIBLE = ("versitygw", "minio", "garage")
 
 
 @pytest.fixture(params=S3_COMPATIBLE)

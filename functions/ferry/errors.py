@@ -88,17 +88,28 @@ def is_bare(error: BaseException) -> bool:
     return isinstance(error, ClientError) and error_code(error).isdigit()
 
 
-def explain_bare(error: BaseException, ask: Callable[[], object]) -> BaseException:
-    """The named error behind a HEAD's bare one, or the HEAD's own error.
+def explain_bare(error: BaseException, ask: Callable[[], object]) -> BaseException | None:
+    """The named error behind a HEAD's bare one; the HEAD's own error when none is found; None
+    when the request asked again succeeds (the refusal did not hold: botocore, for one, learns
+    a bucket's region from a listing's error body and retries, which it cannot from a HEAD's).
 
     `ask` makes a request needing the same permission whose error has a body (a one-key
     ListObjectsV2 for HeadBucket, a one-byte GET for HeadObject): on the failure path only,
     one request more says SignatureDoesNotMatch, InvalidAccessKeyId or AccessDenied. Its
     error counts only with the same HTTP status (the same refusal, now named); anything else
-    (it succeeds, a range error, no connection) keeps the HEAD's error.
+    (a range error, no connection) keeps the HEAD's error.
     """
     if not isinstance(error, ClientError) or not is_bare(error):
         return error
+    try:
+        ask()
+    except ClientError as named:
+        if not is_bare(named) and _http_status(named) == _http_status(error):
+            return named
+        return error
+    except BotoCoreError:
+        return error
+    return None
     try:
         ask()
     except ClientError as named:

@@ -44,6 +44,8 @@ def check_bucket(client: Any, bucket: str, side: str) -> None:
         client.head_bucket(Bucket=bucket)
     except ClientError as bare:
         error = explain_bare(bare, lambda: client.list_objects_v2(Bucket=bucket, MaxKeys=1))
+        if error is None:
+            raise ConfigError(_head_refused_but_listed(bare, bucket, side)) from bare
         code = error_code(error)
         if code in ("404", "NoSuchBucket", "NotFound"):
             raise ConfigError(
@@ -52,6 +54,17 @@ def check_bucket(client: Any, bucket: str, side: str) -> None:
         raise ConfigError(describe(error, side=side, action="s3:ListBucket", bucket=bucket)) from error
     except Exception as error:
         raise ConfigError(describe(error, side=side, action="s3:ListBucket", bucket=bucket)) from error
+
+
+def _head_refused_but_listed(bare: ClientError, bucket: str, side: str) -> str:
+    """Garage refuses a request signed for a region other than its `s3_region` (its default:
+    `garage`); a HEAD's refusal is a bare 400, while a listing's error names the region and
+    botocore quietly retries there. Every other request of the copy would fail as the HEAD did."""
+    status = bare.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return (
+        f"the {side} endpoint refused HeadBucket on s3://{bucket} ({status} without a reason) but lists it: "
+        f"most likely it expects another region: set --{_flag(side)}-region to the endpoint's (Garage's default: garage)"
+    )
 
 
 def _flag(side: str) -> str:

@@ -14,7 +14,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from conftest import S3Server
+from conftest import ACCESS_KEY, SECRET_KEY, S3Server
 from ferry.jobspec import parse_job_spec
 from ferry.pipeline.batches import Services
 from ferry.pipeline.jobs import AccessCheckFailed, check_access
@@ -26,13 +26,12 @@ WRONG = {
 
 
 def client_with(server: S3Server, access_key: str | None, secret_key: str | None) -> Any:
-    good = server.client._request_signer._credentials
     return boto3.client(
         "s3",
         endpoint_url=server.url,
         region_name=server.region,
-        aws_access_key_id=access_key or good.access_key,
-        aws_secret_access_key=secret_key or good.secret_key,
+        aws_access_key_id=access_key or ACCESS_KEY,
+        aws_secret_access_key=secret_key or SECRET_KEY,
         config=Config(s3={"addressing_style": "path"}, retries={"mode": "standard", "max_attempts": 1}),
     )
 

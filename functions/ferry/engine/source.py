@@ -133,7 +133,7 @@ def inspect(client: Any, obj: SourceObject) -> SourceInfo:
             Bucket=obj.bucket, Key=obj.key, ChecksumMode="ENABLED", **_version_args(obj)
         )
     except Exception as bare:
-        error = explain_bare(bare, lambda: _read_one_byte(client, obj))
+        error = explain_bare(bare, lambda: _read_one_byte(client, obj)) or bare
         raise CopyFailed(
             describe(error, side="source", action="s3:GetObject", bucket=obj.bucket, key=obj.key)
         ) from error

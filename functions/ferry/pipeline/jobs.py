@@ -202,7 +202,7 @@ def _ask(
     try:
         call()
     except ClientError as bare:
-        error = explain_bare(bare, explain) if explain else bare
+        error = (explain_bare(bare, explain) if explain else bare) or bare
         raise AccessCheckFailed(
             f"{what}: {describe(error, side=side, action=action, bucket=bucket, key=key)}"
         ) from error
