@@ -404,6 +404,23 @@ def dynamodb_transaction_conflicts(pipeline: Any, monkeypatch: pytest.MonkeyPatc
     return conflicts
 
 
+@pytest.fixture
+def quirks() -> Iterator[Any]:
+    """Starts a QuirkProxy (tests/engine/server_quirks.py) in front of a real server:
+    `proxy = quirks(versitygw, "no-tagging")`; ferry talks to `proxy.url`, the test arranges
+    and inspects through `versitygw.client`. Every proxy stops when the test ends."""
+    from contextlib import ExitStack
+
+    from engine.server_quirks import quirk_proxy
+
+    with ExitStack() as stack:
+
+        def start(server: S3Server, *names: str) -> Any:
+            return stack.enter_context(quirk_proxy(server.url, *names, untag_client=server.client))
+
+        yield start
+
+
 # The real S3-compatible servers in the suite: a test taking `s3_compatible` runs on each.
 S3_COMPATIBLE = ("versitygw", "minio", "garage")
 

@@ -191,12 +191,6 @@ def _copy(server: S3Server, src: str, dst: str, mode: str) -> dict[str, Any]:
 # Cases that fail today, asserting the behaviour the issue asks for; strict, so the mark must
 # go when the fix lands. Each reason is the failure seen, quoted.
 KNOWN_FAILURES = {
-    ("garage", "auto"): "issue 15 item 2: Garage answers GetObjectTagging with 501 NotImplemented "
-    "('Unimplemented action: GetObjectTagging'); the 2 multipart objects (copied part by part, "
-    "so their tags are read) fail: 'cannot read the source tags to preserve them'",
-    ("garage", "stream"): "issue 15 item 2: Garage answers GetObjectTagging with 501 NotImplemented; "
-    "all 20 objects fail: 'cannot read the source tags to preserve them (NotImplemented on "
-    "s3:GetObjectTagging ...)'",
     ("versitygw", "auto"): "versitygw 1.8.0 answers CopyObject of the empty folder marker "
     "'folder marker/' with DirectoryObjectContainsData (PutObject of it succeeds; see "
     "tests/engine/test_keys.py); auto mode does not fall back to streaming on it: 1 failed",

@@ -128,6 +128,9 @@ def test_streamed_copies_of_listed_objects_send_a_get_and_a_put_each(
     assert_faithful(server, src, dst, data)
     # No tag count is not "no tags" (S3 sends it only to callers allowed to read them): asked.
     assert source == Counter({"GetObject": len(data), "GetObjectTagging": len(data)})
+    # A read-back of the first copies' tags (until one proves the destination keeps them).
+    read_backs = dest.pop("GetObjectTagging")
+    assert 1 <= read_backs < len(data)
     assert dest == Counter({"PutObject": len(data), "ListObjectsV2": 1})
 
 

@@ -268,11 +268,11 @@ def test_a_pass_killed_by_the_lambda_timeout_is_retried_and_counted_once(
     real_record = batches.record
     killed: list[str] = []
 
-    def record_unless_killed(services: Any, job_id: str, batch_key: str, results: Any) -> Any:
+    def record_unless_killed(services: Any, job_id: str, batch_key: str, results: Any, **kwargs: Any) -> Any:
         if not killed:
             killed.append(batch_key)
             raise SandboxTimedout("RequestId: 1 Error: Task timed out after 900.00 seconds")
-        return real_record(services, job_id, batch_key, results)
+        return real_record(services, job_id, batch_key, results, **kwargs)
 
     monkeypatch.setattr(batches, "record", record_unless_killed)
 
@@ -285,7 +285,7 @@ def test_a_pass_killed_by_the_lambda_timeout_is_retried_and_counted_once(
     assert (counts["objects"], counts["failed"], counts["pending"]) == (6, 0, 0), counts
     assert counts["copied"] + counts["skipped"] == 6, counts
     ledger = DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE)
-    recorded = ledger.job("job-1")
+    recorded = ledger.tally("job-1").to_dict()
     assert (recorded["objects"], recorded["failed"], recorded["batches"]) == (6, 0, 1)
     assert list(ledger.failures("job-1")) == []
     keys = {o["Key"] for o in pipeline.s3.list_objects_v2(Bucket="dst")["Contents"]}

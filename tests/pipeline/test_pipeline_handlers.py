@@ -469,28 +469,32 @@ def test_a_retried_pass_returns_the_hand_over_of_the_attempt_that_was_recorded(p
 
 def test_failures_jsonl_is_streamed_not_built_in_memory(pipeline) -> None:
     """Issue 10, defect 9: Finalize built failures.jsonl as one string (a million failures do
-    not fit a Lambda's memory). It must reach S3 in parts while the failures are still
-    being read from the ledger."""
-    from ferry.pipeline.job_reports import JobReports
+    not fit a Lambda's memory). It must reach S3 a part at a time, each part sent before the
+    next one is read from the ledger."""
+    from ferry.pipeline.job_reports import FAILURES_PART_SIZE, JobReports
     from ferry.pipeline.ledger import Failure
 
-    total, consumed, at_first_part = 100_000, [0], []
+    total, read, before_each_part = 100_000, [0], []
 
     def failures() -> Any:
         for n in range(total):
-            consumed[0] += 1
-            yield Failure("src", f"data/{n:07}-{'x' * 60}", f"copy/{n:07}", "AccessDenied on s3:GetObject")
+            failure = Failure(
+                "src", f"data/{n:07}-{'x' * 60}", f"copy/{n:07}", "AccessDenied on s3:GetObject"
+            )
+            read[0] += len(json.dumps(failure.to_dict(), ensure_ascii=False).encode()) + 1
+            yield failure
 
     s3 = boto3.client("s3", region_name="us-east-1")
-    s3.meta.events.register(
-        "before-call.s3.UploadPart",
-        lambda **_: at_first_part.append(consumed[0]) if not at_first_part else None,
-    )
+    s3.meta.events.register("before-call.s3.UploadPart", lambda **_: before_each_part.append(read[0]))
     reports = JobReports(s3, PIPELINE_REPORTS)
     _, failures_key = reports.put_final("exec-1", {"status": "PARTIAL"}, failures())
 
-    assert at_first_part, "failures.jsonl was sent in one request, so it was held whole in memory"
-    assert at_first_part[0] < total / 2, f"{at_first_part[0]} of {total} failures read before the first part"
+    assert len(before_each_part) >= 2, (
+        "failures.jsonl was sent in one request, so it was held whole in memory"
+    )
+    line = 200  # a row is about 150 bytes: reading may run one row (and one 1 MiB buffer) ahead
+    for number, bytes_read in enumerate(before_each_part, start=1):
+        assert bytes_read <= number * FAILURES_PART_SIZE + 1024 * 1024 + line, (number, bytes_read)
     lines = s3.get_object(Bucket=PIPELINE_REPORTS, Key=failures_key)["Body"].read().splitlines()
     assert len(lines) == total and json.loads(lines[-1])["key"].startswith(f"data/{total - 1:07}")
 

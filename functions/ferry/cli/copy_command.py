@@ -228,6 +228,7 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
             except (FerryError, ClientError, BotoCoreError, OSError) as error:
                 # The listing or the report broke mid-way: what was done is still summarised.
                 stopped = str(error)
+        summary.degradations = copier.degradations
         summary.finish()
         if report:
             try:
@@ -257,11 +258,24 @@ def _print_summary(
     out.write(f"{prefix}{summary.line()}\n")
     if summary.details():
         out.write(summary.details() + "\n")
+    said = set(summary.degradations)
+    remaining = summary.failure_reasons.copy()
+    shown = 0  # failed objects accounted for by the lines printed
     for result in failures:
+        if result.reason in said:
+            # A run-level reason (one sentence for every such object): one line, not one each.
+            count = remaining.pop(result.reason, 0)
+            if count:
+                more = f" and {count - 1} more objects" if count > 1 else ""
+                where = f"s3://{result.source_bucket}/{result.source_key}{more}"
+                out.write(f"  failed: {where}: see the note above\n")
+                shown += count
+            continue
         out.write(f"  failed: s3://{result.source_bucket}/{result.source_key}: {result.reason}\n")
-    if summary.failed > len(failures):
+        shown += 1
+    if summary.failed > shown:
         out.write(
-            f"  ... and {summary.failed - len(failures)} more failures"
+            f"  ... and {summary.failed - shown} more failures"
             + (f" (see {args.report})" if args.report else "")
             + "\n"
         )

@@ -21,6 +21,9 @@ from ferry.models import CopyResult, Status
 class Summary(Counts):
     strategies: Counter[str] = field(default_factory=Counter)
     verified_by: Counter[str] = field(default_factory=Counter)
+    # What the run learned an endpoint lacks and what it did instead, each said once.
+    degradations: list[str] = field(default_factory=list)
+    failure_reasons: Counter[str] = field(default_factory=Counter)
     started: float = field(default_factory=time.monotonic)
     seconds: float = 0.0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -31,6 +34,8 @@ class Summary(Counts):
             if result.status == Status.COPIED:
                 self.strategies[result.strategy or "unknown"] += 1
                 self.verified_by[result.verified_by or "unverified"] += 1
+            elif result.status == Status.FAILED:
+                self.failure_reasons[result.reason or ""] += 1
             self.seconds = time.monotonic() - self.started
 
     def finish(self) -> Summary:
@@ -48,15 +53,19 @@ class Summary(Counts):
             "bytes_per_second": round(self.throughput),
             "strategies": dict(self.strategies),
             "verified_by": dict(self.verified_by),
+            "degradations": list(self.degradations),
         }
 
     def details(self) -> str:
-        """How the copied objects were copied and proved, e.g. `server-side 307, ...`."""
-        if not self.copied:
-            return ""
-        how = ", ".join(f"{k} {v}" for k, v in self.strategies.most_common())
-        proof = ", ".join(f"{k} {v}" for k, v in self.verified_by.most_common())
-        return f"  copied by: {how}\n  verified by: {proof}"
+        """How the copied objects were copied and proved, e.g. `server-side 307, ...`, and
+        each degradation of the run, once."""
+        lines = []
+        if self.copied:
+            how = ", ".join(f"{k} {v}" for k, v in self.strategies.most_common())
+            proof = ", ".join(f"{k} {v}" for k, v in self.verified_by.most_common())
+            lines += [f"  copied by: {how}", f"  verified by: {proof}"]
+        lines += [f"  note: {sentence}" for sentence in self.degradations]
+        return "\n".join(lines)
 
     def line(self) -> str:
         return (

@@ -82,6 +82,12 @@ def copy_object_args(
 ) -> dict[str, Any]:
     """Arguments for CopyObject: S3 copies metadata and tags itself unless told to replace them.
 
+    A directive is sent only where it changes S3's default: `x-amz-metadata-directive` and
+    `x-amz-tagging-directive` both default to COPY (CopyObject in the S3 API reference), and
+    some S3-compatible stores answer any tagging directive with 501 NotImplemented. REPLACE
+    is needed for replaced metadata, for replaced tags and for --no-tags (REPLACE with no tag
+    header: the copy gets no tags); where a store refuses it, auto mode streams instead.
+
     A copy onto itself that changes only tags is refused by S3 ("without changing the object's
     metadata, storage class, website redirect location or encryption attributes"): in place,
     the metadata and content headers are restated from the HEAD with REPLACE, which S3 accepts.
@@ -91,15 +97,11 @@ def copy_object_args(
         args.update(content_args(info))
         args["Metadata"] = metadata(info, policy)
         args["MetadataDirective"] = "REPLACE"
-    else:
-        args["MetadataDirective"] = "COPY"
     if policy.tags is not None:
         args["TaggingDirective"] = "REPLACE"
         args["Tagging"] = tagging_string(policy.tags)
     elif not policy.preserve_tags:
         args["TaggingDirective"] = "REPLACE"  # with no tag header: the copy gets no tags
-    else:
-        args["TaggingDirective"] = "COPY"
     args.update(storage_class_args(info, policy))
     args.update(encryption_args(info, policy, source_key))
     return args

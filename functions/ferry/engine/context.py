@@ -11,7 +11,15 @@ from ferry.engine.budget import ByteBudget
 from ferry.engine.buffers import BufferPool
 from ferry.engine.checkpoints import CheckpointStore
 from ferry.engine.checksums import CRC_ALGORITHMS
-from ferry.engine.source import SourceInfo
+from ferry.engine.degradations import (
+    DEST_TAGS_REFUSED,
+    SOURCE_TAGGING_NOT_IMPLEMENTED,
+    Degradations,
+    DestinationDropsTags,
+    is_not_implemented,
+)
+from ferry.engine.source import SourceInfo, tags_to_write
+from ferry.errors import CopyFailed
 from ferry.models import CopyPolicy, Endpoint, SourceObject, Target
 
 
@@ -37,6 +45,14 @@ class TransferContext:
     # caller knows them (the pipeline's `destination_kms_key_arns`). None: not known, and a
     # source key on the same endpoint and in its region is presumed usable (the CLI's case).
     reusable_kms_keys: frozenset[str] | None = None
+    # What this run learned about an endpoint lacking a feature, said once (degradations.py).
+    degradations: Degradations = field(default_factory=Degradations)
+    # Set once the source answered GetObjectTagging with NotImplemented: it holds no tags.
+    source_tagging_unsupported: threading.Event = field(default_factory=threading.Event)
+    # Set once a destination read-back found the tags Ferry wrote: no more read-backs.
+    dest_tags_kept: threading.Event = field(default_factory=threading.Event)
+    # The sentence every object with tags fails with, once the destination proved it drops them.
+    dest_tags_refused: str | None = None
 
     def __post_init__(self) -> None:
         # Part buffers are reused, and the pool keeps no more than the memory limit.
@@ -89,3 +105,33 @@ class TransferContext:
         if src is not None and src.is_full_object and src.algorithm in CRC_ALGORITHMS:
             return src.algorithm
         return "CRC32C"
+
+    def tags_for(self, info: SourceInfo) -> dict[str, str]:
+        """The tags a new destination object gets (see source.tags_to_write), for this run.
+
+        A source that does not implement tagging (GetObjectTagging answers NotImplemented)
+        holds no tags to lose: learned from the first object, said once, and later objects do
+        not ask. Tags for a destination known to drop them fail at once, with one sentence.
+        """
+        wants_source_tags = self.policy.tags is None and self.policy.preserve_tags
+        if wants_source_tags and self.source_tagging_unsupported.is_set():
+            tags: dict[str, str] = {}
+        else:
+            try:
+                tags = tags_to_write(self.source_client, info, self.policy)
+            except CopyFailed as failure:
+                if not is_not_implemented(failure):
+                    raise
+                self.source_tagging_unsupported.set()
+                self.degradations.add(SOURCE_TAGGING_NOT_IMPLEMENTED)
+                info.tags = tags = {}
+        if tags and self.dest_tags_refused:
+            raise DestinationDropsTags(self.dest_tags_refused)
+        return tags
+
+    def refuse_dest_tags(self, how: str) -> DestinationDropsTags:
+        """Learn that the destination cannot keep tags; the failure every tagged object gets."""
+        if self.dest_tags_refused is None:
+            self.dest_tags_refused = DEST_TAGS_REFUSED.format(how=how)
+            self.degradations.add(self.dest_tags_refused)
+        return DestinationDropsTags(self.dest_tags_refused)

@@ -22,6 +22,7 @@ from ferry.engine.archive import archived_outcome
 from ferry.engine.budget import ByteBudget
 from ferry.engine.checkpoints import CheckpointStore
 from ferry.engine.context import TransferContext
+from ferry.engine.degradations import SERVER_SIDE_NOT_IMPLEMENTED, NotImplementedByServer
 from ferry.engine.dest_listing import DestinationIndex, Listed
 from ferry.engine.outcome import Outcome
 from ferry.engine.server_side import server_side_copy
@@ -118,6 +119,7 @@ class Copier:
             reusable_kms_keys=frozenset(reusable_kms_keys) if reusable_kms_keys is not None else None,
         )
         self._server_side_denied = threading.Event()
+        self._server_side_off: str | None = None  # why server-side copies stopped, if they did
 
     def __enter__(self) -> Copier:
         return self
@@ -127,6 +129,11 @@ class Copier:
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
+
+    @property
+    def degradations(self) -> list[str]:
+        """What this run learned an endpoint lacks, and did instead: each sentence once."""
+        return self.ctx.degradations.list()
 
     @property
     def memory_peak(self) -> int:
@@ -237,6 +244,15 @@ class Copier:
             return outcome
         try:
             return server_side_copy(self.ctx, info, target, deadline)
+        except NotImplementedByServer as error:
+            if self.policy.mode != Mode.AUTO:
+                raise
+            # The endpoint lacks this copy: stream it, and stop asking the endpoint for
+            # server-side copies for the rest of the run; said once, in the run's degradations.
+            self._server_side_off = "not-implemented"
+            self._server_side_denied.set()
+            self.ctx.degradations.add(_not_implemented_sentence(error))
+            return stream_copy(self.ctx, info, target, deadline)
         except CopySourceDenied as error:
             if self.policy.mode != Mode.AUTO:
                 raise
@@ -285,7 +301,9 @@ class Copier:
         )
         return same_endpoint and not self._server_side_denied.is_set()
 
-    def _stream_note(self) -> str:
+    def _stream_note(self) -> str | None:
+        if self._server_side_off == "not-implemented":
+            return None  # said once, in the run's degradations
         if self._server_side_denied.is_set():
             return "streamed: an earlier server-side copy was denied to the destination identity"
         return "streamed: source and destination are different endpoints or partitions"
@@ -400,6 +418,14 @@ def _encryption_note(info: SourceInfo | None, outcome: Outcome) -> str | None:
     if outcome.encryption is None or outcome.encryption.startswith("aws:kms"):
         return None
     return f"the source is SSE-KMS; the destination bucket's default ({outcome.encryption}) applied: pass --kms-key-id to keep SSE-KMS"
+
+
+def _not_implemented_sentence(error: NotImplementedByServer) -> str:
+    cause = error.__cause__
+    response = getattr(cause, "response", {}) if cause is not None else {}
+    code = response.get("Error", {}).get("Code", "NotImplemented")
+    message = response.get("Error", {}).get("Message", "") or "not implemented"
+    return SERVER_SIDE_NOT_IMPLEMENTED.format(code=code, message=message)
 
 
 def _drop_finished(futures: list[Future[None]]) -> list[Future[None]]:

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from ferry.engine.checkpoints import Checkpoint, CheckpointStore, copy_id
 from ferry.engine.checksums import default_type
 from ferry.engine.context import TransferContext
+from ferry.engine.degradations import is_not_implemented
 from ferry.engine.source import SourceInfo
 from ferry.engine.verify import PartProof
 from ferry.errors import CopyFailed, describe
@@ -280,5 +281,12 @@ def open_upload(
         copy_id=copy_id(info.obj.bucket, info.obj.key, info.obj.version_id, target.bucket, target.key),
         store=ctx.checkpoints,
     )
-    upload.start()
+    try:
+        upload.start()
+    except CopyFailed as failure:
+        if "Tagging" in create_args and is_not_implemented(failure):
+            raise ctx.refuse_dest_tags(
+                "CreateMultipartUpload with x-amz-tagging answered NotImplemented"
+            ) from failure
+        raise
     return upload

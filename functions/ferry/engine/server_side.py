@@ -14,10 +14,11 @@ from ferry.engine.attributes import copy_object_args, new_object_args
 from ferry.engine.budget import SlotGate
 from ferry.engine.checkpoints import copy_id
 from ferry.engine.context import TransferContext
+from ferry.engine.degradations import NotImplementedByServer, is_not_implemented
 from ferry.engine.multipart import open_upload
 from ferry.engine.outcome import Outcome
-from ferry.engine.source import SourceInfo, confirm, learn_layout, tags_to_write
-from ferry.engine.streaming import STALE, discard_copy
+from ferry.engine.source import SourceInfo, confirm, guess_layout, learn_layout
+from ferry.engine.streaming import STALE, check_tags_kept, discard_copy
 from ferry.engine.verify import PartProof, verify_server_copy
 from ferry.errors import CopyFailed, CopySourceDenied, ListingWasStale, describe, error_code, is_access_denied
 from ferry.limits import (
@@ -72,7 +73,7 @@ def _single_request_is_verifiable(ctx: TransferContext, info: SourceInfo) -> boo
         return True
     if not info.etag_is_md5:
         return True  # a KMS ETag proves nothing even with the layout reproduced: one request will do
-    return learn_layout(ctx.source_client, info) is None
+    return learn_layout(ctx.source_client, info) is None and guess_layout(info) is None
 
 
 def _copy_object(ctx: TransferContext, info: SourceInfo, target: Target) -> Outcome:
@@ -170,6 +171,9 @@ def _plan(ctx: TransferContext, info: SourceInfo) -> tuple[list[Part], bool]:
     layout = learn_layout(ctx.source_client, info) if ctx.policy.part_size is None else None
     if layout and max(p.size for p in layout) <= MAX_PART_SIZE:
         return layout, True
+    guess = guess_layout(info) if ctx.policy.part_size is None and not info.layout else None
+    if guess and max(p.size for p in guess) <= MAX_PART_SIZE:
+        return guess, False  # proved only if the ETag comes out equal
     part_size = choose_part_size(info.size, ctx.policy.part_size or DEFAULT_COPY_PART_SIZE)
     return uniform_parts(info.size, part_size), False
 
@@ -223,7 +227,7 @@ def _copy_parts(
     algorithm: str | None,
 ) -> Outcome:
     plan, reproduced = _plan(ctx, info)
-    tags = tags_to_write(ctx.source_client, info, ctx.policy)
+    create_args = new_object_args(info, ctx.policy, ctx.tags_for(info), ctx.reusable_source_key(info))
     upload = open_upload(
         ctx,
         info,
@@ -231,7 +235,7 @@ def _copy_parts(
         plan=plan,
         algorithm=algorithm,
         strategy=Strategy.COPY_MULTIPART,
-        create_args=new_object_args(info, ctx.policy, tags, ctx.reusable_source_key(info)),
+        create_args=create_args,
     )
 
     def copy_part(part: Part, upload_id: str) -> PartProof:
@@ -271,6 +275,7 @@ def _copy_parts(
             handed_over=True,
         )
     response = upload.complete()
+    check_tags_kept(ctx, info, target, response.get("VersionId"), create_args)
     outcome = _verified_copy(
         ctx, info, target, response, response, Strategy.COPY_MULTIPART, same_layout=reproduced
     )
@@ -342,6 +347,16 @@ def _written_size(ctx: TransferContext, target: Target, version_id: str | None) 
 def _copy_error(error: BaseException, info: SourceInfo, target: Target) -> BaseException:
     if isinstance(error, CopyFailed):
         return error
+    if is_not_implemented(error):
+        # An endpoint without this copy (or a header it needs, such as
+        # x-amz-tagging-directive: REPLACE for --no-tags): auto mode streams instead.
+        message = getattr(error, "response", {}).get("Error", {}).get("Message", "")
+        failure = NotImplementedByServer(
+            f"NotImplemented on server-side copy of s3://{info.obj.bucket}/{info.obj.key}: {message}; "
+            "this endpoint cannot copy it server-side: copy with --mode stream"
+        )
+        failure.__cause__ = error
+        return failure
     kind = CopySourceDenied if is_access_denied(error) else CopyFailed
     failure = kind(
         describe(

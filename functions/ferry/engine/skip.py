@@ -13,6 +13,7 @@ from botocore.exceptions import ClientError
 from ferry.engine.checksums import from_response
 from ferry.engine.dest_listing import ABSENT, Listed
 from ferry.engine.source import SourceInfo, read_tags
+from ferry.engine.verify import etag_proves
 from ferry.errors import CopyFailed, describe, error_code, is_access_denied
 from ferry.models import Compare, CopyPolicy, Target
 
@@ -40,7 +41,7 @@ def identical_reason(
         )
         if comparable and src.value == dst.value:
             return f"identical ({src.algorithm.lower()} {src.value})"
-    if info.etag and head.get("ETag", "").strip('"') == info.etag:
+    if etag_proves(info, head.get("ETag"), head.get("ServerSideEncryption")):
         return f"identical (ETag {info.etag})"
     return None
 
@@ -64,7 +65,7 @@ def _listing_verdict(
         if info.head.get("LastModified") is None:  # a manifest row may not carry it
             return False, None
         return True, _not_older(info, listed.last_modified)
-    if info.etag and listed.etag == info.etag:
+    if etag_proves(info, listed.etag, None):  # the rule a copy is verified by (verify.py)
         return True, f"identical (ETag {info.etag})"
     return False, None
 

@@ -199,6 +199,23 @@ def learn_layout(client: Any, info: SourceInfo) -> list[Part] | None:
     return info.layout
 
 
+# Part sizes common clients upload in (AWS CLI and boto3 8 MiB, rclone 5 MiB, mc 16 MiB, ...).
+COMMON_PART_SIZES = tuple(n * 1024 * 1024 for n in (8, 5, 16, 15, 10, 64, 100, 128))
+
+
+def guess_layout(info: SourceInfo) -> list[Part] | None:
+    """A likely layout when the endpoint cannot say (HeadObject with partNumber answers 501):
+    uniform parts of the first common size that gives the source's part count. A guess is
+    never trusted: a copy in it is proved only if its ETag comes out equal (verify.etag_proves)."""
+    count = info.parts_count
+    if not count or not info.etag_is_md5:
+        return None
+    for size in COMMON_PART_SIZES:
+        if -(-info.size // size) == count:
+            return uniform_parts(info.size, size)
+    return None
+
+
 def _probe_layout(client: Any, info: SourceInfo) -> list[Part] | None:
     count = info.parts_count or 0
     first = _part_length(client, info, 1)

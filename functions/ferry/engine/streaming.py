@@ -8,6 +8,7 @@ budget: a part's buffer is granted before its GET and returned after its UploadP
 from __future__ import annotations
 
 import hashlib
+import logging
 import random
 import threading
 import time
@@ -23,17 +24,19 @@ from botocore.exceptions import (
 from urllib3.exceptions import ProtocolError
 
 from ferry.engine import checksums
-from ferry.engine.attributes import new_object_args
+from ferry.engine.attributes import new_object_args, tagging_string
 from ferry.engine.buffers import request_body
 from ferry.engine.context import TransferContext
+from ferry.engine.degradations import is_not_implemented
 from ferry.engine.multipart import open_upload
 from ferry.engine.outcome import Outcome
-from ferry.engine.source import SourceInfo, confirm, learn_layout, tags_to_write
+from ferry.engine.source import SourceInfo, confirm, guess_layout, learn_layout
 from ferry.engine.verify import (
     PartProof,
     StreamProof,
     needs_part_md5,
     needs_whole_md5,
+    prove_by_etag,
     source_algorithms,
     verify_stream,
     verify_written,
@@ -50,6 +53,7 @@ from ferry.limits import (
 )
 from ferry.models import Status, Strategy, Target
 
+log = logging.getLogger(__name__)
 READ_ATTEMPTS = 5
 # The listed evidence no longer holds: the ETag changed (If-Match failed) or the object was archived.
 STALE = ("PreconditionFailed", "412", "InvalidObjectState")
@@ -173,8 +177,47 @@ def stream_copy(ctx: TransferContext, info: SourceInfo, target: Target, deadline
 
 
 def _new_object_args(ctx: TransferContext, info: SourceInfo) -> dict[str, Any]:
-    tags = tags_to_write(ctx.source_client, info, ctx.policy)
-    return new_object_args(info, ctx.policy, tags, ctx.reusable_source_key(info))
+    return new_object_args(info, ctx.policy, ctx.tags_for(info), ctx.reusable_source_key(info))
+
+
+def tags_refused(
+    ctx: TransferContext, error: BaseException, args: dict[str, Any], action: str
+) -> CopyFailed | None:
+    """The run-level failure for a write with tags that the destination does not implement."""
+    if "Tagging" in args and is_not_implemented(error):
+        return ctx.refuse_dest_tags(f"{action} with x-amz-tagging answered NotImplemented")
+    return None
+
+
+def check_tags_kept(
+    ctx: TransferContext, info: SourceInfo, target: Target, version_id: str | None, args: dict[str, Any]
+) -> None:
+    """Read a written object's tags back until the destination has once kept them.
+
+    Some stores accept `x-amz-tagging` and keep nothing. Until one read-back finds the tags
+    Ferry wrote, each copy with tags is read back (one GetObjectTagging); one that finds them
+    missing removes the copy (a re-run would otherwise skip it as identical, tags lost) and
+    fails with the run's one sentence. A read-back that is refused proves nothing either way:
+    the destination identity may lack s3:GetObjectTagging, so the copy stands.
+    """
+    if "Tagging" not in args or ctx.dest_tags_kept.is_set():
+        return
+    extra = {"VersionId": version_id} if version_id and version_id != "null" else {}
+    try:
+        tag_set = ctx.dest_client.get_object_tagging(Bucket=target.bucket, Key=target.key, **extra)["TagSet"]
+    except Exception as error:
+        if not is_not_implemented(error):
+            log.info(
+                "cannot read back the tags of s3://%s/%s (%s): not checked", target.bucket, target.key, error
+            )
+            return
+        tag_set = []
+    if tagging_string({t["Key"]: t["Value"] for t in tag_set}) == args["Tagging"]:
+        ctx.dest_tags_kept.set()
+        return
+    failure = ctx.refuse_dest_tags("a written object kept none of its tags")
+    in_place = (info.obj.bucket, info.obj.key) == (target.bucket, target.key)
+    raise discard_copy(ctx.dest_client, target, version_id, failure, in_place=in_place)
 
 
 def single_put_limit(ctx: TransferContext, info: SourceInfo) -> int:
@@ -201,7 +244,19 @@ def _layout_proves(ctx: TransferContext, info: SourceInfo) -> bool:
     if src is not None and src.is_full_object and src.algorithm in checksums.CRC_ALGORITHMS:
         return False  # combined from any parts, so one PutObject is proved as well
     composite = src is not None and not src.is_full_object
-    return (info.etag_is_md5 or composite) and _reproducible_layout(ctx, info) is not None
+    return (info.etag_is_md5 or composite) and (
+        _reproducible_layout(ctx, info) is not None or _guessed_layout(ctx, info) is not None
+    )
+
+
+def _guessed_layout(ctx: TransferContext, info: SourceInfo) -> list[Part] | None:
+    """A likely layout (source.guess_layout) where the source's could not be learned, within
+    the memory limit: its copy is proved by the ETag it gets, if that comes out equal."""
+    if ctx.policy.part_size is not None or info.layout:
+        return None
+    guess = guess_layout(info)
+    largest = min(MAX_REPRODUCED_STREAM_PART, ctx.memory.capacity)
+    return guess if guess and max(p.size for p in guess) <= largest else None
 
 
 def _reproducible_layout(ctx: TransferContext, info: SourceInfo) -> list[Part] | None:
@@ -244,6 +299,9 @@ def _stream_single(ctx: TransferContext, info: SourceInfo, target: Target) -> Ou
                     **args,
                 )
             except Exception as error:
+                refused = tags_refused(ctx, error, args, "PutObject")
+                if refused is not None:
+                    raise refused from error
                 raise CopyFailed(
                     describe(
                         error, side="destination", action="s3:PutObject", bucket=target.bucket, key=target.key
@@ -253,6 +311,7 @@ def _stream_single(ctx: TransferContext, info: SourceInfo, target: Target) -> Ou
         ctx.buffers.give(buffer)
         ctx.memory.release(info.size)
     _check_written(ctx, info, target, proof, algorithm, response)
+    check_tags_kept(ctx, info, target, response.get("VersionId"), args)
     return Outcome(
         Status.COPIED,
         Strategy.STREAM_PUT,
@@ -268,6 +327,9 @@ def _plan(ctx: TransferContext, info: SourceInfo) -> tuple[list[Part], bool]:
     layout = _reproducible_layout(ctx, info)
     if layout is not None:
         return layout, True
+    guess = _guessed_layout(ctx, info)
+    if guess is not None:
+        return guess, False
     part_size = choose_part_size(info.size, ctx.policy.part_size or DEFAULT_STREAM_PART_SIZE)
     return uniform_parts(info.size, part_size), False
 
@@ -351,6 +413,8 @@ def _stream_multipart(
         raise
     response = upload.complete()
     _check_written(ctx, info, target, proof, algorithm, response)
+    check_tags_kept(ctx, info, target, response.get("VersionId"), args)
+    verified_by = prove_by_etag(verified_by, info, response)
     full = proof.full_object(algorithm)
     checksum = f"{algorithm}:{full}" if full else f"{algorithm}:{proof.composite(algorithm)}"
     return Outcome(

@@ -14,6 +14,7 @@ mismatch leaves nothing behind.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from ferry.engine import checksums
 from ferry.engine.checksums import Checksum
@@ -134,6 +135,30 @@ def verify_written(proof: StreamProof, algorithm: str, dest: Checksum | None) ->
         )
 
 
+def etag_proves(info: SourceInfo, dest_etag: str | None, dest_encryption: str | None) -> bool:
+    """The one ETag rule, for verifying a copy and for skipping an existing object alike.
+
+    An ETag is content evidence only where both sides' are MD5-derived (no KMS, no customer
+    key): then an equal ETag, `-N` suffix included, is the MD5 of the same bytes in the same
+    parts. A copy whose parts differ from the source's gets another ETag and is proved by
+    something else or by size alone; a later run finds the ETags unequal and does not skip it
+    on evidence the copy itself was never verified by.
+    """
+    if not dest_etag or not info.etag_is_md5 or (dest_encryption or "").startswith("aws:kms"):
+        return False
+    return dest_etag.strip('"') == info.etag
+
+
+def prove_by_etag(verified_by: str, info: SourceInfo, response: dict[str, Any]) -> str:
+    """Upgrade a copy proved by size alone when the ETag the destination reported for it
+    equals the source's (the source's layout reproduced, learned or not)."""
+    if verified_by == "size" and etag_proves(
+        info, response.get("ETag"), response.get("ServerSideEncryption")
+    ):
+        return "etag"
+    return verified_by
+
+
 def _false_stored_checksum(src: Checksum | None, dest: Checksum | None) -> bool:
     if src is None or dest is None or src.algorithm != dest.algorithm:
         return False
@@ -174,6 +199,8 @@ def verify_server_copy(
             if src.value != dest_checksum.value:
                 raise _fail(info, f"{src.algorithm} checksum", src.value, dest_checksum.value)
             return f"{src.algorithm.lower()} ({'full object' if src.is_full_object else 'composite'})"
+    if not same_layout and dest_md5 and etag_proves(info, dest_etag, dest_encryption):
+        return "etag"  # another plan that happened to give the source's parts
     if dest_size is None:
         return "unverified"
     return "size"

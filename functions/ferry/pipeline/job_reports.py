@@ -14,8 +14,15 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from boto3.s3.transfer import TransferConfig
+
 from ferry.models import CopyResult
 from ferry.pipeline.ledger import Failure
+
+FAILURES_PART_SIZE = 8 * 1024 * 1024
+FAILURES_UPLOAD = TransferConfig(
+    multipart_threshold=FAILURES_PART_SIZE, multipart_chunksize=FAILURES_PART_SIZE, use_threads=False
+)
 
 
 def job_prefix(job_id: str) -> str:
@@ -75,6 +82,9 @@ class JobReports:
             self.bucket,
             failures_key,
             ExtraArgs={"ContentType": "application/x-ndjson"},
+            # In the caller's thread, one part at a time: a non-seekable stream is otherwise
+            # read ahead by up to ten parts while uploads are in flight.
+            Config=FAILURES_UPLOAD,
         )
         self.s3.put_object(
             Bucket=self.bucket,
