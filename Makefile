@@ -36,7 +36,7 @@ $(MINIO):
 	GOBIN=$(abspath $(CACHE)/gobin) GOFLAGS=-modcacherw go install github.com/minio/minio@$(MINIO_VERSION)
 	mv $(CACHE)/gobin/minio $@
 
-# Garage, a third S3-compatible server (its own region; no tagging, no PartNumber on HEAD).
+# Garage, a third S3-compatible server (signs in its own region; no object tagging).
 # Built from crates.io with its sqlite store only, in debug mode (a release build takes far longer).
 $(GARAGE):
 	mkdir -p $(CACHE)/bin $(CACHE)/cargo

@@ -141,11 +141,12 @@ def describe(error: BaseException, *, side: str, action: str, bucket: str, key: 
         status = _http_status(error)
         if code in ("403", "Forbidden") or status == 403 and code not in _HINTS:
             code = "AccessDenied"
+        meaning = code  # the code stays in the sentence; an AccessDenied's hint follows its message
         if code == "AccessDenied":
-            code = next((named for text, named in _CREDENTIAL_MESSAGES if text in message.lower()), code)
+            meaning = next((named for text, named in _CREDENTIAL_MESSAGES if text in message.lower()), code)
         if code in ("404", "NotFound") and key is not None:
-            code = "NoSuchKey"
-        hint = _HINTS.get(code)
+            code = meaning = "NoSuchKey"
+        hint = _HINTS.get(meaning)
         text = f"{code} on {action} {where}"
         if hint:
             text += ": " + hint.format(

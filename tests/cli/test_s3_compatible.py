@@ -1,6 +1,7 @@
 """`ferry copy` on each real S3-compatible server in the suite, as a new user runs it.
 
-Every test here takes `s3_compatible` (conftest.py): versitygw, MinIO and Garage in turn.
+The tests taking `s3_compatible` (conftest.py) run on versitygw, MinIO and Garage in turn;
+one is Garage's own (its region).
 """
 
 from __future__ import annotations
