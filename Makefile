@@ -37,10 +37,11 @@ $(MINIO):
 	mv $(CACHE)/gobin/minio $@
 
 # Garage, a third S3-compatible server (signs in its own region; no object tagging).
-# Built from crates.io with its sqlite store only, in debug mode (a release build takes far longer).
+# Built from crates.io with its sqlite store only, in debug mode without debug info (a fifth
+# less CPU than with it, and 97 MB instead of 351 MB).
 $(GARAGE):
 	mkdir -p $(CACHE)/bin $(CACHE)/cargo
-	cargo install garage --version $(GARAGE_VERSION) --locked --debug --no-default-features \
+	CARGO_PROFILE_DEV_DEBUG=0 cargo install garage --version $(GARAGE_VERSION) --locked --debug --no-default-features \
 		--features bundled-libs,sqlite --root $(abspath $(CACHE)/cargo)
 	mv $(CACHE)/cargo/bin/garage $@
 
