@@ -191,20 +191,13 @@ def _copy(server: S3Server, src: str, dst: str, mode: str) -> dict[str, Any]:
 
 # Cases that fail today, asserting the behaviour the issue asks for; strict, so the mark must
 # go when the fix lands. Each reason is the failure seen, quoted.
-KNOWN_FAILURES = {
-    ("versitygw", "auto"): "versitygw 1.8.0 answers CopyObject of the empty folder marker "
-    "'folder marker/' with DirectoryObjectContainsData (PutObject of it succeeds; see "
-    "tests/engine/test_keys.py); auto mode does not fall back to streaming on it: 1 failed",
-}
 
 
 @pytest.mark.parametrize("mode", ["auto", "stream"])
 def test_a_default_copy_copies_everything_and_a_rerun_skips_everything(
-    s3_compatible: S3Server, mode: str, request: pytest.FixtureRequest
+    s3_compatible: S3Server, mode: str
 ) -> None:
     server = s3_compatible
-    if (server.name, mode) in KNOWN_FAILURES:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=KNOWN_FAILURES[server.name, mode]))
     src, dst = server.bucket("src"), server.bucket("dst")
     objects = _seed(server, src)
 

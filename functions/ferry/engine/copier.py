@@ -25,7 +25,7 @@ from ferry.engine.context import TransferContext
 from ferry.engine.degradations import SERVER_SIDE_NOT_IMPLEMENTED, NotImplementedByServer
 from ferry.engine.dest_listing import DestinationIndex, Listed
 from ferry.engine.outcome import Outcome
-from ferry.engine.server_side import server_side_copy
+from ferry.engine.server_side import ServerSideRefusedObject, server_side_copy
 from ferry.engine.skip import already_as_asked, identical_reason, settled_by_listing
 from ferry.engine.source import SourceInfo, confirm, from_listing, inspect
 from ferry.engine.streaming import single_put_limit, stream_copy
@@ -253,6 +253,14 @@ class Copier:
             self._server_side_denied.set()
             self.ctx.degradations.add(_not_implemented_sentence(error))
             return stream_copy(self.ctx, info, target, deadline)
+        except ServerSideRefusedObject as error:
+            if self.policy.mode != Mode.AUTO:
+                raise
+            outcome = stream_copy(self.ctx, info, target, deadline)
+            outcome.note = _join(
+                f"server-side copy refused for this object ({error}); streamed instead", outcome.note
+            )
+            return outcome
         except CopySourceDenied as error:
             if self.policy.mode != Mode.AUTO:
                 raise

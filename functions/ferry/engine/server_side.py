@@ -344,6 +344,16 @@ def _written_size(ctx: TransferContext, target: Target, version_id: str | None) 
     return int(head["ContentLength"])
 
 
+# Codes with which an endpoint refuses to copy one particular object server-side although a
+# plain PUT of it works: versitygw 1.8.0 answers CopyObject of an empty folder marker
+# ("dir/") with DirectoryObjectContainsData. Auto mode streams that object only.
+OBJECT_REFUSALS = frozenset({"DirectoryObjectContainsData"})
+
+
+class ServerSideRefusedObject(CopyFailed):
+    """The endpoint will not copy this one object server-side; streaming it works."""
+
+
 def _copy_error(error: BaseException, info: SourceInfo, target: Target) -> BaseException:
     if isinstance(error, CopyFailed):
         return error
@@ -354,6 +364,13 @@ def _copy_error(error: BaseException, info: SourceInfo, target: Target) -> BaseE
         failure = NotImplementedByServer(
             f"NotImplemented on server-side copy of s3://{info.obj.bucket}/{info.obj.key}: {message}; "
             "this endpoint cannot copy it server-side: copy with --mode stream"
+        )
+        failure.__cause__ = error
+        return failure
+    if error_code(error) in OBJECT_REFUSALS:
+        failure = ServerSideRefusedObject(
+            f"{error_code(error)} on server-side copy of s3://{info.obj.bucket}/{info.obj.key}: the endpoint "
+            "will not copy this object server-side: copy with --mode stream"
         )
         failure.__cause__ = error
         return failure
