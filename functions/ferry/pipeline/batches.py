@@ -27,7 +27,8 @@ from ferry.limits import MiB
 from ferry.models import CopyPolicy, CopyResult, Endpoint, SourceObject, Status, Target
 from ferry.pipeline.items import Planned, plan_item
 from ferry.pipeline.job_reports import JobReports
-from ferry.pipeline.ledger import BatchCounts, DynamoCheckpointStore, DynamoLedger, Failure, Recorded
+from ferry.pipeline.ledger import BatchCounts, DynamoLedger, Failure, Ledger, Recorded
+from ferry.pipeline.local_reports import ReportStore
 from ferry.pipeline.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -43,19 +44,31 @@ class Services:
     source: Endpoint = field(default_factory=Endpoint)
     destination: Endpoint = field(default_factory=Endpoint)
     stepfunctions: Any = None  # Finalize asks the Map Run how many items it read
+    # `ferry run` (one machine) gives its own ledger and report store, a client for the
+    # destination's endpoint, and a hook that sees every result as it comes (its progress bar).
+    ledger_store: Ledger | None = None  # default: the DynamoDB table the settings name
+    report_store: ReportStore | None = None  # default: the report bucket
+    destination_s3: Any = None  # default: `s3` (on AWS one identity reads and writes)
+    on_result: Callable[[CopyResult], None] | None = None
 
     @property
-    def ledger(self) -> DynamoLedger:
+    def ledger(self) -> Ledger:
+        if self.ledger_store is not None:
+            return self.ledger_store
         return DynamoLedger(self.dynamodb, self.settings.table_name)
 
     @property
-    def reports(self) -> JobReports:
+    def reports(self) -> ReportStore:
+        if self.report_store is not None:
+            return self.report_store
         return JobReports(self.s3, self.settings.report_bucket)
 
+    @property
+    def dest_s3(self) -> Any:
+        return self.destination_s3 if self.destination_s3 is not None else self.s3
+
     def copier(self, policy: CopyPolicy) -> Copier:
-        checkpoints = DynamoCheckpointStore(
-            self.dynamodb, self.settings.table_name, ttl_days=self.settings.checkpoint_ttl_days
-        )
+        checkpoints = self.ledger.checkpoints(ttl_days=self.settings.checkpoint_ttl_days)
         return Copier(
             self.source,
             self.destination,
@@ -87,6 +100,7 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
 
     planned = _with_sizes([plan_item(item, spec) for item in items], services)
     settled: list[CopyResult] = [_settled(p) for p in planned if p.skip or p.fail]
+    _notify(services, settled)
     to_copy = [p for p in planned if not (p.skip or p.fail)]
     large = [p for p in to_copy if (p.obj.size or 0) > settings.large_object_threshold]  # type: ignore[union-attr]
     in_lambda = [p for p in to_copy if p not in large]
@@ -94,12 +108,17 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
     remaining: list[Any] = []
     if in_lambda:
         with services.copier(spec.options.policy) as copier:
-            results = copier.copy_batch([(p.obj, p.target) for p in in_lambda], deadline=deadline)  # type: ignore[misc]
+            results = copier.copy_batch(
+                [(p.obj, p.target) for p in in_lambda],  # type: ignore[misc]
+                deadline=deadline,
+                on_result=services.on_result,
+            )
         for plan, result in zip(in_lambda, results, strict=True):
             if result.handed_over and pass_no < settings.max_passes:
                 remaining.append(plan.item)
             elif result.handed_over:
                 settled.append(_gave_up(result, settings.max_passes))
+                _notify(services, settled[-1:])
             else:
                 settled.append(result)
 
@@ -136,6 +155,14 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
     }
 
 
+def _notify(services: Services, results: Sequence[CopyResult]) -> None:
+    """Results settled without the copier (which calls the hook itself), for `ferry run`'s
+    progress; no hook on AWS."""
+    if services.on_result:
+        for result in results:
+            services.on_result(result)
+
+
 def _positions(items: Sequence[Any], chosen: Sequence[Any]) -> list[int]:
     """Where each chosen item stands in the pass's items (by identity: items repeat in a
     manifest), so a marker can name them in a few bytes."""
@@ -162,6 +189,7 @@ def record_failure(event: Mapping[str, Any], services: Services) -> dict[str, An
             results.append(_settled(plan))
         else:
             results.append(_result(plan, Status.FAILED, reason))
+    _notify(services, results)
     recorded = record(services, spec.job_id, batch_key, results)
     return {
         "job": job,
@@ -231,6 +259,7 @@ def copy_large_object(
                     break
                 if not keep_going():
                     return None
+    _notify(services, [result])
     record(services, job_id, _large_key(batch_id, item), [result])
     return result
 

@@ -116,11 +116,12 @@ def check_access(spec: JobSpec, services: Services) -> None:
             bucket=bucket,
         )
     dest_bucket, probe = spec.destination_bucket, f"{spec.destination_prefix}.ferry-write-check"
+    dest_s3 = services.dest_s3  # another endpoint's client under `ferry run`; `s3` on AWS
 
     def can_write() -> None:
         # A multipart upload started and aborted proves s3:PutObject without leaving an object.
-        upload = s3.create_multipart_upload(Bucket=dest_bucket, Key=probe)
-        s3.abort_multipart_upload(Bucket=dest_bucket, Key=probe, UploadId=upload["UploadId"])
+        upload = dest_s3.create_multipart_upload(Bucket=dest_bucket, Key=probe)
+        dest_s3.abort_multipart_upload(Bucket=dest_bucket, Key=probe, UploadId=upload["UploadId"])
 
     _ask(
         can_write,
@@ -152,7 +153,7 @@ def _check_kms_key(spec: JobSpec, services: Services) -> None:
             f"(destination_kms_key_arns: {listed}); give one of those key ARNs, or add this "
             "key's ARN to destination_kms_key_arns in cdk.json and deploy again"
         )
-    s3, dest_bucket = services.s3, spec.destination_bucket
+    s3, dest_bucket = services.dest_s3, spec.destination_bucket
     probe = f"{spec.destination_prefix}.ferry-kms-check"
 
     def can_encrypt() -> None:

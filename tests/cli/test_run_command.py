@@ -1,0 +1,241 @@
+"""`ferry run JOB.json` as a user runs it (the installed executable) against versitygw: the
+pipeline's own code on this machine, with the SQLite ledger (default) and with a DynamoDB
+table (moto's server), a prefix job and a manifest job, a large object through the
+large-object entry point, a re-run that skips everything, and a failure counted with its
+reason and exit code 2. Counts always add up to the objects listed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from conftest import S3Server
+from ferry.pipeline.ledger import DynamoLedger
+from ferry.pipeline.sqlite_ledger import SQLiteLedger
+
+FERRY = str(Path(sys.executable).with_name("ferry"))
+MiB = 1024 * 1024
+
+
+def ferry(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([FERRY, *args], capture_output=True, text=True, timeout=300)
+
+
+def write_spec(tmp_path: Path, spec: dict[str, Any]) -> str:
+    path = tmp_path / f"job-{uuid.uuid4().hex[:6]}.json"
+    path.write_text(json.dumps(spec))
+    return str(path)
+
+
+def assert_counts_add_up(summary: dict[str, Any]) -> None:
+    parts = summary["copied"] + summary["skipped"] + summary["failed"] + summary["pending"]
+    assert parts == summary["objects"] == summary["objects_read_by_map"]
+
+
+def dynamodb_table(motoserver: S3Server) -> tuple[Any, str]:
+    client = boto3.client("dynamodb", endpoint_url=motoserver.url, region_name="us-east-1")
+    name = f"ledger-{uuid.uuid4().hex[:8]}"
+    client.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    return client, name
+
+
+@pytest.fixture(params=["sqlite", "dynamodb"])
+def ledger_args(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[list[str], Any]:
+    """The command-line options choosing the ledger, and that ledger opened for the test."""
+    if request.param == "sqlite":
+        path = tmp_path / "ledger.sqlite"
+        return ["--ledger", str(path), "--report-dir", str(tmp_path / "reports")], lambda: SQLiteLedger(path)
+    motoserver = request.getfixturevalue("motoserver")
+    client, table = dynamodb_table(motoserver)
+    args = [
+        "--table",
+        table,
+        "--table-endpoint-url",
+        motoserver.url,
+        "--report-dir",
+        str(tmp_path / "reports"),
+    ]
+    return args, lambda: DynamoLedger(client, table)
+
+
+def test_a_prefix_job_runs_on_either_ledger_and_a_rerun_skips_everything(
+    versitygw: S3Server, vgw_buckets: tuple[str, str], tmp_path: Path, ledger_args: Any
+) -> None:
+    src, dst = vgw_buckets
+    keys = [f"data/{i:02d}.txt" for i in range(12)] + ["data/sub/deep.txt", "other/not-me.txt"]
+    for key in keys:
+        versitygw.client.put_object(Bucket=src, Key=key, Body=f"body of {key}".encode())
+    spec = write_spec(
+        tmp_path,
+        {"source": {"bucket": src, "prefix": "data"}, "destination": {"bucket": dst, "prefix": "copy/"}},
+    )
+    args, open_ledger = ledger_args
+    common = ["--endpoint-url", versitygw.url, "--max-items-per-batch", "5", *args]
+
+    first = ferry("run", spec, *common, "--json")
+    assert first.returncode == 0, first.stderr
+    assert first.stderr.startswith(
+        "13 objects: 13 copied"
+    )  # the summary (--json: on stderr), no bar in a pipe
+    assert "\r" not in first.stderr and "\x1b" not in first.stderr
+    summary = json.loads(first.stdout)
+    assert (summary["objects"], summary["copied"], summary["status"]) == (13, 13, "SUCCEEDED")
+    assert summary["batches"] == 3  # 5 + 5 + 3 items, one pass each
+    assert_counts_add_up(summary)
+    assert sorted(versitygw.keys(dst)) == sorted(f"copy/{k[5:]}" for k in keys if k.startswith("data/"))
+    assert (
+        versitygw.client.get_object(Bucket=dst, Key="copy/sub/deep.txt")["Body"].read()
+        == b"body of data/sub/deep.txt"
+    )
+    job = open_ledger().job(summary["job_id"])
+    assert job["status"] == "SUCCEEDED" and job["copied"] == 13
+
+    again = ferry("run", spec, *common)
+    assert again.returncode == 0, again.stderr
+    assert "13 objects: 0 copied, 13 skipped, 0 failed, 0 pending" in again.stdout
+    assert ": SUCCEEDED; report: " in again.stdout
+
+
+def test_an_object_above_the_threshold_goes_through_the_large_object_entry_point(
+    versitygw: S3Server, vgw_buckets: tuple[str, str], tmp_path: Path
+) -> None:
+    src, dst = vgw_buckets
+    big = bytes(range(256)) * (6 * MiB // 256)
+    versitygw.client.put_object(Bucket=src, Key="in/big.bin", Body=big)
+    for i in range(3):
+        versitygw.client.put_object(Bucket=src, Key=f"in/small-{i}", Body=b"x" * i)
+    spec = write_spec(
+        tmp_path,
+        {"job_id": "large-1", "source": {"bucket": src, "prefix": "in/"}, "destination": {"bucket": dst}},
+    )
+    ledger, report = tmp_path / "l.sqlite", tmp_path / "report.jsonl"
+    run = ferry(
+        "run", spec, "--endpoint-url", versitygw.url, "--ledger", str(ledger),
+        "--large-object-threshold", "5MiB", "--report", str(report),
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "4 objects: 4 copied, 0 skipped, 0 failed, 0 pending" in run.stdout
+    assert versitygw.client.get_object(Bucket=dst, Key="big.bin")["Body"].read() == big
+    markers = [m["sk"] for m in SQLiteLedger(ledger).batches("large-1")]
+    large = [m for m in markers if "-large-" in m]
+    assert len(large) == 1, markers  # recorded under the large-object key, by copy_large_object
+    lines = [json.loads(line) for line in report.read_text().splitlines()]
+    rows, summary = lines[:-1], lines[-1]["summary"]
+    assert {r["key"]: r["status"] for r in rows} == {
+        k: "copied" for k in ["in/big.bin", "in/small-0", "in/small-1", "in/small-2"]
+    }
+    assert next(r for r in rows if r["key"] == "in/big.bin")["bytes"] == len(big)
+    assert summary["copied"] == 4 and summary["bytes_copied"] == len(big) + 3
+    assert summary["job_id"] == "large-1" and summary["status"] == "SUCCEEDED"
+    assert Path(summary["report"]).is_file()  # summary.json beside the ledger, as Finalize writes it
+
+
+def test_a_manifest_job_on_dynamodb_counts_a_missing_object_failed_with_its_reason_and_exits_2(
+    versitygw: S3Server, vgw_buckets: tuple[str, str], motoserver: S3Server, tmp_path: Path
+) -> None:
+    src, dst = vgw_buckets
+    for key in ("m/a.txt", "m/b.txt", "m/c.txt"):
+        versitygw.client.put_object(Bucket=src, Key=key, Body=key.encode())
+    manifest = "key\nm/a.txt\nm/b.txt\nm/missing.txt\nm/c.txt\n"
+    versitygw.client.put_object(Bucket=src, Key="lists/run.csv", Body=manifest.encode())
+    client, table = dynamodb_table(motoserver)
+    spec = write_spec(
+        tmp_path,
+        {
+            "job_id": "manifest-1",
+            "source": {
+                "bucket": src,
+                "prefix": "m/",
+                "manifest": {"bucket": src, "key": "lists/run.csv", "format": "csv"},
+            },
+            "destination": {"bucket": dst, "prefix": "from-list/"},
+        },
+    )
+    run = ferry(
+        "run", spec, "--endpoint-url", versitygw.url, "--table", table, "--table-endpoint-url", motoserver.url,
+        "--report-dir", str(tmp_path / "reports"), "--json",
+    )  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    summary = json.loads(run.stdout)
+    assert (summary["objects"], summary["copied"], summary["failed"]) == (4, 3, 1)
+    assert summary["status"] == "PARTIAL"
+    assert_counts_add_up(summary)
+    assert sorted(versitygw.keys(dst)) == ["from-list/a.txt", "from-list/b.txt", "from-list/c.txt"]
+    assert f"failed: s3://{src}/m/missing.txt: " in run.stderr
+    ledger = DynamoLedger(client, table)
+    (failure,) = list(ledger.failures("manifest-1"))
+    assert failure.key == "m/missing.txt" and ("NoSuchKey" in failure.reason or "not exist" in failure.reason)
+    assert ledger.job("manifest-1")["status"] == "PARTIAL"
+    failures_file = Path(summary["failures_report"])
+    assert json.loads(failures_file.read_text())["key"] == "m/missing.txt"
+
+
+def test_a_refused_spec_a_reused_job_id_and_a_missing_table_exit_1_with_one_line(
+    versitygw: S3Server, vgw_buckets: tuple[str, str], motoserver: S3Server, tmp_path: Path
+) -> None:
+    src, dst = vgw_buckets
+    ledger = ["--ledger", str(tmp_path / "l.sqlite"), "--endpoint-url", versitygw.url]
+    bad = ferry(
+        "run",
+        write_spec(
+            tmp_path, {"source": {"bucket": src}, "destination": {"bucket": dst}, "options": {"mode": "fast"}}
+        ),
+        *ledger,
+    )
+    assert bad.returncode == 1
+    assert bad.stderr.startswith("ferry: error: options.mode") and "Traceback" not in bad.stderr
+    spec = write_spec(
+        tmp_path,
+        {"job_id": "once", "source": {"bucket": src}, "destination": {"bucket": dst, "prefix": "x/"}},
+    )
+    assert ferry("run", spec, *ledger).returncode == 0
+    again = ferry("run", spec, *ledger)
+    assert again.returncode == 1 and "a job 'once' already exists" in again.stderr
+    missing = ferry(
+        "run",
+        spec,
+        "--endpoint-url",
+        versitygw.url,
+        "--table",
+        "nope",
+        "--table-endpoint-url",
+        motoserver.url,
+    )
+    assert missing.returncode == 1
+    assert (
+        missing.stderr
+        == "ferry: error: --table: no DynamoDB table 'nope' in us-east-1: give the stack's TableName output (and --table-region if it lives elsewhere)\n"
+    )
+
+
+def test_a_job_between_two_endpoints_checks_and_writes_the_destination_on_its_own(
+    versitygw: S3Server, motoserver: S3Server, tmp_path: Path
+) -> None:
+    """Prepare's write check and the copies use the destination's endpoint (streamed)."""
+    src, dst = versitygw.bucket("src"), motoserver.bucket("dst")
+    versitygw.client.put_object(Bucket=src, Key="p/a.txt", Body=b"from versitygw")
+    spec = write_spec(
+        tmp_path, {"source": {"bucket": src, "prefix": "p/"}, "destination": {"bucket": dst, "prefix": "q/"}}
+    )
+    run = ferry(
+        "run", spec, "--source-endpoint-url", versitygw.url, "--dest-endpoint-url", motoserver.url,
+        "--ledger", str(tmp_path / "l.sqlite"),
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "1 objects: 1 copied" in run.stdout and "stream" in run.stdout
+    assert motoserver.client.get_object(Bucket=dst, Key="q/a.txt")["Body"].read() == b"from versitygw"
