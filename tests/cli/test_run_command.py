@@ -239,3 +239,27 @@ def test_a_job_between_two_endpoints_checks_and_writes_the_destination_on_its_ow
     assert run.returncode == 0, run.stderr
     assert "1 objects: 1 copied" in run.stdout and "stream" in run.stdout
     assert motoserver.client.get_object(Bucket=dst, Key="q/a.txt")["Body"].read() == b"from versitygw"
+
+
+def test_a_source_bucket_in_another_region_is_read_here_as_ferry_copy_reads_it(
+    motoserver: S3Server, tmp_path: Path
+) -> None:
+    """The Distributed Map reads only buckets in the stack's region, so Prepare refuses others
+    on AWS; on this machine the reader lists any region (botocore follows S3's redirect)."""
+    src = f"src-eu-{uuid.uuid4().hex[:8]}"
+    motoserver.client.create_bucket(Bucket=src, CreateBucketConfiguration={"LocationConstraint": "eu-west-1"})
+    dst = motoserver.bucket("dst")
+    motoserver.client.put_object(Bucket=src, Key="p/a.txt", Body=b"a")
+    spec = write_spec(tmp_path, {"source": {"bucket": src, "prefix": "p/"}, "destination": {"bucket": dst}})
+    run = ferry(
+        "run",
+        spec,
+        "--endpoint-url",
+        motoserver.url,
+        "--region",
+        "us-east-1",
+        "--ledger",
+        str(tmp_path / "l.sqlite"),
+    )
+    assert run.returncode == 0, run.stderr
+    assert "1 objects: 1 copied" in run.stdout

@@ -138,6 +138,7 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
             report_store=reports,
             destination_s3=make_client(destination),
             on_result=progress.add,
+            reads_any_region=True,
         )
         final = run_job(
             spec,

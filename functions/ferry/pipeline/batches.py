@@ -50,6 +50,7 @@ class Services:
     report_store: ReportStore | None = None  # default: the report bucket
     destination_s3: Any = None  # default: `s3` (on AWS one identity reads and writes)
     on_result: Callable[[CopyResult], None] | None = None
+    reads_any_region: bool = False  # `ferry run` lists and reads manifests in any region
 
     @property
     def ledger(self) -> Ledger:

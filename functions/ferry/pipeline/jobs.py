@@ -65,7 +65,9 @@ def check_reader_region(spec: JobSpec, services: Services) -> None:
     """The Distributed Map's ItemReader reads only buckets in the state machine's own region,
     while botocore follows S3's redirect, so every other check here would pass. Refuse the job
     with where it can run. Only what the ItemReader reads must be local: the workers copy
-    from and to any region."""
+    from and to any region. `ferry run` reads the items itself, from any region."""
+    if services.reads_any_region:
+        return
     stack = os.environ.get("AWS_REGION") or services.s3.meta.region_name
     if spec.manifest:
         bucket, field, instead = spec.manifest.bucket, "source.manifest.bucket", "copy the manifest to"
