@@ -65,8 +65,7 @@ class Progress:
         self._task: Any = None
         if self.enabled:
             self._bar = RichProgress(
-                TextColumn("[progress.description]{task.description}"),
-                BarColumn(),
+                BarColumn(bar_width=20),  # the whole line fits 80 columns
                 MofNCompleteColumn(),
                 TextColumn("objects"),
                 _BytesColumn(),
