@@ -298,3 +298,29 @@ def test_a_pass_that_reaches_its_deadline_hands_over_and_the_next_pass_resumes_f
     assert row["parts_resumed"] > 0 and row["bytes"] == len(body)
     assert versitygw.client.get_object(Bucket=dst, Key="big.bin")["Body"].read() == body
     assert versitygw.open_uploads(dst) == []
+
+
+def test_a_manifest_that_breaks_mid_way_stops_the_job_failed_with_the_readers_error_and_exit_2(
+    versitygw: S3Server, vgw_buckets: tuple[str, str], tmp_path: Path
+) -> None:
+    src, dst = vgw_buckets
+    versitygw.client.put_object(Bucket=src, Key="a.txt", Body=b"a")
+    versitygw.client.put_object(Bucket=src, Key="l.jsonl", Body=b'{"key": "a.txt"}\n{"key": \n')
+    spec = write_spec(
+        tmp_path,
+        {
+            "source": {"bucket": src, "manifest": {"bucket": src, "key": "l.jsonl", "format": "jsonl"}},
+            "destination": {"bucket": dst, "prefix": "x/"},
+        },
+    )
+    run = ferry(
+        "run", spec, "--endpoint-url", versitygw.url, "--ledger", str(tmp_path / "l.sqlite"), "--json"
+    )
+    assert run.returncode == 2
+    summary = json.loads(run.stdout)
+    assert summary["status"] == "FAILED"
+    assert "ferry: error: the Distributed Map stopped: States.ItemReaderFailed" in run.stderr
+    assert (
+        f"line 2 of s3://{src}/l.jsonl is not JSON"
+        in json.loads(Path(summary["report"]).read_text())["map_error"]["cause"]
+    )

@@ -26,6 +26,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, fields
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from ferry.errors import ConfigError, FerryError
 from ferry.limits import TiB
 from ferry.pipeline.batches import Services, copy_batch, copy_large_object, record_failure
@@ -135,7 +137,7 @@ def run_job(
                 if len(running) >= settings.max_concurrency:  # MaxConcurrency: read no further ahead
                     _, running = wait(running, return_when=FIRST_COMPLETED)
                 running.add(pool.submit(child.run_safely, batch_input["job"], chunk))
-        except (FerryError, OSError) as error:
+        except (FerryError, ClientError, BotoCoreError, OSError) as error:
             # The ItemReader failed mid-way: the Map stops, what it handed out still finishes,
             # and Finalize says the job FAILED with the reader's error.
             map_error = {"Error": "States.ItemReaderFailed", "Cause": str(error)}
