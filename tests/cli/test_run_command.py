@@ -269,11 +269,14 @@ def test_a_pass_that_reaches_its_deadline_hands_over_and_the_next_pass_resumes_f
     versitygw: S3Server, vgw_buckets: tuple[str, str], tmp_path: Path
 ) -> None:
     """CopyBatch's hand-over loop: a streamed multipart copy stops at the pass's deadline with
-    a checkpoint in the ledger; later passes resume it without copying a part twice. (One part
-    in flight, 5 MiB each: 100 MiB take several 2.5 s passes on the 2 shared cores this runs
-    on; a pass starts an object only if 1 s + a part at 16 MiB/s fits before its deadline.)"""
+    a checkpoint in the ledger; later passes resume it without copying a part twice.
+
+    Sized so that one 2.5 s pass cannot finish, however fast the machine: one 5 MiB part in
+    flight (--memory-limit 5MiB), 300 MiB would need 120 MiB/s; and so that 50 passes do even
+    on 2 loaded cores (at 5 MiB/s, about 30). A pass starts the object only if 1 s plus a part
+    at 16 MiB/s fits before its deadline, which leaves 1.2 s for a pass's start-up."""
     src, dst = vgw_buckets
-    body = bytes(range(256)) * (100 * MiB // 256)
+    body = bytes(range(256)) * (300 * MiB // 256)
     # With a full-object CRC (not only an MD5 ETag) the stream may go in parts, each checkpointed.
     versitygw.client.put_object(Bucket=src, Key="h/big.bin", Body=body, ChecksumAlgorithm="CRC32C")
     spec = write_spec(
