@@ -22,6 +22,7 @@ ferry.report_stats. Every field is optional except the counts; missing parts are
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
@@ -42,9 +43,9 @@ h1{font-size:24px;margin:0 0 4px}h2{font-size:18px;margin:0 0 12px}
 .badge{display:inline-block;color:#fff;border-radius:4px;padding:2px 10px;font-size:14px;
   font-weight:600;vertical-align:middle;margin-left:8px}
 section{background:#fff;border:1px solid #dde3ea;border-radius:8px;padding:18px 20px;margin:0 0 18px}
-.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(160px,1fr));gap:12px}
+.cards{display:grid;grid-template-columns:repeat(auto-fill,minmax(118px,1fr));gap:10px}
 .card{border:1px solid #e3e8ee;border-left:6px solid #9aa7b5;border-radius:6px;padding:10px 12px}
-.card .n{font-size:26px;font-weight:700}.card .l{color:#5b6878;font-size:13px}
+.card .n{font-size:20px;font-weight:700;white-space:nowrap}.card .l{color:#5b6878;font-size:13px}
 .split{display:flex;height:18px;border-radius:4px;overflow:hidden;margin:16px 0 6px;background:#e9edf2}
 .legend span{margin-right:16px;font-size:13px;color:#5b6878}
 .dot{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:5px}
@@ -52,8 +53,9 @@ section{background:#fff;border:1px solid #dde3ea;border-radius:8px;padding:18px 
 table{border-collapse:collapse;width:100%}
 th,td{text-align:left;padding:6px 8px;border-bottom:1px solid #e9edf2;vertical-align:top}
 th{font-size:13px;color:#5b6878;font-weight:600}
-td.key{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;overflow-wrap:anywhere}
-.bars td.v{width:90px;text-align:right;font-variant-numeric:tabular-nums}
+td.key{font-family:ui-monospace,Menlo,Consolas,monospace;font-size:13px;overflow-wrap:anywhere;width:42%}
+.bars td.v{width:70px;text-align:right;font-variant-numeric:tabular-nums}
+.bars td.name{white-space:nowrap}
 .bar{height:14px;border-radius:3px;background:#3b7dd8;min-width:2px}
 .cols{display:grid;grid-template-columns:1fr 1fr;gap:18px}
 .muted{color:#5b6878;font-size:13px}
@@ -229,7 +231,7 @@ def _count_table(title: str, what: str, counts: Mapping[str, Any] | None) -> str
     rows = sorted(((str(k), int(v)) for k, v in counts.items()), key=lambda kv: (-kv[1], kv[0]))
     top = max(v for _, v in rows) or 1
     body = "".join(
-        f'<tr><td>{escape(name)}</td><td style="width:55%"><div class="bar" '
+        f'<tr><td class="name">{escape(name)}</td><td style="width:50%"><div class="bar" '
         f'style="width:{100 * value / top:.1f}%"></div></td><td class="v">{value:,}</td></tr>'
         for name, value in rows
     )
@@ -289,8 +291,8 @@ def _bar_chart(
     slot = plot_w / max(len(values), 1)
     gap = min(2.0, slot * 0.15)
     step = every or max(1, round(len(values) / 8))
-    if every and slot < 48:
-        step = max(1, round(48 / slot))
+    if every and slot < 64:
+        step = math.ceil(64 / slot)  # labels need about 64 px each
     shapes: list[str] = []
     for fraction in (0.0, 0.5, 1.0):
         y = top_pad + plot_h * (1 - fraction)

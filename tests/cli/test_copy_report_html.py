@@ -75,7 +75,9 @@ def test_copy_writes_an_html_report_that_renders_with_the_runs_counts(versitygw,
     assert {"min": 0, "max": 0, "objects": 1} in sizes
     assert sum(summary["strategies"].values()) == sum(summary["verified_by"].values()) == objects - 1
     for name, count in summary["strategies"].items():
-        assert re.search(rf"<td>{re.escape(name)}</td>.*?<td class=\"v\">{count}</td>", html), name
+        assert re.search(
+            rf"<td class=\"name\">{re.escape(name)}</td>.*?<td class=\"v\">{count}</td>", html
+        ), name
     assert sum(summary["timeline"]["objects"]) == objects
     assert sum(summary["timeline"]["bytes"]) == summary["bytes_copied"]
     assert html.count("<svg") == 3  # objects and bytes over time, sizes
