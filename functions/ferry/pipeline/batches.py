@@ -29,6 +29,7 @@ from ferry.pipeline.items import Planned, plan_item
 from ferry.pipeline.job_reports import JobReports
 from ferry.pipeline.ledger import BatchCounts, DynamoCheckpointStore, DynamoLedger, Failure, Recorded
 from ferry.pipeline.settings import WorkerSettings
+from ferry.report_stats import ReportStats
 
 log = logging.getLogger(__name__)
 
@@ -258,8 +259,17 @@ def record(
     counts = BatchCounts.of(results)
     attempt = uuid.uuid4().hex[:12]
     report_key = reports.put_batch(job_id, batch_key, attempt, results) if results else None
+    stats = ReportStats()
+    for result in results:
+        stats.add(result)
     recorded = ledger.record_batch(
-        job_id, batch_key, counts, attempt=attempt, report_key=report_key, handover=handover
+        job_id,
+        batch_key,
+        counts,
+        attempt=attempt,
+        report_key=report_key,
+        handover=handover,
+        stats=stats.to_marker(),
     )
     if not recorded.first and report_key:
         reports.delete(report_key)  # this attempt's results do not count; keep one report per batch

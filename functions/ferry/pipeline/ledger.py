@@ -16,7 +16,8 @@ written once, by one writer: nothing contends.
 
 Table layout (partition key `pk`, sort key `sk`, TTL attribute `expires_at`):
     JOB#<id>   JOB              status, spec, times; counts once Finalize has summed them
-    JOB#<id>   BATCH#<key>      attempt, report key, counts, hand-over, failures_recorded
+    JOB#<id>   BATCH#<key>      attempt, report key, counts, hand-over, failures_recorded,
+                                recorded_at, batch_stats (for the HTML report's charts)
     JOB#<id>   FAIL#<hash>      bucket, key, version id, destination key, reason
     CKPT#<id>  CKPT             a multipart checkpoint (expires)
 """
@@ -202,9 +203,12 @@ class DynamoLedger:
         attempt: str,
         report_key: str | None,
         handover: Mapping[str, list[int]] | None = None,
+        stats: Mapping[str, Any] | None = None,
     ) -> Recorded:
         """Record a batch pass once, whatever the number of attempts: the marker is created
-        only if absent; a later attempt gets the recorded attempt's counts and hand-over."""
+        only if absent; a later attempt gets the recorded attempt's counts and hand-over.
+        `stats` (ReportStats.to_marker: a size histogram, strategy and verification counts, a
+        few hundred bytes) rides on the marker for the HTML report, counted once like counts."""
         handed = {name: list(positions) for name, positions in (handover or {}).items() if positions}
         marker = {
             "pk": _job(job_id),
@@ -218,6 +222,8 @@ class DynamoLedger:
         }
         if report_key:
             marker["report_key"] = report_key
+        if stats:
+            marker["batch_stats"] = dict(stats)
         try:
             self.client.put_item(
                 TableName=self.table, Item=_item(marker), ConditionExpression="attribute_not_exists(pk)"
