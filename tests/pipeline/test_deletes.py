@@ -411,3 +411,58 @@ def test_the_job_spec_carries_its_replication_and_refuses_a_wrong_one() -> None:
     assert parse_job_spec(base).replication is None and "replication" not in parse_job_spec(base).to_dict()
     with pytest.raises(SpecError, match=r"^replication.deletes: must be true or false"):
         parse_job_spec({**base, "replication": {"name": "photos", "deletes": "yes"}})
+
+
+def test_a_deleted_source_key_refused_with_403_by_prefix_only_listing_is_proved_absent(
+    versitygw, records
+) -> None:
+    """The deleting role may list only under the configured prefixes (StringLike s3:prefix): a
+    HEAD of the deleted (missing) source key then answers 403, not 404 (HeadObject,
+    "Permissions"). A listing with the key as its prefix proves it absent."""
+    from engine.test_bucket_scope import PrefixOnlyListing
+
+    scene = Scene(versitygw, versioned=False)
+    scene.put("iam.txt", b"x")
+    scene.copy(records, "iam.txt")
+    source = boto3.client(
+        "s3", endpoint_url=versitygw.url, region_name="us-east-1", config=versitygw.client.meta.config
+    )
+    PrefixOnlyListing(versitygw, source, scene.src, "in/", denied_keys=set())
+
+    (outcome,) = apply_deletes(
+        [scene.delete_source("iam.txt", "617f0837b476e463")],
+        source_client=source,
+        destination_client=scene.s3,
+        record_store=records,
+        replication=scene.route,
+    )
+
+    assert outcome.status == DeleteStatus.DELETED, outcome.reason
+    assert scene.dest_keys() == []
+
+
+def test_a_destination_that_cannot_be_read_fails_that_deletion_with_the_reason(versitygw, records) -> None:
+    from engine.test_bucket_scope import PrefixOnlyListing
+
+    scene = Scene(versitygw, versioned=False)
+    scene.put("denied.txt", b"x")
+    scene.put("fine.txt", b"y")
+    scene.copy(records, "denied.txt", "fine.txt")
+    destination = boto3.client(
+        "s3", endpoint_url=versitygw.url, region_name="us-east-1", config=versitygw.client.meta.config
+    )
+    PrefixOnlyListing(versitygw, destination, scene.dst, "out/", denied_keys={"out/denied.txt"})
+
+    outcomes = apply_deletes(
+        [scene.delete_source("denied.txt", "01"), scene.delete_source("fine.txt", "02")],
+        source_client=scene.s3,
+        destination_client=destination,
+        record_store=records,
+        replication=scene.route,
+    )
+
+    assert [o.status for o in outcomes] == [DeleteStatus.FAILED, DeleteStatus.DELETED]
+    assert outcomes[0].reason.startswith("not deleted: AccessDenied on s3:GetObject (HEAD) s3://")
+    assert "out/denied.txt" in outcomes[0].reason
+    assert scene.dest_keys() == ["out/denied.txt"]
+    assert DeleteCounts.of(outcomes).failed == 1

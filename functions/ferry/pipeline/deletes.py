@@ -47,7 +47,7 @@ from ferry.counts import Counts
 from ferry.engine.checksums import from_response
 from ferry.engine.skip import identical_reason
 from ferry.engine.source import inspect
-from ferry.errors import FerryError, error_code
+from ferry.errors import FerryError, describe, error_code, is_access_denied
 from ferry.models import Compare, CopyResult, SourceObject, Status, Target
 
 log = logging.getLogger(__name__)
@@ -319,9 +319,9 @@ def _apply_one(
         return kept(f'deletes are off for replication {replication.name!r} (set "deletes": true)')
     if target is None:
         return kept(f"s3://{deletion.bucket}/{deletion.key} is outside replication {replication.name!r}")
-    if _head(source_client, deletion.bucket, deletion.key) is not None:
+    if _head(source_client, deletion.bucket, deletion.key, "source") is not None:
         return kept("the source key exists again (re-created, or only an older version was deleted)")
-    head = _head(destination_client, target.bucket, target.key)
+    head = _head(destination_client, target.bucket, target.key, "destination")
     if head is None:
         return kept("the destination is already absent")
     etag = head.get("ETag", "").strip('"')
@@ -424,13 +424,33 @@ def _conditional_delete(client: Any, target: Target, etag: str) -> str | None:
     )
 
 
-def _head(client: Any, bucket: str, key: str) -> dict[str, Any] | None:
+def _head(client: Any, bucket: str, key: str, side: str) -> dict[str, Any] | None:
+    """The key's HEAD, or None when it is absent (a 404, or a 403 that a listing explains)."""
     try:
         return client.head_object(Bucket=bucket, Key=key, ChecksumMode="ENABLED")  # type: ignore[no-any-return]
     except ClientError as error:
         if error_code(error) in _ABSENT_CODES:
             return None
-        raise
+        if is_access_denied(error) and _listed_absent(client, bucket, key):
+            return None
+        raise FerryError(
+            describe(error, side=side, action="s3:GetObject (HEAD)", bucket=bucket, key=key)
+        ) from error
+
+
+def _listed_absent(client: Any, bucket: str, key: str) -> bool:
+    """After a 403 HEAD: does a listing with the key as its prefix show the key absent?
+
+    S3 answers a HEAD of a missing key with 403 unless the caller may list the bucket
+    (HeadObject, "Permissions"), and Ferry's roles may list only with an `s3:prefix` inside
+    their locations, which a HEAD does not carry. A listing prefixed by the key is allowed and
+    returns the key first if it exists (the same rule as engine/skip.py)."""
+    try:
+        page = client.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+    except (ClientError, BotoCoreError):
+        return False
+    contents = page.get("Contents") or []
+    return not contents or contents[0].get("Key") != key
 
 
 def _target(deletion: Deletion, replication: Replication) -> Target | None:
