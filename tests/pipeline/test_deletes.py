@@ -35,7 +35,9 @@ from ferry.pipeline.settings import Location
 SERVERS = ("versitygw", "minio")
 
 
-def deleted_event(bucket: str, key: str, sequencer: str, *, marker: str | None = None) -> dict[str, Any]:
+def deleted_event(
+    bucket: str, key: str, sequencer: str, *, marker: str | None = None, reason: str = "DeleteObject"
+) -> dict[str, Any]:
     """An "Object Deleted" event as the S3 user guide shows it (ev-events.html): the etag is
     the delete marker's (the empty object's MD5), never the deleted object's."""
     detail_object: dict[str, Any] = {
@@ -61,7 +63,7 @@ def deleted_event(bucket: str, key: str, sequencer: str, *, marker: str | None =
             "request-id": "0BH729840619AG5K",
             "requester": "123456789012",
             "source-ip-address": "1.2.3.4",
-            "reason": "DeleteObject",
+            "reason": reason,
             "deletion-type": DELETE_MARKER_CREATED if marker else PERMANENTLY_DELETED,
         },
     }
@@ -347,6 +349,7 @@ def test_deletions_parse_from_the_documented_event_and_decode_keys() -> None:
         version_id="1QW9g1Z99LUNbvaaYVpW9xDlOLU.qxgF",
         deletion_type=DELETE_MARKER_CREATED,
         time="2021-11-12T00:00:00Z",
+        reason="DeleteObject",
     )
 
 
@@ -466,3 +469,18 @@ def test_a_destination_that_cannot_be_read_fails_that_deletion_with_the_reason(v
     assert "out/denied.txt" in outcomes[0].reason
     assert scene.dest_keys() == ["out/denied.txt"]
     assert DeleteCounts.of(outcomes).failed == 1
+
+
+def test_a_lifecycle_expiration_at_the_source_is_not_replicated(minio, records) -> None:
+    """As S3 Replication does not replicate lifecycle delete markers (user guide,
+    delete-marker-replication.html); the event as its "using lifecycle expiration" example."""
+    scene = Scene(minio, versioned=False)
+    scene.put("expired.txt", b"x")
+    scene.copy(records, "expired.txt")
+    scene.s3.delete_object(Bucket=scene.src, Key="in/expired.txt")
+    event = deleted_event(scene.src, "in/expired.txt", "617b398000000000", reason="Lifecycle Expiration")
+
+    (outcome,) = scene.apply(records, [Deletion.from_event(event)])
+
+    assert outcome.status == DeleteStatus.KEPT and "lifecycle rule expired it" in outcome.reason
+    assert scene.dest_keys() == ["out/expired.txt"]

@@ -36,7 +36,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Protocol
 from urllib.parse import unquote_plus
@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 DELETE_MARKER_CREATED = "Delete Marker Created"
 PERMANENTLY_DELETED = "Permanently Deleted"
 OBJECT_DELETED = "Object Deleted"
+LIFECYCLE_EXPIRATION = "Lifecycle Expiration"
 _ABSENT_CODES = {"404", "NoSuchKey", "NotFound", "NoSuchVersion"}
 _UNSUPPORTED_CODES = {"NotImplemented", "501", "InvalidArgument", "InvalidRequest"}
 
@@ -79,6 +80,7 @@ class Deletion:
     version_id: str | None = None
     deletion_type: str = PERMANENTLY_DELETED
     time: str | None = None
+    reason: str | None = None  # "DeleteObject", "DeleteObjects" or "Lifecycle Expiration"
 
     @classmethod
     def from_event(cls, event: Mapping[str, Any]) -> Deletion:
@@ -98,6 +100,7 @@ class Deletion:
             version_id=obj.get("version-id"),
             deletion_type=detail.get("deletion-type") or PERMANENTLY_DELETED,
             time=event.get("time"),
+            reason=detail.get("reason"),
         )
 
 
@@ -256,13 +259,6 @@ def latest_per_key(deletions: Sequence[Deletion]) -> tuple[list[Deletion], list[
 # -- the work ---------------------------------------------------------------------------------
 
 
-@dataclass
-class _Check:
-    deletion: Deletion
-    target: Target | None
-    notes: list[str] = field(default_factory=list)
-
-
 def apply_deletes(
     deletions: Sequence[Deletion],
     *,
@@ -293,6 +289,16 @@ def apply_deletes(
             )
         except (ClientError, BotoCoreError, FerryError) as error:
             outcome = _outcome(deletion, target, DeleteStatus.FAILED, _reason(error, deletion, target))
+        except Exception as error:  # nothing lost: an unexpected fault fails this deletion only
+            log.exception(
+                "unexpected %s deleting for s3://%s/%s", type(error).__name__, deletion.bucket, deletion.key
+            )
+            outcome = _outcome(
+                deletion,
+                target,
+                DeleteStatus.FAILED,
+                f"not deleted: unexpected {type(error).__name__}: {error}",
+            )
         log.info(
             "delete s3://%s/%s: %s%s",
             deletion.bucket,
@@ -319,6 +325,11 @@ def _apply_one(
         return kept(f'deletes are off for replication {replication.name!r} (set "deletes": true)')
     if target is None:
         return kept(f"s3://{deletion.bucket}/{deletion.key} is outside replication {replication.name!r}")
+    if deletion.reason == LIFECYCLE_EXPIRATION:
+        return kept(
+            "the source's lifecycle rule expired it: expirations are not replicated (as in S3 "
+            "Replication); give the destination its own lifecycle rule"
+        )
     if _head(source_client, deletion.bucket, deletion.key, "source") is not None:
         return kept("the source key exists again (re-created, or only an older version was deleted)")
     head = _head(destination_client, target.bucket, target.key, "destination")
