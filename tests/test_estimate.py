@@ -243,3 +243,24 @@ def test_the_histogram_stays_bounded() -> None:
         work.add(1 + (n * 7919) % (5 * GiB), "STANDARD" if n % 2 else "STANDARD_IA", f"k/{n}")
     assert work.objects == 200_000
     assert len(work.bins) <= 2 * 8 * 33  # classes x bins per doubling x doublings up to 5 GiB
+
+
+def test_a_streamed_single_part_source_without_checksum_goes_in_one_put_up_to_the_memory_limit() -> None:
+    stream = Assumptions(mode="stream", source_multipart_threshold=5 * GiB)  # single-part sources
+    # 100 MiB, MD5 ETag only: one GET and one PutObject keep the ETag (limit: 2048 MB / 3).
+    assert object_requests(100 * MiB, "STANDARD", stream, 1, False) == {
+        "HeadObject": 1,
+        "GetObject": 1,
+        "PutObject": 1,
+        "GetObjectTagging": 1,
+    }
+    # With a full-object CRC it goes in 8 MiB parts: 13 GETs and UploadParts.
+    crc = object_requests(100 * MiB, "STANDARD", stream, 1, True)
+    assert crc["GetObject"] == crc["UploadPart"] == 13 and crc["HeadObject"] == 1
+    # Above the limit (1 GiB > 682 MiB), without CRC: parts too.
+    assert object_requests(GiB, "STANDARD", stream, 1, False)["UploadPart"] == 128
+
+
+def test_memory_limit_default_is_the_lambdas() -> None:
+    settings = PipelineSettings.from_context(json.loads((REPO / "cdk.json").read_text())["context"]["ferry"])
+    assert Assumptions().memory_limit == settings.lambda_memory_limit

@@ -33,13 +33,14 @@ import json
 import math
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ferry import prices
 from ferry.errors import ConfigError
 from ferry.limits import (
     DEFAULT_MULTIPART_THRESHOLD,
+    DEFAULT_STREAM_PART_SIZE,
     MAX_SINGLE_COPY,
     GiB,
     KiB,
@@ -178,6 +179,7 @@ class Assumptions:
     # CopyObject (up to 5 GiB) or one GET and PUT (streamed, up to the multipart threshold).
     source_full_checksum: bool = False
     multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD  # the engine's, for streaming
+    memory_limit: int = 2048 * MiB // 3  # a CopyBatch Lambda's (PipelineSettings.lambda_memory_limit)
     # On AWS every object is encrypted (SSE-S3 at least) and CopyObject's answer proves a copy
     # made from the listing. S3-compatible servers that report no encryption get a HEAD after.
     head_after_listed_copy: bool = False
@@ -246,10 +248,13 @@ def _copy_requests(size: int, a: Assumptions, parts: int, crc: bool, *, listed: 
             return c
         if not listed or size > a.multipart_threshold:
             c["HeadObject"] += 1
-        if size <= a.multipart_threshold:
+        # streaming.single_put_limit: a source proved only by its MD5 ETag goes in one PutObject
+        # up to the memory limit, so that its copy keeps that ETag.
+        single_put = max(a.multipart_threshold, min(a.memory_limit, MAX_SINGLE_COPY)) if not crc else 0
+        if size <= max(a.multipart_threshold, single_put):
             c.update({"GetObject": 1, "PutObject": 1, "GetObjectTagging": tags})
             return c
-        uniform = _parts(size, 8 * MiB)  # a single-part source above the threshold: uniform parts
+        uniform = _parts(size, choose_part_size(size, DEFAULT_STREAM_PART_SIZE))  # uniform parts
         c.update({"CreateMultipartUpload": 1, "GetObject": uniform, "UploadPart": uniform})
         c.update({"CompleteMultipartUpload": 1, "GetObjectTagging": tags})
         return c
@@ -489,7 +494,9 @@ def estimate(
     for (cls, _, layout), b in work.bins.items():
         size = b.mean_size
         item_bytes += b.item_bytes
-        per_object = object_requests(size, cls, a, *bin_layout(layout, b))
+        large = size > shape.large_object_threshold
+        memory = shape.fargate_memory_mb * MiB // 2 if large else shape.lambda_memory_mb * MiB // 3
+        per_object = object_requests(size, cls, replace(a, memory_limit=memory), *bin_layout(layout, b))
         for op, n in per_object.items():
             requests[op] += n * b.objects
         if cls in ARCHIVE_CLASSES and a.restore is None:
@@ -499,7 +506,6 @@ def estimate(
             restore_gb += b.bytes / GB
             restore_requests += b.objects
         copied_bytes += b.bytes
-        large = size > shape.large_object_threshold
         times = [_worker_seconds(b.objects, size, a.server_side, rates, w) for w in (0, 1, None)]
         one = _worker_seconds(1, size, a.server_side, rates, None)
         if large:

@@ -186,3 +186,32 @@ def test_estimate_of_a_missing_bucket_says_so(versitygw: Any) -> None:
     )
     assert code == 1
     assert "no-such-bucket-ferry" in err.getvalue() and "Traceback" not in err.getvalue()
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_listing_shows_a_progress_bar_on_a_terminal_only(versitygw: Any) -> None:
+    src = versitygw.bucket("src")
+    put_sources(versitygw, src)
+    piped, terminal = io.StringIO(), Terminal()
+
+    assert main(["estimate", f"s3://{src}/set/", "--endpoint-url", versitygw.url], io.StringIO(), piped) == 0
+    assert (
+        main(["estimate", f"s3://{src}/set/", "--endpoint-url", versitygw.url], io.StringIO(), terminal) == 0
+    )
+
+    assert piped.getvalue() == ""
+    assert "listing: 11 objects" in terminal.getvalue()
+
+
+def test_estimate_from_numbers_prints_a_table_per_service() -> None:
+    out = io.StringIO()
+    assert main(["estimate", "--objects", "1000000", "--avg-size", "500KB"], out, io.StringIO()) == 0
+    text = out.getvalue()
+    for expected in ("S3 requests", "CopyObject", "Lambda", "Step Functions", "DynamoDB", "total"):
+        assert expected in text
+    assert "S3 Batch Operations (Copy)" in text and "DataSync" in text and "S3 Batch Replication" in text
+    assert "duration:" in text and "assumed (not measured on AWS)" in text

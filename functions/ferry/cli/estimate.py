@@ -157,7 +157,8 @@ class _progress:
             self._bar.update(self._task, objects=self.objects, size=format_size(self.bytes))
 
     def __exit__(self, *exc: object) -> None:
-        if self.enabled:
+        if self.enabled:  # the last count, whatever the step of the updates
+            self._bar.update(self._task, objects=self.objects, size=format_size(self.bytes), refresh=True)
             self._bar.stop()
 
 
