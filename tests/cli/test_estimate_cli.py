@@ -67,7 +67,13 @@ def listed_workload(server: Any, bucket: str) -> Workload:
 
 
 @pytest.mark.parametrize(
-    ("server_name", "mode"), [("versitygw", "server-side"), ("versitygw", "stream"), ("minio", "stream")]
+    ("server_name", "mode"),
+    [
+        ("versitygw", "server-side"),
+        ("versitygw", "stream"),
+        ("minio", "stream"),
+        ("minio", "server-side"),
+    ],
 )
 def test_the_model_predicts_the_requests_ferry_copy_sends(
     server_name: str, mode: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
@@ -103,6 +109,11 @@ def test_the_model_predicts_the_requests_ferry_copy_sends(
     for (cls, _, layout), b in work.bins.items():
         for op, n in object_requests(b.mean_size, cls, assumptions, *bin_layout(layout, b)).items():
             predicted[op] += n * b.objects
+    if server_name == "minio" and mode == "server-side":
+        # MinIO refuses UploadPartCopy into an upload created with a checksum algorithm: once per
+        # run, the first multipart copy is aborted and made again without (README, Limits). Not
+        # an AWS cost; the model leaves it out.
+        predicted.update({"CreateMultipartUpload": 1, "UploadPartCopy": 3, "AbortMultipartUpload": 1})
     assert +predicted == +calls, f"model {dict(predicted)} != ferry copy {dict(calls)}"
 
 
