@@ -264,3 +264,10 @@ def test_a_streamed_single_part_source_without_checksum_goes_in_one_put_up_to_th
 def test_memory_limit_default_is_the_lambdas() -> None:
     settings = PipelineSettings.from_context(json.loads((REPO / "cdk.json").read_text())["context"]["ferry"])
     assert Assumptions().memory_limit == settings.lambda_memory_limit
+
+
+def test_no_line_counts_requests_that_are_never_sent() -> None:
+    """A multipart copy that finishes in one pass sends no ListParts: no line says 0 of them."""
+    result = estimate(Workload.uniform(1_000, 100 * MiB))
+    assert "ListParts" not in result.requests
+    assert all(x.quantity > 0 for x in result.lines if x.service == "S3 requests")

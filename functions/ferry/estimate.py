@@ -527,8 +527,9 @@ def estimate(
             checkpoint_saves_wru += (
                 b.objects * saves * math.ceil((300 + CHECKPOINT_PART_BYTES * parts) / 1024)
             )
-            for op, n in resume_requests(per_object, a).items():
-                requests[op] += n * saves * b.objects
+            if saves:
+                for op, n in resume_requests(per_object, a).items():
+                    requests[op] += n * saves * b.objects
 
     objects = work.objects
     mean_item = item_bytes / objects if objects else 1.0
@@ -709,7 +710,9 @@ def estimate(
     notes = [
         f"prices: {prices.REGION} list prices of {prices.PRICES_DATE} (functions/ferry/prices.py; unverified ones are marked there)",
         "the destination holds none of the objects: everything is copied (a re-run skips what is there)",
-        f"sources above {_mib(a.source_multipart_threshold)} were uploaded in {_mib(a.source_part_size)} parts, with MD5 ETags and no stored checksum",
+        f"sources above {_mib(a.source_multipart_threshold)} were uploaded in {_mib(a.source_part_size)} parts, "
+        + ("with full-object CRCs" if a.source_full_checksum else "with MD5 ETags and no stored checksum")
+        + " (where a listing does not say)",
         f"throughput per worker {rate_word}: server-side {_pair(rates.server_side_objects)} objects/s or {_pair(rates.server_side_bytes, MiB)} MiB/s, streamed {_pair(rates.stream_objects)} objects/s or {_pair(rates.stream_bytes, MiB)} MiB/s; {workers} Lambda workers at once",
         f"batches of {per_batch} objects (max_items_per_batch {shape.max_items_per_batch}, max_input_bytes_per_batch {shape.max_input_bytes_per_batch} over items of ~{round(mean_item)} bytes)",
     ]

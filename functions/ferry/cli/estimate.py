@@ -51,6 +51,12 @@ def add_estimate_parser(commands: argparse._SubParsersAction) -> argparse.Argume
         "--source-part-size", default="8MiB", help="part size multipart sources were uploaded in (assumed)"
     )
     parser.add_argument(
+        "--full-object-checksums",
+        action="store_true",
+        help="the sources carry full-object CRCs (written since S3's default CRC64NVME); "
+        "default: MD5 ETags only (older objects). A listing reads it per object where S3 lists it",
+    )
+    parser.add_argument(
         "--settings", metavar="CDK_JSON", help="read batch sizes and concurrency from this cdk.json"
     )
     where = parser.add_argument_group("endpoint and credentials (with SRC)")
@@ -75,6 +81,7 @@ def run_estimate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> 
         skip_existing=not args.no_skip_existing,
         source_part_size=part_size,
         source_multipart_threshold=part_size,
+        source_full_checksum=args.full_object_checksums,
     )
     shape = PipelineShape.from_cdk_json(args.settings) if args.settings else PipelineShape()
     if args.src:
@@ -165,6 +172,8 @@ class _progress:
 def _usd(value: float) -> str:
     if value == 0:
         return "$0"
+    if value < 0.0001:
+        return "<$0.0001"
     if value < 0.01:
         return f"${value:.4f}"
     return f"${value:,.2f}"
