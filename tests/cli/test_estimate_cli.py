@@ -226,3 +226,16 @@ def test_estimate_from_numbers_prints_a_table_per_service() -> None:
         assert expected in text
     assert "S3 Batch Operations (Copy)" in text and "DataSync" in text and "S3 Batch Replication" in text
     assert "duration:" in text and "assumed (not measured on AWS)" in text
+
+
+def test_estimate_reads_batch_sizes_from_a_cdk_json(tmp_path: Any) -> None:
+    settings = tmp_path / "cdk.json"
+    settings.write_text(json.dumps({"context": {"ferry": {"max_items_per_batch": 50, "sources": []}}}))
+    out = io.StringIO()
+    args = ["estimate", "--objects", "1000", "--avg-size", "1KB", "--settings", str(settings), "--json"]
+    assert main(args, out, io.StringIO()) == 0
+    assert json.loads(out.getvalue())["batches"] == 20
+
+    err = io.StringIO()
+    assert main([*args[:-3], "--settings", str(tmp_path / "missing.json")], io.StringIO(), err) == 1
+    assert "missing.json" in err.getvalue() and "--settings" in err.getvalue()
