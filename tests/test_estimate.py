@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from ferry import estimate as model
+from ferry.engine.dest_listing import MIN_WINDOW
 from ferry.engine.source import NEVER_ARCHIVED
 from ferry.estimate import Assumptions, PipelineShape, Workload, estimate, object_requests
 from ferry.limits import GiB, KiB, MiB
@@ -271,3 +272,11 @@ def test_no_line_counts_requests_that_are_never_sent() -> None:
     result = estimate(Workload.uniform(1_000, 100 * MiB))
     assert "ListParts" not in result.requests
     assert all(x.quantity > 0 for x in result.lines if x.service == "S3 requests")
+
+
+def test_a_batch_of_fewer_than_eight_heads_the_destination_instead_of_listing_it() -> None:
+    assert model.DEST_LISTING_MIN_WINDOW == MIN_WINDOW
+    # 205 objects: a batch of 200 (one LIST) and one of 5 (a HEAD each), plus the Map's LIST.
+    result = estimate(Workload.uniform(205, 1_000))
+    assert result.requests["ListObjectsV2"] == 1 + 1
+    assert result.requests["HeadObject"] == 5

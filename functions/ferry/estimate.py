@@ -77,6 +77,7 @@ FARGATE_PASS_SECONDS = 90  # batches.copy_large_object: a checkpoint every pass 
 REPORT_LINE_BYTES = 400  # assumed: one object's line in a batch report
 CHECKPOINT_PART_BYTES = 150  # a part's entry in a saved checkpoint (upload id, etag, checksum)
 MARKER_BYTES = 600  # a batch marker item (counts, hand-over, attempt, report key)
+DEST_LISTING_MIN_WINDOW = 8  # engine/dest_listing.MIN_WINDOW (a test keeps them equal)
 
 PUT_CLASS = frozenset(
     {
@@ -483,10 +484,10 @@ def estimate(
     a = a or Assumptions()
     rates = rates or Rates()
     requests: Counter[str] = Counter()
-    lambda_objects = large_objects = skipped = 0
+    large_objects = skipped = 0
     lambda_seconds = [0.0, 0.0, 0.0]  # slow, fast, expected
     fargate_seconds = [0.0, 0.0, 0.0]
-    copied_bytes = restore_gb = restore_requests = 0.0
+    copied_bytes = restore_requests = 0.0
     multipart_copies = 0  # each reads its checkpoint once and deletes it at the end
     checkpoint_saves = 0  # hand-overs: a save, and a read when the next pass resumes
     checkpoint_saves_wru = 0
@@ -503,7 +504,6 @@ def estimate(
             skipped += b.objects
             continue
         if cls in ARCHIVE_CLASSES:
-            restore_gb += b.bytes / GB
             restore_requests += b.objects
         copied_bytes += b.bytes
         times = [_worker_seconds(b.objects, size, a.server_side, rates, w) for w in (0, 1, None)]
@@ -515,7 +515,6 @@ def estimate(
             if a.skip_existing:
                 requests["HeadObject"] += b.objects  # one object: a HEAD of the destination, no listing
         else:
-            lambda_objects += b.objects
             for i in range(3):
                 lambda_seconds[i] += times[i]
         if per_object["CreateMultipartUpload"]:
@@ -545,8 +544,17 @@ def estimate(
     # per batch (skip-existing), a report per pass, the job report and the Map's result files.
     pipeline_requests: Counter[str] = Counter()
     pipeline_requests["ListObjectsV2"] += math.ceil(objects / 1000)
-    if a.skip_existing:
-        pipeline_requests["ListObjectsV2"] += batches * math.ceil(per_batch / 1000)
+    if a.skip_existing and batches:
+        # engine/dest_listing.py: a batch of fewer than MIN_WINDOW targets HEADs each instead.
+        # Only the objects copied in Lambda are in a batch's window (large ones go to Fargate).
+        in_lambda = (objects - large_objects) / objects
+        full, rest = divmod(objects, per_batch)
+        for count, size in ((full, per_batch), (1 if rest else 0, rest)):
+            n = round(size * in_lambda)
+            if n < DEST_LISTING_MIN_WINDOW:
+                requests["HeadObject"] += count * n
+            else:
+                pipeline_requests["ListObjectsV2"] += count * math.ceil(n / 1000)
     pipeline_requests["PutObject"] += passes + large_objects + 3
     all_requests = requests + pipeline_requests
 
