@@ -724,6 +724,16 @@ def estimate(
         f"throughput per worker {rate_word}: server-side {_pair(rates.server_side_objects)} objects/s or {_pair(rates.server_side_bytes, MiB)} MiB/s, streamed {_pair(rates.stream_objects)} objects/s or {_pair(rates.stream_bytes, MiB)} MiB/s; {workers} Lambda workers at once",
         f"batches of {per_batch} objects (max_items_per_batch {shape.max_items_per_batch}, max_input_bytes_per_batch {shape.max_input_bytes_per_batch} over items of ~{round(mean_item)} bytes)",
     ]
+    used = {"s3_get_head", "s3_put_copy_post_list", "batch_operations_object", "datasync_gb"}
+    used.add(prices.PUT_BY_CLASS.get(a.storage_class or "STANDARD", "s3_put_copy_post_list"))
+    if large_objects and shape.fargate_spot:
+        used.add("fargate_spot_discount")
+    if restore_requests:
+        used.update(name for name in prices.PRICES if name.startswith("restore_"))
+    unverified = sorted(name for name in used if not prices.PRICES[name].verified)
+    notes.append(
+        f"prices not verified offline (check them on the AWS pricing pages): {', '.join(unverified)}"
+    )
     if skipped:
         notes.append(
             f"{skipped} archived objects (GLACIER, DEEP_ARCHIVE) would be skipped: needs restore (--restore TIER)"
