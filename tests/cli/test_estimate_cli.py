@@ -112,8 +112,13 @@ def test_the_model_predicts_the_requests_ferry_copy_sends(
     if server_name == "minio" and mode == "server-side":
         # MinIO refuses UploadPartCopy into an upload created with a checksum algorithm: once per
         # run, the first multipart copy is aborted and made again without (README, Limits). Not
-        # an AWS cost; the model leaves it out.
-        predicted.update({"CreateMultipartUpload": 1, "UploadPartCopy": 3, "AbortMultipartUpload": 1})
+        # an AWS cost; the model leaves it out. How many of its parts were sent before the
+        # refusal stopped the others (1 to 3) depends on timing.
+        refused_parts = calls["UploadPartCopy"] - predicted["UploadPartCopy"]
+        assert 1 <= refused_parts <= 3, calls
+        predicted.update(
+            {"CreateMultipartUpload": 1, "UploadPartCopy": refused_parts, "AbortMultipartUpload": 1}
+        )
     assert +predicted == +calls, f"model {dict(predicted)} != ferry copy {dict(calls)}"
 
 
