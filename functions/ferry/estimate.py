@@ -9,18 +9,21 @@ functions/ferry/pipeline/batches.py), for a source listed with ListObjectsV2:
 - Per object, as the engine copies it (see `object_requests`): a listed single-part object in a
   class that is never archived is copied from the listing's evidence (one CopyObject, or one
   GET and one PutObject); a multipart source gets a HEAD, two HEADs that learn its part layout
-  and one request per part in that layout; tags are read with GetObjectTagging where the HEAD
-  or GET cannot say there are none (S3 sends no tag count for untagged objects).
-- Skip-existing: one ListObjectsV2 of the destination per batch (the batch's key range).
+  and one request per part in that layout, unless a full-object CRC proves a single request;
+  tags are read with GetObjectTagging where the HEAD or GET cannot say there are none (S3
+  sends a tag count only "if any": GetObjectOutput.TagCount).
+- Skip-existing: one ListObjectsV2 of the destination per batch (the batch's key range), a
+  HEAD per key for a batch under 8 objects and for each large object.
 - Per batch pass: a report PutObject, a ledger marker (PutItem) and a read of the job item;
-  per multipart copy in Lambda: a checkpoint read and delete, and a save per hand-over.
+  per multipart copy: a checkpoint read and delete, and per hand-over a save and a resume
+  (HEADs, tags, ListParts); a large object on Fargate hands over every 90 seconds.
 - Step Functions: the transitions of the normal path of both state machines (the numbers
   below are tied to statemachine/*.asl.json by tests/test_estimate.py).
 
 Assumptions, stated in the output: the destination holds none of the objects (everything is
 copied); sources above `source_multipart_threshold` were uploaded in parts of
 `source_part_size` (the AWS CLI's and boto3's 8 MiB) and carry MD5 ETags, no stored checksum
-(objects written before S3's default checksums); throughput per worker is assumed, not
+(objects written before S3's default CRC64NVME), where a listing does not say; throughput per worker is assumed, not
 measured on AWS (`Rates`).
 
 This module is vocabulary (imported by the CLI): it does not import the pipeline.
