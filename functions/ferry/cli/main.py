@@ -19,6 +19,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.copy_command import add_copy_parser, run_copy
 from ferry.cli.demo import run_demo
+from ferry.cli.estimate import add_estimate_parser, run_estimate
 from ferry.cli.parsing import EXIT_OK, EXIT_USAGE, Parser
 from ferry.errors import ConfigError, FerryError
 from ferry.jobspec import parse_job_spec
@@ -30,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     add_copy_parser(commands)
+    add_estimate_parser(commands)
 
     job = commands.add_parser("job", help="pipeline jobs (cdk deploy): check a job spec offline")
     job_commands = job.add_subparsers(dest="job_command", required=True, parser_class=Parser)
@@ -67,6 +69,8 @@ def main(
     try:
         if args.command == "demo":
             return run_demo(objects=args.objects, large_size=parse_size(args.large_size), stdout=stdout)
+        if args.command == "estimate":
+            return run_estimate(args, stdout, stderr)
         if args.command == "job":
             return run_job_validate(args.spec, stdout)
         return run_copy(args, stdout, stderr)
