@@ -143,6 +143,7 @@ def test_an_object_above_the_threshold_goes_through_the_large_object_entry_point
     assert summary["copied"] == 4 and summary["bytes_copied"] == len(big) + 3
     assert summary["job_id"] == "large-1" and summary["status"] == "SUCCEEDED"
     assert Path(summary["report"]).is_file()  # summary.json beside the ledger, as Finalize writes it
+    assert "<html" in Path(summary["report_html"]).read_text()[:200].lower()  # and the page beside it
 
 
 def test_a_manifest_job_on_dynamodb_counts_a_missing_object_failed_with_its_reason_and_exits_2(
@@ -199,6 +200,13 @@ def test_a_refused_spec_a_reused_job_id_and_a_missing_table_exit_1_with_one_line
     )
     assert bad.returncode == 1
     assert bad.stderr.startswith("ferry: error: options.mode") and "Traceback" not in bad.stderr
+    deletes = {
+        "source": {"bucket": src},
+        "destination": {"bucket": dst},
+        "replication": {"name": "r", "deletes": True},
+    }
+    refused = ferry("run", write_spec(tmp_path, deletes), *ledger)
+    assert refused.returncode == 1 and refused.stderr.startswith("ferry: error: replication.deletes: ")
     spec = write_spec(
         tmp_path,
         {"job_id": "once", "source": {"bucket": src}, "destination": {"bucket": dst, "prefix": "x/"}},

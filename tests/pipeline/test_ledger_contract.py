@@ -86,6 +86,20 @@ def test_a_batch_pass_counts_once_and_later_attempts_get_the_first_ones_hand_ove
     assert marker is not None and marker["attempt"] == "a" and marker["report_key"] == "r/a"
 
 
+def test_a_markers_stats_for_the_html_report_are_kept_once_with_it(ledger: Ledger) -> None:
+    ledger.create_job("j1", SPEC)
+    stats = {"sizes": {"10": 2}, "strategies": {"server-side": 2}}
+    ledger.record_batch("j1", "b1-p1", counts(copied=2), attempt="a", report_key=None, stats=stats)
+    ledger.record_batch(
+        "j1", "b1-p1", counts(copied=2), attempt="b", report_key=None, stats={"sizes": {"99": 1}}
+    )
+    ledger.record_batch("j1", "b2-p1", counts(skipped=1), attempt="a", report_key=None)
+    markers = {m["sk"]: m for m in ledger.batches("j1")}
+    assert markers["BATCH#b1-p1"]["batch_stats"] == stats
+    assert "batch_stats" not in markers["BATCH#b2-p1"]
+    assert markers["BATCH#b1-p1"]["recorded_at"]
+
+
 def test_the_tally_sums_the_markers_and_batches_filter_by_prefix_in_key_order(ledger: Ledger) -> None:
     ledger.create_job("j1", SPEC)
     ledger.record_batch("j1", "b2-p1", counts(copied=1, size=7), attempt="a", report_key=None)

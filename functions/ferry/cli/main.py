@@ -19,6 +19,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.copy_command import add_copy_parser, run_copy
 from ferry.cli.demo import run_demo
+from ferry.cli.estimate import add_estimate_parser, run_estimate
 from ferry.cli.parsing import EXIT_OK, EXIT_USAGE, Parser
 from ferry.cli.run_command import add_run_parser, run_run
 from ferry.errors import ConfigError, FerryError
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_copy_parser(commands)
     add_run_parser(commands)
+    add_estimate_parser(commands)
 
     job = commands.add_parser("job", help="pipeline jobs (cdk deploy): check a job spec offline")
     job_commands = job.add_subparsers(dest="job_command", required=True, parser_class=Parser)
@@ -69,6 +71,8 @@ def main(
     try:
         if args.command == "demo":
             return run_demo(objects=args.objects, large_size=parse_size(args.large_size), stdout=stdout)
+        if args.command == "estimate":
+            return run_estimate(args, stdout, stderr)
         if args.command == "job":
             return run_job_validate(args.spec, stdout)
         if args.command == "run":

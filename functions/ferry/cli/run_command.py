@@ -121,16 +121,23 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
         max_passes=args.max_passes,
         memory_limit=parse_size(args.memory_limit),
         kms_key_ids=(kms_key,) if isinstance(kms_key, str) and kms_key else (),
+        table_name=args.table or "",
     )
     source, destination = endpoints(args)
     ledger, state_dir = _ledger(args)
+    replication = spec.get("replication") if isinstance(spec, Mapping) else None
+    if isinstance(replication, Mapping) and replication.get("deletes") and not args.table:
+        raise ConfigError(
+            "replication.deletes: the copy records deletes rely on live in the DynamoDB ledger: "
+            "run with --table NAME, or without replication.deletes"
+        )
     reports = LocalReports(args.report_dir or state_dir)
     show = not args.quiet and stderr.isatty()
     summary = Summary()
     with Progress(stderr, enabled=show) as progress:
         services = Services(
             s3=make_client(source),
-            dynamodb=None,
+            dynamodb=ledger.client if isinstance(ledger, DynamoLedger) else None,
             settings=settings,
             source=source,
             destination=destination,
@@ -178,7 +185,16 @@ def run_report(
         summary.add(_result_of(row))
     summary.finish()
     data = summary.to_dict()
-    for name in ("job_id", "status", "batches", "objects_read_by_map", "report", "failures_report", "cause"):
+    for name in (
+        "job_id",
+        "status",
+        "batches",
+        "objects_read_by_map",
+        "report",
+        "failures_report",
+        "report_html",
+        "cause",
+    ):
         if name in final:
             data[name] = final[name]
     return {"summary": data, "objects": objects}
@@ -206,7 +222,8 @@ def _print(summary: Summary, final: Mapping[str, Any], services: Services, out: 
         shown += 1
     if final["failed"] > shown:
         out.write(f"  ... and {final['failed'] - shown} more failures (see {final['failures_report']})\n")
-    out.write(f"job {final['job_id']}: {final['status']}; report: {final['report']}\n")
+    page = f"; page: {final['report_html']}" if final.get("report_html") else ""
+    out.write(f"job {final['job_id']}: {final['status']}; report: {final['report']}{page}\n")
 
 
 def _write_report(path: str, data: Mapping[str, Any]) -> None:

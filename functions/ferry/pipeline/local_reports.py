@@ -30,6 +30,7 @@ class ReportStore(Protocol):
     def put_final(
         self, job_id: str, summary: Mapping[str, Any], failures: Iterable[Failure]
     ) -> tuple[str, str]: ...
+    def put_html(self, job_id: str, page: str) -> str: ...
 
 
 class LocalReports:
@@ -77,6 +78,12 @@ class LocalReports:
         self._write(failures_key, (json.dumps(f.to_dict(), ensure_ascii=False) + "\n" for f in failures))
         self._write(summary_key, [json.dumps(summary, indent=2) + "\n"])
         return summary_key, failures_key
+
+    def put_html(self, job_id: str, page: str) -> str:
+        """The report as one self-contained page, beside summary.json; returns its key."""
+        key = f"jobs/{job_id}/report.html"
+        self._write(key, [page])
+        return key
 
     def _write(self, key: str, lines: Iterable[str]) -> None:
         path = Path(self.url(key))

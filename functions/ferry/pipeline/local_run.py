@@ -32,7 +32,8 @@ from ferry.errors import ConfigError, FerryError
 from ferry.limits import TiB
 from ferry.pipeline.batches import Services, copy_batch, copy_large_object, record_failure
 from ferry.pipeline.item_reader import batches, read_items
-from ferry.pipeline.jobs import _cause, _status, prepare
+from ferry.pipeline.job_stats import job_stats
+from ferry.pipeline.jobs import _cause, _put_html, _status, prepare
 from ferry.pipeline.settings import PipelineSettings, WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -54,6 +55,7 @@ def local_settings(
     max_passes: int | None = None,
     memory_limit: int,
     kms_key_ids: tuple[str, ...] = (),
+    table_name: str = "",
 ) -> WorkerSettings:
     """The workers' settings for a run on this machine: the pipeline's defaults (cdk.json's
     `ferry` context), with the few a user may change from the command line. The large-object
@@ -78,7 +80,7 @@ def local_settings(
     if not 1 <= concurrency <= 64:
         raise ConfigError(f"--batch-concurrency: {concurrency} is out of range (1 to 64)")
     return WorkerSettings(
-        table_name="",
+        table_name=table_name,  # the DynamoDB ledger's, with --table (replication copy records)
         report_bucket="",
         max_concurrency=concurrency,
         tolerated_failure_percentage=100,
@@ -233,7 +235,7 @@ def finalize_local(
 ) -> dict[str, Any]:
     """Finalize for a local run: the items the reader listed stand in for DescribeMapRun's
     count (the check that every listed object is in the ledger), then the same report,
-    status and cause as `jobs.finalize`."""
+    status, cause and HTML page as `jobs.finalize`."""
     ledger, reports = services.ledger, services.reports
     job = ledger.job(job_id)
     if job is None:
@@ -251,12 +253,15 @@ def finalize_local(
         "started_at": job.get("started_at"),
         "source": job["spec"]["source"],
         "destination": job["spec"]["destination"],
+        **job_stats(ledger, job_id, job.get("started_at")),
     }
+    summary["bytes_per_second"] = counts["bytes_copied"] // summary["seconds"] if summary["seconds"] else 0
     if map_error:
         summary["map_error"] = {"error": map_error.get("Error"), "cause": str(map_error.get("Cause"))[:1000]}
     summary_key, failures_key = reports.put_final(job_id, summary, ledger.failures(job_id))
     summary["report"] = reports.url(summary_key)
     summary["failures_report"] = reports.url(failures_key)
+    summary["report_html"] = reports.url(_put_html(summary, services))
     ledger.finish_job(job_id, summary["status"], summary, tally)
     if summary["status"] != "SUCCEEDED":
         summary["cause"] = _cause(summary)

@@ -40,7 +40,7 @@ CREATE TABLE IF NOT EXISTS jobs (
 CREATE TABLE IF NOT EXISTS batches (
     job_id TEXT NOT NULL, batch_key TEXT NOT NULL, attempt TEXT NOT NULL, counts TEXT NOT NULL,
     handover TEXT NOT NULL, failures_recorded INTEGER NOT NULL, report_key TEXT,
-    recorded_at TEXT NOT NULL, PRIMARY KEY (job_id, batch_key));
+    recorded_at TEXT NOT NULL, batch_stats TEXT, PRIMARY KEY (job_id, batch_key));
 CREATE TABLE IF NOT EXISTS failures (
     job_id TEXT NOT NULL, item_id TEXT NOT NULL, data TEXT NOT NULL, recorded_at TEXT NOT NULL,
     PRIMARY KEY (job_id, item_id));
@@ -131,13 +131,16 @@ class SQLiteLedger:
         attempt: str,
         report_key: str | None,
         handover: Mapping[str, list[int]] | None = None,
+        stats: Mapping[str, Any] | None = None,
     ) -> Recorded:
         """Record a batch pass once: the row goes in only if absent; a later attempt gets the
-        recorded attempt's counts and hand-over (DynamoLedger.record_batch's contract)."""
+        recorded attempt's counts and hand-over (DynamoLedger.record_batch's contract). `stats`
+        (the HTML report's per-batch figures) are kept with the row, counted once likewise."""
         handed = {name: list(positions) for name, positions in (handover or {}).items() if positions}
         cursor = self._run(
             "INSERT INTO batches (job_id, batch_key, attempt, counts, handover, failures_recorded,"
-            " report_key, recorded_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id, batch_key) DO NOTHING",
+            " report_key, recorded_at, batch_stats) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            " ON CONFLICT (job_id, batch_key) DO NOTHING",
             (
                 job_id,
                 batch_key,
@@ -147,6 +150,7 @@ class SQLiteLedger:
                 int(counts.failed == 0),
                 report_key,
                 _now(),
+                json.dumps(dict(stats)) if stats else None,
             ),
         )
         if cursor.rowcount == 1:
@@ -266,6 +270,8 @@ def _marker(row: Mapping[str, Any]) -> dict[str, Any]:
     }
     if row["report_key"]:
         marker["report_key"] = row["report_key"]
+    if row["batch_stats"]:
+        marker["batch_stats"] = json.loads(row["batch_stats"])
     return marker
 
 
