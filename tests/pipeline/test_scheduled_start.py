@@ -14,6 +14,7 @@ from typing import Any
 
 import boto3
 import pytest
+from test_parent_workflow import parent, put_sources  # noqa: F401 - `parent` is the harness fixture
 
 from conftest import FakeLambdaContext
 from ferry.pipeline.scheduled import execution_name, parse_schedules
@@ -222,3 +223,71 @@ def test_an_input_without_a_scheduled_time_fails_in_one_sentence(machine, invoke
     ):
         invoke(fire_event("<aws.scheduler.scheduled-time>"))
     assert machine.executions() == []
+
+
+# -- end to end: the started run executed by the parent harness ------------------------------
+
+
+def wait_for(harnessed: Any, name: str) -> dict[str, Any]:
+    """The execution `name` once it has ended (the harness runs it in moto's interpreter)."""
+    import time
+
+    deadline = time.monotonic() + 120
+    (execution,) = [
+        e
+        for e in parent.sfn.list_executions(stateMachineArn=parent.machine_arn)["executions"]
+        if e["name"] == name
+    ]
+    while time.monotonic() < deadline:
+        described = parent.sfn.describe_execution(executionArn=execution["executionArn"])
+        if described["status"] != "RUNNING":
+            return described
+        time.sleep(0.1)
+    raise AssertionError(f"{name} still RUNNING after 120 s")
+
+
+def test_a_nightly_sync_run_by_the_parent_harness_copies_only_what_changed(parent, monkeypatch) -> None:  # noqa: F811
+    from handlers import start_scheduled
+
+    monkeypatch.setenv("FERRY_STATE_MACHINE_ARN", parent.machine_arn)
+    start_scheduled._stepfunctions.cache_clear()
+    s3 = parent.pipeline.s3
+    sources = put_sources(s3, "in/", 30)
+    s3.put_object(Bucket="src", Key="in/scratch.tmp", Body=b"excluded by the spec")
+
+    first = start_scheduled.handler(fire_event(T1), FakeLambdaContext())
+    assert first == {"action": "started", "execution_name": "nightly_20261122T020000Z"}
+    assert wait_for(parent, first["execution_name"])["status"] == "SUCCEEDED"
+    report = parent.report(first["execution_name"])
+    # scratch.tmp is listed and skipped by the spec's exclude: every listed object is counted
+    listed = len(sources) + 1
+    assert (report["objects"], report["copied"], report["skipped"], report["failed"]) == (
+        listed,
+        len(sources),
+        1,
+        0,
+    )
+
+    changed = sorted(sources)[:3]
+    for key in changed:
+        s3.put_object(Bucket="src", Key=key, Body=b"changed since last night\n")
+    for key in ("in/new-1.txt", "in/new-2.txt"):
+        s3.put_object(Bucket="src", Key=key, Body=b"new today\n")
+
+    second = start_scheduled.handler(fire_event(T2), FakeLambdaContext())
+    assert second == {"action": "started", "execution_name": "nightly_20261123T020000Z"}
+    assert wait_for(parent, second["execution_name"])["status"] == "SUCCEEDED"
+    report = parent.report(second["execution_name"])
+    listed += 2
+    assert (report["objects"], report["copied"], report["skipped"], report["failed"]) == (
+        listed,
+        5,
+        listed - 5,
+        0,
+    )
+    for key in changed:
+        assert s3.get_object(Bucket="dst", Key="c/" + key[3:])["Body"].read() == b"changed since last night\n"
+    assert s3.get_object(Bucket="dst", Key="c/new-2.txt")["Body"].read() == b"new today\n"
+    assert "KeyCount" in s3.list_objects_v2(Bucket="dst", Prefix="c/scratch") and not s3.list_objects_v2(
+        Bucket="dst", Prefix="c/scratch"
+    ).get("Contents")
