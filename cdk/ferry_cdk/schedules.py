@@ -146,9 +146,6 @@ def _starter(root: Construct, parts: LambdaParts, state_machine: sfn.StateMachin
             "POWERTOOLS_SERVICE_NAME": parts.worker_env["POWERTOOLS_SERVICE_NAME"],
             "POWERTOOLS_METRICS_NAMESPACE": parts.worker_env["POWERTOOLS_METRICS_NAMESPACE"],
         },
-        # One fire at a time: a schedule's "is my previous run still going?" check and its start
-        # are never interleaved with another fire's (see ferry.pipeline.scheduled).
-        reserved_concurrent_executions=1,
         tracing=lambda_.Tracing.ACTIVE,
         log_group=log_group,
         role=role,

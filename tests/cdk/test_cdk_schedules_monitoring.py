@@ -193,7 +193,8 @@ def test_the_starter_may_start_and_list_runs_of_the_parent_only(built: SimpleNam
     }
     starter = by_prefix(t, "AWS::Lambda::Function", "RecurringSyncsStartScheduled")
     assert starter["Handler"] == "handlers.start_scheduled.handler"
-    assert starter["ReservedConcurrentExecutions"] == 1
+    # no reserved concurrency: it fails deployments where the account quota is 100 or less
+    assert "ReservedConcurrentExecutions" not in starter
     assert starter["Environment"]["Variables"]["FERRY_STATE_MACHINE_ARN"] == {"Ref": machine_lid}
 
 

@@ -17,9 +17,12 @@ state machine is the only authority on whether a run is going: a lock would need
 every way an execution ends (failed, timed out, aborted by hand, Finalize never reached), and a
 lock left behind would stop the schedule for good. ListExecutions is eventually consistent
 ("results are best effort and may not reflect very recent updates", ListExecutions API
-reference); two fires are at least a minute apart (Scheduler's finest rate), and the stack
-serialises the starter (reserved concurrency 1), which leaves a window only for a late retried
-fire that lands within a second of the next one.
+reference); two fires of a schedule are at least a minute apart (Scheduler's finest rate),
+which leaves a window only for a late retried fire that lands within moments of the next one:
+both could then start. The starter is not limited to one instance (reserved concurrency 1) to
+close it: reserving concurrency fails the deployment in accounts whose Lambda concurrency quota
+is 100 or less (Lambda keeps 100 unreserved; "Configuring reserved concurrency", Lambda guide),
+as new accounts' often is.
 
 Retries: StartExecution with the same name and the same input while that execution is open
 succeeds and returns it again; once it is closed it answers ExecutionAlreadyExists (StartExecution
