@@ -72,10 +72,6 @@ def test_any_interval_is_accepted(expression: str) -> None:
             },
             "schedules[nightly].spec.destination: s3://dst/else/ is not inside any configured 'destinations' location",
         ),
-        (
-            {"schedules": [{**NIGHTLY, "spec": {**NIGHTLY["spec"], "options": {"include": ["x" * 9000]}}}]},
-            "EventBridge Scheduler takes at most 8192",
-        ),
         ({"alarm_email": "ops.example.com"}, "alarm_email: 'ops.example.com' is not an email address"),
         ({"alarm_topic_arn": "ops-pager"}, "alarm_topic_arn: 'ops-pager' is not an SNS topic ARN"),
         (

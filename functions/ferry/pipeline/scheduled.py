@@ -49,8 +49,6 @@ SCHEDULE_NAME = re.compile(r"[A-Za-z0-9-]{1,40}")
 NAME_SEPARATOR = "_"  # not allowed in a schedule name: `<name>_` is one schedule's prefix only
 _RATE = re.compile(r"rate\((\d+) (minute|minutes|hour|hours|day|days)\)")
 _CRON = re.compile(r"cron\(([^()]+)\)")
-# Scheduler's target Input is at most 8,192 characters (Target, Scheduler API reference).
-MAX_INPUT_CHARS = 8192
 SKIPPED_METRIC = "ScheduledStartSkipped"
 
 
@@ -109,14 +107,7 @@ def parse_schedule(
     if timezone is not None:
         timezone = check_timezone(timezone, f"{where}.timezone")
     spec = scheduled_spec(data.get("spec"), where, sources, destinations)
-    schedule = Schedule(name, expression, spec, timezone)
-    size = len(json.dumps(schedule.target_input("<aws.scheduler.scheduled-time>")))
-    if size > MAX_INPUT_CHARS:
-        raise ConfigError(
-            f"{where}.spec: {size} characters as the schedule's input; EventBridge Scheduler takes at "
-            f"most {MAX_INPUT_CHARS}: shorten the include/exclude lists or the metadata"
-        )
-    return schedule
+    return Schedule(name, expression, spec, timezone)
 
 
 def check_expression(value: Any, where: str) -> str:
