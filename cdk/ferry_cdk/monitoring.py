@@ -264,10 +264,11 @@ def _dashboard(
             ],
         )
     )
+    # Dashboard names are global to the account: the region keeps two regions' stacks apart.
     dashboard = cw.Dashboard(
         root,
         "Dashboard",
-        dashboard_name=f"{cdk.Stack.of(root).stack_name}-ferry",
+        dashboard_name=f"{cdk.Stack.of(root).stack_name}-{cdk.Stack.of(root).region}",
         default_interval=cdk.Duration.days(1),
     )
     dashboard.add_widgets(widgets[0])

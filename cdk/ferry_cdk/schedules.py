@@ -11,7 +11,7 @@ on the parent state machine only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
@@ -165,10 +165,3 @@ def _starter(root: Construct, parts: LambdaParts, state_machine: sfn.StateMachin
         "is taken by changing that one setting.",
     )
     return function
-
-
-def describe(syncs: RecurringSyncs | None) -> dict[str, Any]:
-    """For tests and outputs: schedule name -> its logical id."""
-    if syncs is None:
-        return {}
-    return {name: s.node.default_child.logical_id for name, s in syncs.schedules.items()}  # type: ignore[union-attr]

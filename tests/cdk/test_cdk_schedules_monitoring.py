@@ -456,6 +456,7 @@ def test_queue_and_lag_alarms_and_the_dashboard_from_replication_queues(tmp_path
 def test_the_stack_dashboard_names_the_skipped_metric_per_schedule(built: SimpleNamespace) -> None:
     t = built.template
     (dashboard,) = resources(t, "AWS::CloudWatch::Dashboard").values()
+    assert plain(dashboard["Properties"]["DashboardName"], t) == "Ferry-us-east-1"
     body = json.loads(plain(dashboard["Properties"]["DashboardBody"], t))
     metrics = [m for w in body["widgets"] if w["type"] == "metric" for m in w["properties"]["metrics"]]
     skipped = sorted(tuple(m[:6]) for m in metrics if m[:2] == ["Ferry", "ScheduledStartSkipped"])
