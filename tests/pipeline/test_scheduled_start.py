@@ -235,11 +235,11 @@ def wait_for(harnessed: Any, name: str) -> dict[str, Any]:
     deadline = time.monotonic() + 120
     (execution,) = [
         e
-        for e in parent.sfn.list_executions(stateMachineArn=parent.machine_arn)["executions"]
+        for e in harnessed.sfn.list_executions(stateMachineArn=harnessed.machine_arn)["executions"]
         if e["name"] == name
     ]
     while time.monotonic() < deadline:
-        described = parent.sfn.describe_execution(executionArn=execution["executionArn"])
+        described = harnessed.sfn.describe_execution(executionArn=execution["executionArn"])
         if described["status"] != "RUNNING":
             return described
         time.sleep(0.1)
