@@ -27,7 +27,8 @@ as new accounts' often is.
 Retries: StartExecution with the same name and the same input while that execution is open
 succeeds and returns it again; once it is closed it answers ExecutionAlreadyExists (StartExecution
 API reference, `name`). The input is a pure function of the schedule and its scheduled time, so a
-retried invocation (Lambda's own async retries, or Scheduler's) never starts a second run.
+retried invocation (Scheduler's retry policy, or Lambda's own retries should Scheduler invoke
+asynchronously, which its documentation does not say) never starts a second run.
 """
 
 from __future__ import annotations
