@@ -18,6 +18,7 @@ from typing import Any
 
 from ferry.errors import ConfigError
 from ferry.limits import GiB, MiB, format_size, parse_size
+from ferry.pipeline.scheduled import Schedule, parse_schedules
 
 ARCHITECTURES = ("arm64", "x86_64")
 RUNTIMES = ("python3.12", "python3.13")
@@ -115,6 +116,11 @@ class PipelineSettings:
     report_retention_days: int = 90
     checkpoint_ttl_days: int = 7
     log_retention_days: int = 30
+    schedules: tuple[Schedule, ...] = ()  # recurring syncs (ferry.pipeline.scheduled)
+    alarm_email: str | None = None  # subscribed to an SNS topic Ferry creates for its alarms
+    alarm_topic_arn: str | None = None  # an existing SNS topic the alarms notify
+    alarm_oldest_event_seconds: int = 900  # age of the oldest queued S3 event that alarms
+    alarm_replication_lag_seconds: int = 900  # replication lag p99 that alarms
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -137,6 +143,16 @@ class PipelineSettings:
         _check_range("fargate_max_concurrency", self.fargate_max_concurrency, 1, 1000)
         _check_range("checkpoint_ttl_days", self.checkpoint_ttl_days, 1, 365)
         _check_range("report_retention_days", self.report_retention_days, 1, 3650)
+        _check_range("alarm_oldest_event_seconds", self.alarm_oldest_event_seconds, 60, 14 * 86400)
+        _check_range("alarm_replication_lag_seconds", self.alarm_replication_lag_seconds, 1, 14 * 86400)
+        if self.alarm_email is not None and not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", self.alarm_email):
+            raise ConfigError(f"alarm_email: {self.alarm_email!r} is not an email address")
+        if self.alarm_topic_arn is not None and not re.fullmatch(
+            r"arn:[a-z-]+:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_.-]{1,256}", self.alarm_topic_arn
+        ):
+            raise ConfigError(
+                f"alarm_topic_arn: {self.alarm_topic_arn!r} is not an SNS topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME)"
+            )
         if self.fargate_memory_mb not in FARGATE_SIZES.get(self.fargate_cpu, ()):
             raise ConfigError(
                 f"fargate_cpu {self.fargate_cpu} with fargate_memory_mb {self.fargate_memory_mb} is not a "
@@ -191,12 +207,24 @@ class PipelineSettings:
                 if not isinstance(value, bool):
                     raise ConfigError(f"{name}: must be true or false")
                 values[name] = value
-            elif name in ("lambda_architecture", "lambda_runtime", "vpc_id"):
+            elif name == "schedules":
+                continue  # below: a spec is checked against the configured locations
+            elif name in (
+                "lambda_architecture",
+                "lambda_runtime",
+                "vpc_id",
+                "alarm_email",
+                "alarm_topic_arn",
+            ):
                 if value is not None and not isinstance(value, str):
                     raise ConfigError(f"{name}: must be a string")
                 values[name] = value
             else:
                 values[name] = _int(name, value)
+        if "schedules" in data:
+            values["schedules"] = parse_schedules(
+                data["schedules"], values.get("sources", ()), values.get("destinations", ())
+            )
         return cls(**values)
 
     @classmethod
