@@ -89,11 +89,16 @@ def test_a_role_is_assumed_once_per_role_and_region_and_refreshed_before_expiry(
         assert len(assume_role_calls) == 3
 
 
+owners_sent: dict[str, set[Any]] = {}
+
+
 @pytest.fixture
 def signatures(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str, Any]]:
     """(operation, bucket, access key, credentials) of every S3 request signed in the test
-    (botocore's RequestSigner, whichever signer implementation it then uses)."""
+    (botocore's RequestSigner, whichever signer implementation it then uses); the requests'
+    ExpectedBucketOwner headers go to `owners_sent` (bucket -> set of values, None if absent)."""
     seen: list[tuple[str, str, str, Any]] = []
+    owners_sent.clear()
     original = RequestSigner.sign
 
     def recording(self: Any, operation_name: str, request: Any, *args: Any, **kwargs: Any) -> Any:
@@ -102,6 +107,7 @@ def signatures(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str, Any
             host = url.hostname or ""
             bucket = host.split(".s3")[0] if ".s3" in host else url.path.lstrip("/").split("/")[0]
             seen.append((operation_name, bucket, self._credentials.access_key, self._credentials))
+            owners_sent.setdefault(bucket, set()).add(request.headers.get("x-amz-expected-bucket-owner"))
         return original(self, operation_name, request, *args, **kwargs)
 
     monkeypatch.setattr(RequestSigner, "sign", recording)
@@ -137,6 +143,7 @@ def test_two_roles_copy_by_streaming_each_side_signed_by_its_own_role(
     assert "rejected" not in job, job
     items = [{"Key": f"data/{n}.txt", "Size": n + 10} for n in range(5)]
     signatures.clear()
+    owners_sent.clear()
 
     result = copy_batch.handler({"job": job, "items": items, "pass": 1}, FakeLambdaContext())
 
@@ -153,6 +160,8 @@ def test_two_roles_copy_by_streaming_each_side_signed_by_its_own_role(
         "dst": {"arn:aws:sts::777788889999:assumed-role/ferry-destination-writer/ferry"},
     }
     assert sorted(set(assume_role_calls)) == sorted({SOURCE_ROLE, DEST_ROLE})
+    assert owners_sent["src"] == {"444455556666"}  # every request to the source names its owner
+    assert owners_sent["dst"] == {None}  # no owner configured for it
     # A second batch in the same (warm) worker assumes nothing again.
     calls = len(assume_role_calls)
     copy_batch.handler({"job": job, "items": items, "pass": 1, "batch_id": "again"}, FakeLambdaContext())
@@ -277,3 +286,36 @@ def test_keys_from_a_secret_copy_on_a_real_server_and_never_reach_logs_or_report
         ]
     )
     assert SECRET_KEY not in said
+
+
+def test_the_fargate_worker_reaches_both_sides_through_their_roles(
+    pipeline: Any, monkeypatch: pytest.MonkeyPatch, signatures: list[Any]
+) -> None:
+    from ferry.pipeline.batches import copy_large_object
+
+    with_locations(
+        pipeline,
+        monkeypatch,
+        sources=(Location("src", role_arn=SOURCE_ROLE),),
+        destinations=(Location("dst", role_arn=DEST_ROLE),),
+    )
+    pipeline.s3.put_object(Bucket="src", Key="big/one.bin", Body=b"z" * 300_000)
+    job = prepare.handler(
+        {"spec": {"source": {"bucket": "src"}, "destination": {"bucket": "dst"}}, "execution_name": "large"},
+        FakeLambdaContext(),
+    )
+    signed_before = len(signatures)
+    result = copy_large_object(
+        "large", "batch-1", {"Key": "big/one.bin", "Size": 300_000}, pipeline.services()
+    )
+
+    assert result is not None and result.status == "copied", result
+    roles = {
+        bucket: {caller_arn(c) for _, b, _, c in signatures[signed_before:] if b == bucket}
+        for bucket in ("src", "dst")
+    }
+    assert roles == {
+        "src": {"arn:aws:sts::444455556666:assumed-role/ferry-source-reader/ferry"},
+        "dst": {"arn:aws:sts::777788889999:assumed-role/ferry-destination-writer/ferry"},
+    }
+    assert job["job_id"] == "large"
