@@ -29,6 +29,7 @@ from ferry.pipeline.settings import Location, PipelineSettings
 from . import access, bundling, monitoring, nag, schedules
 from .access import BATCH_REPORTS, DESTINATION_WRITE, LEDGER_READ_WRITE, SOURCE_READ, statement
 from .definition import parent_definition
+from .reach import reach_statements
 
 FUNCTIONS_DIR = bundling.FUNCTIONS_DIR
 CONTAINER_NAME = "worker"
@@ -221,6 +222,8 @@ class FerryStack(cdk.Stack):
                 statement("ProbeDestinationKeys", ["kms:GenerateDataKey"], s.destination_kms_key_arns)
             )
         prepare.add_to_role_policy(statement("CreateJob", ["dynamodb:GetItem", "dynamodb:PutItem"], table))
+        for st in reach_statements(self, s):  # the destination check writes as the workers will
+            prepare.add_to_role_policy(st)
 
         copy_batch = functions["CopyBatch"]
         for st in self._copy_statements(sources, destinations, table, reports):
@@ -260,6 +263,7 @@ class FerryStack(cdk.Stack):
             *access.list_bucket_statements(s.destinations, sid="ListDestinations"),
             statement("Ledger", LEDGER_READ_WRITE, table),
             statement("Reports", BATCH_REPORTS, reports),
+            *reach_statements(self, s),  # roles to assume, credential secrets (ferry_cdk.reach)
         ]
         if s.source_kms_key_arns:
             statements.append(statement("DecryptSources", ["kms:Decrypt"], s.source_kms_key_arns))

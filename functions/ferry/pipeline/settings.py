@@ -23,6 +23,9 @@ from ferry.pipeline.scheduled import Schedule, parse_schedules
 ARCHITECTURES = ("arm64", "x86_64")
 RUNTIMES = ("python3.12", "python3.13")
 ACCOUNT_ID = re.compile(r"[0-9]{12}")
+ROLE_ARN = re.compile(r"arn:aws(-[a-z]+)*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}")
+REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")
+ACCESS_FIELDS = ("role_arn", "region", "endpoint_url", "credentials_secret")
 # Step Functions fails a state whose input or output exceeds 256 KiB as UTF-8 (uncatchable
 # States.DataLimitExceeded). The child workflow's largest state is a failed CopyBatch pass: the
 # batch's items (at most MaxInputBytesPerBatch; `remaining` and `large` are subsets of them)
@@ -53,11 +56,21 @@ class Location:
     (`ExpectedBucketOwner`): should the bucket be deleted and its name taken by another
     account, S3 refuses the request instead of Ferry copying into, or deleting from, a
     stranger's bucket.
+
+    How the workers reach it, when not as themselves in the stack's region: `role_arn`, a role
+    they assume (another account); `region`, the bucket's region; `endpoint_url` plus
+    `credentials_secret`, the name or ARN of a Secrets Manager secret holding
+    {"access_key_id", "secret_access_key"} (another partition or an S3-compatible store). The
+    keys themselves never appear in configuration: only the secret's name does.
     """
 
     bucket: str
     prefix: str = ""
     owner: str | None = None
+    role_arn: str | None = None
+    region: str | None = None
+    endpoint_url: str | None = None
+    credentials_secret: str | None = None
 
     @classmethod
     def parse(cls, data: Any, where: str) -> Location:
@@ -67,10 +80,11 @@ class Location:
             raise ConfigError(
                 f"{where}: give an object with a non-empty 'bucket' (and optional 'prefix', 'owner')"
             )
-        unknown = set(data) - {"bucket", "prefix", "owner"}
+        unknown = set(data) - {"bucket", "prefix", "owner", *ACCESS_FIELDS}
         if unknown:
             raise ConfigError(
-                f"{where}: unknown field(s) {', '.join(sorted(unknown))}: use bucket, prefix and owner"
+                f"{where}: unknown field(s) {', '.join(sorted(unknown))}: use bucket, prefix, owner, "
+                + ", ".join(ACCESS_FIELDS)
             )
         prefix = data.get("prefix") or ""
         if not isinstance(prefix, str):
@@ -81,10 +95,51 @@ class Location:
                 f"{where}.owner: {owner!r} is not a 12-digit AWS account id; write the bucket "
                 'owner\'s account id as a string, e.g. "111122223333"'
             )
-        return cls(data["bucket"], prefix, owner)
+        access = {name: _access_field(data, name, where) for name in ACCESS_FIELDS}
+        if access["role_arn"] and access["credentials_secret"]:
+            raise ConfigError(
+                f"{where}: give role_arn or credentials_secret, not both: a role is assumed with the "
+                "workers' own identity, a secret's keys are used as they are"
+            )
+        if access["credentials_secret"] and not (access["endpoint_url"] or access["region"]):
+            raise ConfigError(
+                f"{where}.credentials_secret: also give endpoint_url (an S3-compatible store) or region "
+                "(another partition, e.g. cn-north-1): the keys belong to another place than the stack's"
+            )
+        return cls(data["bucket"], prefix, owner, **access)
+
+    @property
+    def reached_otherwise(self) -> bool:
+        """True when the workers reach this location other than as themselves, here."""
+        return any(getattr(self, name) for name in ACCESS_FIELDS)
+
+    def access(self) -> dict[str, str]:
+        """How to reach it, for the workers' environment (names of secrets, never their values)."""
+        return {name: getattr(self, name) for name in ACCESS_FIELDS if getattr(self, name)}
 
     def covers(self, bucket: str, key_or_prefix: str) -> bool:
         return bucket == self.bucket and key_or_prefix.startswith(self.prefix)
+
+
+def _access_field(data: Mapping[str, Any], name: str, where: str) -> str | None:
+    value = data.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}.{name}: must be a non-empty string")
+    if name == "role_arn" and not ROLE_ARN.fullmatch(value):
+        raise ConfigError(
+            f"{where}.role_arn: {value!r} is not an IAM role ARN (arn:aws:iam::111122223333:role/name)"
+        )
+    if name == "region" and not REGION.fullmatch(value):
+        raise ConfigError(f"{where}.region: {value!r} is not a region name (e.g. eu-west-1)")
+    if name == "endpoint_url" and not value.startswith(("https://", "http://")):
+        raise ConfigError(f"{where}.endpoint_url: {value!r} must start with https:// (or http://)")
+    if name == "credentials_secret" and ("{" in value or ":" in value and not value.startswith("arn:")):
+        raise ConfigError(
+            f"{where}.credentials_secret: give the Secrets Manager secret's name or ARN, never the keys"
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -97,6 +152,7 @@ class PipelineSettings:
     source_kms_key_arns: tuple[str, ...] = ()
     destination_kms_key_arns: tuple[str, ...] = ()
     manifest_kms_key_arns: tuple[str, ...] = ()  # SSE-KMS manifests and S3 Inventory files
+    secret_kms_key_arns: tuple[str, ...] = ()  # customer keys encrypting credentials_secret secrets
     lambda_memory_mb: int = 2048
     lambda_architecture: str = "arm64"
     lambda_runtime: str = "python3.13"
@@ -195,7 +251,12 @@ class PipelineSettings:
                 if not isinstance(value, list):
                     raise ConfigError(f"{name}: must be a list of {{bucket, prefix}} objects")
                 values[name] = tuple(Location.parse(v, f"{name}[{i}]") for i, v in enumerate(value))
-            elif name in ("source_kms_key_arns", "destination_kms_key_arns", "manifest_kms_key_arns"):
+            elif name in (
+                "source_kms_key_arns",
+                "destination_kms_key_arns",
+                "manifest_kms_key_arns",
+                "secret_kms_key_arns",
+            ):
                 if not isinstance(value, list) or not all(
                     isinstance(v, str) and v.startswith("arn:") for v in value
                 ):
@@ -268,7 +329,37 @@ class PipelineSettings:
             # them): an SSE-KMS source keeps its key only if it is one, and Prepare refuses a
             # job's kms_key_id that is not. Comma-separated (an ARN has no comma).
             "FERRY_DESTINATION_KMS_KEY_ARNS": ",".join(self.destination_kms_key_arns),
+            # How to reach the locations the workers do not reach as themselves (roles to assume,
+            # regions, endpoints, the names of credential secrets): see ferry.pipeline.reach.
+            "FERRY_LOCATIONS": json.dumps(self.reached_locations(), sort_keys=True),
         }
+
+    def reached_locations(self) -> list[dict[str, str]]:
+        """Each source and destination reached otherwise: side, bucket, prefix and how."""
+        return [
+            {"side": side, "bucket": loc.bucket, "prefix": loc.prefix, **loc.access()}
+            for side, locations in (("source", self.sources), ("destination", self.destinations))
+            for loc in locations
+            if loc.reached_otherwise
+        ]
+
+    @property
+    def role_arns(self) -> tuple[str, ...]:
+        """The roles the workers assume (the stack grants sts:AssumeRole on exactly these)."""
+        return tuple(sorted({loc.role_arn for loc in (*self.sources, *self.destinations) if loc.role_arn}))
+
+    @property
+    def credentials_secrets(self) -> tuple[str, ...]:
+        """The secrets the workers read (the stack grants GetSecretValue on exactly these)."""
+        return tuple(
+            sorted(
+                {
+                    loc.credentials_secret
+                    for loc in (*self.sources, *self.destinations)
+                    if loc.credentials_secret
+                }
+            )
+        )
 
     @property
     def capacity_provider(self) -> str:
@@ -300,11 +391,16 @@ class WorkerSettings:
     copy_object_mib_per_second: int
     bucket_owners: dict[str, str] = field(default_factory=dict)  # bucket -> ExpectedBucketOwner
     destination_kms_key_arns: tuple[str, ...] = ()
+    locations: tuple[dict[str, str], ...] = ()  # PipelineSettings.reached_locations
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> WorkerSettings:
         env = os.environ if environ is None else environ
-        names = {f.name: f"FERRY_{f.name.upper()}" for f in fields(cls) if f.name != "bucket_owners"}
+        names = {
+            f.name: f"FERRY_{f.name.upper()}"
+            for f in fields(cls)
+            if f.name not in ("bucket_owners", "locations")
+        }
         names["table_name"] = "FERRY_TABLE"
         missing = [var for var in names.values() if var not in env]
         if missing:
@@ -318,6 +414,7 @@ class WorkerSettings:
             else:
                 values[name] = int(env[var])
         values["bucket_owners"] = json.loads(env.get("FERRY_BUCKET_OWNERS") or "{}")
+        values["locations"] = tuple(json.loads(env.get("FERRY_LOCATIONS") or "[]"))
         return cls(**values)
 
     def batching(self) -> dict[str, int]:
