@@ -22,8 +22,8 @@ from ferry.pipeline.batches import Services, record_lost_batch
 from ferry.pipeline.job_reports import job_prefix
 from ferry.pipeline.job_stats import first_failures, job_stats
 from ferry.pipeline.map_runs import MapRunRecord, items_read, map_run_records
-from ferry.report_html import render_report_html
 from ferry.pipeline.reach import reached_otherwise
+from ferry.report_html import render_report_html
 
 
 class AccessCheckFailed(ConfigError):
