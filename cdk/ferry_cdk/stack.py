@@ -26,9 +26,10 @@ from constructs import Construct
 from ferry.errors import ConfigError
 from ferry.pipeline.settings import Location, PipelineSettings
 
-from . import access, bundling, nag
+from . import access, bundling, monitoring, nag, schedules
 from .access import BATCH_REPORTS, DESTINATION_WRITE, LEDGER_READ_WRITE, SOURCE_READ, statement
 from .definition import parent_definition
+from .reach import reach_statements
 
 FUNCTIONS_DIR = bundling.FUNCTIONS_DIR
 CONTAINER_NAME = "worker"
@@ -80,6 +81,11 @@ class FerryStack(cdk.Stack):
         self._network()
         self._fargate()
         self.state_machine = self._state_machine()
+        self.recurring_syncs = schedules.add_recurring_syncs(
+            self, self, self.state_machine, settings.schedules
+        )
+
+        self.monitoring = monitoring.monitor_stack(self)  # last: alarms on every queue and function
 
         cdk.CfnOutput(self, "StateMachineArn", value=self.state_machine.state_machine_arn)
         cdk.CfnOutput(self, "ReportBucketName", value=self.report_bucket.bucket_name)
@@ -141,6 +147,9 @@ class FerryStack(cdk.Stack):
             description=f"Ferry's pinned dependencies (functions/requirements.txt) for {s.lambda_runtime}",
         )
         code = lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=CODE_EXCLUDE)
+        # Shared with the functions other modules add (schedules.py).
+        self.lambda_code, self.lambda_layer = code, layer
+        self.lambda_runtime, self.lambda_architecture = runtime, architecture
         environment = {**self.worker_env, **s.worker_environment()}
         specs = {  # name: (handler module, memory MB, timeout minutes, description)
             "Prepare": ("prepare", 512, 5, "Checks a job spec and its access, creates the job record"),
@@ -213,6 +222,8 @@ class FerryStack(cdk.Stack):
                 statement("ProbeDestinationKeys", ["kms:GenerateDataKey"], s.destination_kms_key_arns)
             )
         prepare.add_to_role_policy(statement("CreateJob", ["dynamodb:GetItem", "dynamodb:PutItem"], table))
+        for st in reach_statements(self, s):  # the destination check writes as the workers will
+            prepare.add_to_role_policy(st)
 
         copy_batch = functions["CopyBatch"]
         for st in self._copy_statements(sources, destinations, table, reports):
@@ -252,6 +263,7 @@ class FerryStack(cdk.Stack):
             *access.list_bucket_statements(s.destinations, sid="ListDestinations"),
             statement("Ledger", LEDGER_READ_WRITE, table),
             statement("Reports", BATCH_REPORTS, reports),
+            *reach_statements(self, s),  # roles to assume, credential secrets (ferry_cdk.reach)
         ]
         if s.source_kms_key_arns:
             statements.append(statement("DecryptSources", ["kms:Decrypt"], s.source_kms_key_arns))

@@ -10,7 +10,10 @@ from __future__ import annotations
 import datetime
 import email.utils
 import functools
+import json
+import logging
 import platform
+import threading
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
@@ -23,6 +26,7 @@ from botocore.credentials import RefreshableCredentials
 from botocore.loaders import Loader
 from botocore.utils import parse_timestamp
 
+from ferry.errors import ConfigError
 from ferry.models import Endpoint
 
 MAX_ATTEMPTS = 8
@@ -99,11 +103,34 @@ def client_config(endpoint: Endpoint, pool_size: int) -> Config:
     )
 
 
-def _assumed_role_session(base: boto3.Session, role_arn: str) -> boto3.Session:
-    """A session whose credentials come from sts:AssumeRole and refresh before they expire."""
+# One credentials object per (profile, role, region) and per secret, for the life of the
+# process: a warm Lambda or a Fargate task reuses it from batch to batch instead of calling
+# STS (or Secrets Manager) for every Copier. botocore's RefreshableCredentials renews it on
+# first use within 15 minutes of expiry (advisory; 10 minutes mandatory), under its own lock.
+_CREDENTIALS: dict[tuple[str | None, ...], RefreshableCredentials] = {}
+_CREDENTIALS_LOCK = threading.Lock()
+SECRET_REFRESH = datetime.timedelta(hours=1)  # a rotated secret is picked up within this
+
+
+def _cached(key: tuple[str | None, ...], make: Any) -> RefreshableCredentials:
+    with _CREDENTIALS_LOCK:
+        credentials = _CREDENTIALS.get(key)
+        if credentials is None:
+            credentials = _CREDENTIALS[key] = make()
+        return credentials
+
+
+def forget_credentials() -> None:
+    """Drop every cached credentials object (tests; a process that changes identity)."""
+    with _CREDENTIALS_LOCK:
+        _CREDENTIALS.clear()
+
+
+def _role_credentials(base: boto3.Session, role_arn: str) -> RefreshableCredentials:
+    """Credentials from sts:AssumeRole that refresh themselves before they expire."""
     sts = base.client("sts")
 
-    def fetch() -> dict[str, str]:
+    def fetch() -> dict[str, Any]:
         creds = sts.assume_role(RoleArn=role_arn, RoleSessionName="ferry")["Credentials"]
         return {
             "access_key": creds["AccessKeyId"],
@@ -112,10 +139,86 @@ def _assumed_role_session(base: boto3.Session, role_arn: str) -> boto3.Session:
             "expiry_time": creds["Expiration"].isoformat(),
         }
 
-    credentials = RefreshableCredentials.create_from_metadata(fetch(), fetch, "sts-assume-role")
-    botocore_session = base._session  # boto3 exposes no public setter for refreshable credentials
-    botocore_session._credentials = credentials
-    return boto3.Session(botocore_session=botocore_session, region_name=base.region_name)
+    return RefreshableCredentials.create_from_metadata(fetch(), fetch, "sts-assume-role")
+
+
+def secret_region(secret_id: str) -> str | None:
+    """A secret ARN names its region (arn:aws:secretsmanager:REGION:...); a name is read in
+    the workers' own region."""
+    parts = secret_id.split(":")
+    return parts[3] if secret_id.startswith("arn:") and len(parts) > 3 and parts[3] else None
+
+
+class _QuietWhileReadingSecrets(logging.Filter):
+    """botocore logs every response body at DEBUG (botocore.parsers), a GetSecretValue's
+    included: on the thread reading a secret, those records are dropped, so turning on DEBUG
+    logging never writes the keys to a log."""
+
+    reading = threading.local()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(self.reading, "active", False)
+
+
+_QUIET = _QuietWhileReadingSecrets()
+logging.getLogger("botocore.parsers").addFilter(_QUIET)
+
+
+def _secret_credentials(secret_id: str) -> RefreshableCredentials:
+    """Access keys from a Secrets Manager secret {"access_key_id", "secret_access_key"},
+    re-read every SECRET_REFRESH so that a rotation reaches a long-lived worker. The keys go
+    into botocore's credentials only: no message here ever holds the secret's text."""
+    secrets = _session(None, secret_region(secret_id)).client("secretsmanager")
+
+    def fetch() -> dict[str, Any]:
+        _QUIET.reading.active = True
+        try:
+            text = secrets.get_secret_value(SecretId=secret_id).get("SecretString") or ""
+        finally:
+            _QUIET.reading.active = False
+        try:
+            values = json.loads(text)
+        except ValueError:
+            values = None
+        if not (
+            isinstance(values, dict)
+            and isinstance(values.get("access_key_id"), str)
+            and isinstance(values.get("secret_access_key"), str)
+        ):
+            raise ConfigError(
+                f"credentials secret {secret_id!r} must hold a JSON object with the strings "
+                '"access_key_id" and "secret_access_key"'
+            )
+        expiry = datetime.datetime.now(datetime.UTC) + SECRET_REFRESH
+        return {
+            "access_key": values["access_key_id"],
+            "secret_key": values["secret_access_key"],
+            "token": values.get("session_token"),
+            "expiry_time": expiry.isoformat(),
+        }
+
+    return RefreshableCredentials.create_from_metadata(fetch(), fetch, "ferry-secrets-manager")
+
+
+def _with_credentials(session: boto3.Session, credentials: RefreshableCredentials) -> boto3.Session:
+    """The same session, signing with `credentials`. Not a second boto3.Session around the
+    same botocore session: boto3 would register its S3 handlers twice and the first S3 client
+    made from it fails ("Cannot inject class attribute upload_file")."""
+    session._session._credentials = credentials  # boto3 has no public setter for refreshable ones
+    return session
+
+
+def session_for(endpoint: Endpoint) -> boto3.Session:
+    """The session one side's clients are made from: its profile, then the role it assumes or
+    the secret whose keys it uses, with credentials shared by every client of that identity."""
+    session = _session(endpoint.profile, endpoint.region)
+    if endpoint.credentials_secret:
+        secret = endpoint.credentials_secret
+        return _with_credentials(session, _cached(("secret", secret), lambda: _secret_credentials(secret)))
+    if endpoint.role_arn:
+        role, key = endpoint.role_arn, ("role", endpoint.profile, endpoint.role_arn, endpoint.region)
+        return _with_credentials(session, _cached(key, lambda: _role_credentials(session, role)))
+    return session
 
 
 def _add_request_payer(params: dict[str, Any], **_: Any) -> None:
@@ -156,9 +259,7 @@ def expect_owners(client: Any, owners: Mapping[str, str]) -> None:
 
 
 def make_client(endpoint: Endpoint, pool_size: int = 64) -> Any:
-    session = _session(endpoint.profile, endpoint.region)
-    if endpoint.role_arn:
-        session = _assumed_role_session(session, endpoint.role_arn)
+    session = session_for(endpoint)
     client = session.client(
         "s3", endpoint_url=endpoint.endpoint_url, config=client_config(endpoint, pool_size)
     )

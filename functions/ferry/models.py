@@ -52,10 +52,18 @@ class Endpoint:
     region: str | None = None
     profile: str | None = None
     role_arn: str | None = None
+    # A Secrets Manager secret (name or ARN) holding {"access_key_id", "secret_access_key"}:
+    # the keys for another partition or an S3-compatible store (clients.session_for).
+    credentials_secret: str | None = None
     requester_pays: bool = False
     # (bucket, 12-digit account id) pairs: every request to such a bucket names its owner, so a
     # bucket deleted and re-created by another account is refused, not written to (clients.py).
     bucket_owners: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def identity(self) -> tuple[str | None, str | None, str | None, str | None]:
+        """Who signs this side's requests: equal for two sides only if one caller is both."""
+        return (self.endpoint_url, self.profile, self.role_arn, self.credentials_secret)
 
     @property
     def partition(self) -> str:

@@ -21,6 +21,7 @@ from ferry.cli.copy_command import add_copy_parser, run_copy
 from ferry.cli.demo import run_demo
 from ferry.cli.estimate import add_estimate_parser, run_estimate
 from ferry.cli.parsing import EXIT_OK, EXIT_USAGE, Parser
+from ferry.cli.policy import add_policy_parser, run_policy
 from ferry.cli.run_command import add_run_parser, run_run
 from ferry.errors import ConfigError, FerryError
 from ferry.jobspec import parse_job_spec
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_copy_parser(commands)
     add_run_parser(commands)
     add_estimate_parser(commands)
+    add_policy_parser(commands)
 
     job = commands.add_parser("job", help="pipeline jobs (cdk deploy): check a job spec offline")
     job_commands = job.add_subparsers(dest="job_command", required=True, parser_class=Parser)
@@ -77,6 +79,8 @@ def main(
             return run_job_validate(args.spec, stdout)
         if args.command == "run":
             return run_run(args, stdout, stderr)
+        if args.command == "policy":
+            return run_policy(args, stdout, stderr)
         return run_copy(args, stdout, stderr)
     except FerryError as error:
         stderr.write(f"ferry: error: {error}\n")

@@ -303,18 +303,29 @@ class Copier:
             return True
         if self.policy.mode == Mode.STREAM:
             return False
+        return self._one_identity() and not self._server_side_denied.is_set()
+
+    def _one_identity(self) -> bool:
+        """A server-side copy is one request, signed by the destination's identity, that reads
+        the source: only possible within one endpoint and partition, and only known to be
+        allowed when one identity reaches both sides. Two roles (or profiles, or secrets) mean
+        the destination's may not read the source: auto mode streams (GET as the source's
+        identity, PUT as the destination's)."""
         source, destination = self.ctx.source, self.ctx.destination
-        same_endpoint = (
-            source.endpoint_url == destination.endpoint_url and source.partition == destination.partition
-        )
-        return same_endpoint and not self._server_side_denied.is_set()
+        return source.identity == destination.identity and source.partition == destination.partition
 
     def _stream_note(self) -> str | None:
         if self._server_side_off == "not-implemented":
             return None  # said once, in the run's degradations
         if self._server_side_denied.is_set():
             return "streamed: an earlier server-side copy was denied to the destination identity"
-        return "streamed: source and destination are different endpoints or partitions"
+        if self.ctx.source.endpoint_url != self.ctx.destination.endpoint_url or (
+            self.ctx.source.partition != self.ctx.destination.partition
+        ):
+            return "streamed: source and destination are different endpoints or partitions"
+        return (
+            "streamed: source and destination are reached by different identities (roles, profiles or keys)"
+        )
 
     # -- many objects -------------------------------------------------------------------------
 

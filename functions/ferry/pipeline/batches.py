@@ -37,6 +37,7 @@ from ferry.pipeline.ledger import (
     Recorded,
 )
 from ferry.pipeline.local_reports import ReportStore
+from ferry.pipeline.reach import endpoint_for, reached_otherwise
 from ferry.pipeline.settings import WorkerSettings
 from ferry.report_stats import ReportStats
 
@@ -77,11 +78,22 @@ class Services:
     def dest_s3(self) -> Any:
         return self.destination_s3 if self.destination_s3 is not None else self.s3
 
-    def copier(self, policy: CopyPolicy) -> Copier:
+    def endpoint(self, side: str, bucket: str, key: str = "") -> Endpoint:
+        """How this worker reaches bucket/key on `side`: the configured location's role, region,
+        endpoint or secret (ferry.pipeline.reach), else the worker's own `source`/`destination`."""
+        if self.settings is not None:  # a test's Services may carry no settings
+            configured = endpoint_for(self.settings, side, bucket, key)
+            if reached_otherwise(configured):
+                return configured
+        return self.source if side == "source" else self.destination
+
+    def copier(
+        self, policy: CopyPolicy, source: Endpoint | None = None, destination: Endpoint | None = None
+    ) -> Copier:
         checkpoints = self.ledger.checkpoints(ttl_days=self.settings.checkpoint_ttl_days)
         return Copier(
-            self.source,
-            self.destination,
+            source or self.source,
+            destination or self.destination,
             policy,
             memory_limit=self.settings.memory_limit,
             checkpoints=checkpoints,
@@ -117,12 +129,7 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
 
     remaining: list[Any] = []
     if in_lambda:
-        with services.copier(spec.options.policy) as copier:
-            results = copier.copy_batch(
-                [(p.obj, p.target) for p in in_lambda],  # type: ignore[misc]
-                deadline=deadline,
-                on_result=services.on_result,
-            )
+        results = _copy_in_lambda(services, spec, in_lambda, deadline)
         _record_copies(services, spec, [(p.item, r) for p, r in zip(in_lambda, results, strict=True)])
         for plan, result in zip(in_lambda, results, strict=True):
             if result.handed_over and pass_no < settings.max_passes:
@@ -172,6 +179,30 @@ def _notify(services: Services, results: Sequence[CopyResult]) -> None:
     if services.on_result:
         for result in results:
             services.on_result(result)
+
+
+def _copy_in_lambda(
+    services: Services, spec: JobSpec, planned: list[Planned], deadline: float
+) -> list[CopyResult]:
+    """Copy the planned objects, one Copier per way of reaching their source (a manifest's rows
+    may name buckets reached differently); results come back in the planned order."""
+    destination = services.endpoint("destination", spec.destination_bucket, spec.destination_prefix)
+    groups: dict[Endpoint, list[int]] = {}
+    for index, plan in enumerate(planned):
+        obj = plan.obj
+        assert obj is not None
+        groups.setdefault(services.endpoint("source", obj.bucket, obj.key), []).append(index)
+    results: dict[int, CopyResult] = {}
+    for source, indexes in groups.items():
+        with services.copier(spec.options.policy, source, destination) as copier:
+            pairs = [(planned[i].obj, planned[i].target) for i in indexes]
+            for index, result in zip(
+                indexes,
+                copier.copy_batch(pairs, deadline=deadline, on_result=services.on_result),
+                strict=True,
+            ):  # type: ignore[arg-type]
+                results[index] = result
+    return [results[i] for i in range(len(planned))]
 
 
 def _positions(items: Sequence[Any], chosen: Sequence[Any]) -> list[int]:
@@ -263,7 +294,9 @@ def copy_large_object(
     if plan.skip or plan.fail:
         result = _settled(plan)
     else:
-        with services.copier(spec.options.policy) as copier:
+        source = services.endpoint("source", plan.obj.bucket, plan.obj.key)  # type: ignore[union-attr]
+        destination = services.endpoint("destination", spec.destination_bucket, spec.destination_prefix)
+        with services.copier(spec.options.policy, source, destination) as copier:
             while True:
                 result = copier.copy(plan.obj, plan.target, deadline=deadline_in(pass_seconds))  # type: ignore[arg-type]
                 if not result.handed_over:
@@ -283,7 +316,9 @@ def _record_copies(services: Services, spec: JobSpec, copies: list[tuple[Any, Co
         return
     record_copies(
         copies,
-        destination_client=make_client(services.destination),
+        destination_client=make_client(
+            services.endpoint("destination", spec.destination_bucket, spec.destination_prefix)
+        ),
         record_store=DynamoCopyRecords(services.dynamodb, services.settings.table_name),
         replication=spec.replication.name,
         job_id=spec.job_id,
@@ -346,18 +381,24 @@ def _with_sizes(planned: list[Planned], services: Services) -> list[Planned]:
     unknown = [i for i, p in enumerate(planned) if p.obj and p.obj.size is None and not (p.skip or p.fail)]
     if not unknown:
         return planned
-    client = make_client(services.source)
+    clients: dict[Endpoint, Any] = {}
 
     def head(plan: Planned) -> Planned:
         obj = plan.obj
         assert obj is not None
         args = {"VersionId": obj.version_id} if obj.version_id else {}
         try:
-            size = client.head_object(Bucket=obj.bucket, Key=obj.key, **args)["ContentLength"]
+            size = clients[services.endpoint("source", obj.bucket, obj.key)].head_object(
+                Bucket=obj.bucket, Key=obj.key, **args
+            )["ContentLength"]
         except Exception:  # the copy itself will report why the object cannot be read
             return plan
         return replace(plan, obj=replace(obj, size=size))
 
+    for plan in (planned[i] for i in unknown):
+        source = services.endpoint("source", plan.obj.bucket, plan.obj.key)  # type: ignore[union-attr]
+        if source not in clients:
+            clients[source] = make_client(source)
     with ThreadPoolExecutor(16) as pool:
         for index, plan in zip(unknown, pool.map(head, [planned[i] for i in unknown]), strict=True):
             planned[index] = plan

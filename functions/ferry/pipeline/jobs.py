@@ -15,12 +15,14 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ferry.clients import make_client
 from ferry.errors import ConfigError, describe, explain_bare
 from ferry.jobspec import JobSpec, check_not_overlapping, parse_job_spec
 from ferry.pipeline.batches import Services, record_lost_batch
 from ferry.pipeline.job_reports import job_prefix
 from ferry.pipeline.job_stats import first_failures, job_stats
 from ferry.pipeline.map_runs import MapRunRecord, items_read, map_run_records
+from ferry.pipeline.reach import reached_otherwise
 from ferry.report_html import render_report_html
 
 
@@ -71,6 +73,8 @@ def check_reader_region(spec: JobSpec, services: Services) -> None:
     if services.reads_any_region:
         return
     stack = os.environ.get("AWS_REGION") or services.s3.meta.region_name
+    if not spec.manifest:
+        check_listable(spec, services, stack)
     if spec.manifest:
         bucket, field, instead = spec.manifest.bucket, "source.manifest.bucket", "copy the manifest to"
     else:
@@ -81,6 +85,34 @@ def check_reader_region(spec: JobSpec, services: Services) -> None:
             f"{field}: bucket {bucket!r} is in {region}; the stack runs in {stack}: "
             f"deploy Ferry in {region}, or {instead} a bucket in {stack}"
         )
+
+
+def check_listable(spec: JobSpec, services: Services, stack: str | None) -> None:
+    """A source reached through another endpoint or partition cannot be listed by the
+    ItemReader (it lists S3 in the stack's own partition and region, as the state machine's
+    role): such a job needs a manifest. A configured source region other than the stack's
+    is refused here too, without asking S3."""
+    bucket = str(spec.source_bucket)
+    source = services.endpoint("source", bucket, spec.source_prefix)
+    elsewhere = None
+    if source.endpoint_url:
+        elsewhere = f"reached through {source.endpoint_url}"
+    elif source.region and stack and source.region != stack:
+        elsewhere = f"configured in {source.region}"
+    if elsewhere:
+        raise AccessCheckFailed(
+            f"source.bucket: bucket {bucket!r} is {elsewhere}; the Distributed Map lists only S3 "
+            f"buckets in the stack's region ({stack}): give a manifest (source.manifest) in a bucket "
+            f"in {stack} naming the keys to copy, or deploy Ferry where the bucket is"
+        )
+
+
+def destination_client(spec: JobSpec, services: Services) -> Any:
+    """The client the workers write the job's destination with: the stack's own, or one for
+    the configured role, region, endpoint or secret (so Prepare checks what they will do)."""
+    endpoint = services.endpoint("destination", spec.destination_bucket, spec.destination_prefix)
+    # services.dest_s3: `ferry run`'s destination client (its own profile, say); `s3` on AWS.
+    return make_client(endpoint, pool_size=4) if reached_otherwise(endpoint) else services.dest_s3
 
 
 def bucket_region(s3: Any, bucket: str) -> str | None:
@@ -113,19 +145,23 @@ def check_access(spec: JobSpec, services: Services) -> None:
             _check_inventory(s3, m.bucket, m.key)
     if spec.source_bucket:
         bucket, prefix = spec.source_bucket, spec.source_prefix
+        source = services.endpoint("source", bucket, prefix)
+        # A listing job's ItemReader lists as the stack (check_listable refuses any other
+        # way); a manifest's source reached otherwise is checked as the workers reach it.
+        lister = make_client(source, pool_size=4) if spec.manifest and reached_otherwise(source) else s3
         _ask(
-            lambda: s3.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1),
+            lambda: lister.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1),
             f"source: cannot list s3://{bucket}/{prefix}",
             action="s3:ListBucket",
             bucket=bucket,
         )
     dest_bucket, probe = spec.destination_bucket, f"{spec.destination_prefix}.ferry-write-check"
-    dest_s3 = services.dest_s3  # another endpoint's client under `ferry run`; `s3` on AWS
+    s3 = destination_client(spec, services)
 
     def can_write() -> None:
         # A multipart upload started and aborted proves s3:PutObject without leaving an object.
-        upload = dest_s3.create_multipart_upload(Bucket=dest_bucket, Key=probe)
-        dest_s3.abort_multipart_upload(Bucket=dest_bucket, Key=probe, UploadId=upload["UploadId"])
+        upload = s3.create_multipart_upload(Bucket=dest_bucket, Key=probe)
+        s3.abort_multipart_upload(Bucket=dest_bucket, Key=probe, UploadId=upload["UploadId"])
 
     _ask(
         can_write,
@@ -157,7 +193,7 @@ def _check_kms_key(spec: JobSpec, services: Services) -> None:
             f"(destination_kms_key_arns: {listed}); give one of those key ARNs, or add this "
             "key's ARN to destination_kms_key_arns in cdk.json and deploy again"
         )
-    s3, dest_bucket = services.dest_s3, spec.destination_bucket
+    s3, dest_bucket = destination_client(spec, services), spec.destination_bucket
     probe = f"{spec.destination_prefix}.ferry-kms-check"
 
     def can_encrypt() -> None:

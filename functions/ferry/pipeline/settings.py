@@ -18,10 +18,14 @@ from typing import Any
 
 from ferry.errors import ConfigError
 from ferry.limits import GiB, MiB, format_size, parse_size
+from ferry.pipeline.scheduled import Schedule, parse_schedules
 
 ARCHITECTURES = ("arm64", "x86_64")
 RUNTIMES = ("python3.12", "python3.13")
 ACCOUNT_ID = re.compile(r"[0-9]{12}")
+ROLE_ARN = re.compile(r"arn:aws(-[a-z]+)*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}")
+REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")
+ACCESS_FIELDS = ("role_arn", "region", "endpoint_url", "credentials_secret")
 # Step Functions fails a state whose input or output exceeds 256 KiB as UTF-8 (uncatchable
 # States.DataLimitExceeded). The child workflow's largest state is a failed CopyBatch pass: the
 # batch's items (at most MaxInputBytesPerBatch; `remaining` and `large` are subsets of them)
@@ -52,11 +56,21 @@ class Location:
     (`ExpectedBucketOwner`): should the bucket be deleted and its name taken by another
     account, S3 refuses the request instead of Ferry copying into, or deleting from, a
     stranger's bucket.
+
+    How the workers reach it, when not as themselves in the stack's region: `role_arn`, a role
+    they assume (another account); `region`, the bucket's region; `endpoint_url` plus
+    `credentials_secret`, the name or ARN of a Secrets Manager secret holding
+    {"access_key_id", "secret_access_key"} (another partition or an S3-compatible store). The
+    keys themselves never appear in configuration: only the secret's name does.
     """
 
     bucket: str
     prefix: str = ""
     owner: str | None = None
+    role_arn: str | None = None
+    region: str | None = None
+    endpoint_url: str | None = None
+    credentials_secret: str | None = None
 
     @classmethod
     def parse(cls, data: Any, where: str) -> Location:
@@ -66,10 +80,11 @@ class Location:
             raise ConfigError(
                 f"{where}: give an object with a non-empty 'bucket' (and optional 'prefix', 'owner')"
             )
-        unknown = set(data) - {"bucket", "prefix", "owner"}
+        unknown = set(data) - {"bucket", "prefix", "owner", *ACCESS_FIELDS}
         if unknown:
             raise ConfigError(
-                f"{where}: unknown field(s) {', '.join(sorted(unknown))}: use bucket, prefix and owner"
+                f"{where}: unknown field(s) {', '.join(sorted(unknown))}: use bucket, prefix, owner, "
+                + ", ".join(ACCESS_FIELDS)
             )
         prefix = data.get("prefix") or ""
         if not isinstance(prefix, str):
@@ -80,10 +95,51 @@ class Location:
                 f"{where}.owner: {owner!r} is not a 12-digit AWS account id; write the bucket "
                 'owner\'s account id as a string, e.g. "111122223333"'
             )
-        return cls(data["bucket"], prefix, owner)
+        access = {name: _access_field(data, name, where) for name in ACCESS_FIELDS}
+        if access["role_arn"] and access["credentials_secret"]:
+            raise ConfigError(
+                f"{where}: give role_arn or credentials_secret, not both: a role is assumed with the "
+                "workers' own identity, a secret's keys are used as they are"
+            )
+        if access["credentials_secret"] and not (access["endpoint_url"] or access["region"]):
+            raise ConfigError(
+                f"{where}.credentials_secret: also give endpoint_url (an S3-compatible store) or region "
+                "(another partition, e.g. cn-north-1): the keys belong to another place than the stack's"
+            )
+        return cls(data["bucket"], prefix, owner, **access)
+
+    @property
+    def reached_otherwise(self) -> bool:
+        """True when the workers reach this location other than as themselves, here."""
+        return any(getattr(self, name) for name in ACCESS_FIELDS)
+
+    def access(self) -> dict[str, str]:
+        """How to reach it, for the workers' environment (names of secrets, never their values)."""
+        return {name: getattr(self, name) for name in ACCESS_FIELDS if getattr(self, name)}
 
     def covers(self, bucket: str, key_or_prefix: str) -> bool:
         return bucket == self.bucket and key_or_prefix.startswith(self.prefix)
+
+
+def _access_field(data: Mapping[str, Any], name: str, where: str) -> str | None:
+    value = data.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}.{name}: must be a non-empty string")
+    if name == "role_arn" and not ROLE_ARN.fullmatch(value):
+        raise ConfigError(
+            f"{where}.role_arn: {value!r} is not an IAM role ARN (arn:aws:iam::111122223333:role/name)"
+        )
+    if name == "region" and not REGION.fullmatch(value):
+        raise ConfigError(f"{where}.region: {value!r} is not a region name (e.g. eu-west-1)")
+    if name == "endpoint_url" and not value.startswith(("https://", "http://")):
+        raise ConfigError(f"{where}.endpoint_url: {value!r} must start with https:// (or http://)")
+    if name == "credentials_secret" and ("{" in value or ":" in value and not value.startswith("arn:")):
+        raise ConfigError(
+            f"{where}.credentials_secret: give the Secrets Manager secret's name or ARN, never the keys"
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -96,6 +152,7 @@ class PipelineSettings:
     source_kms_key_arns: tuple[str, ...] = ()
     destination_kms_key_arns: tuple[str, ...] = ()
     manifest_kms_key_arns: tuple[str, ...] = ()  # SSE-KMS manifests and S3 Inventory files
+    secret_kms_key_arns: tuple[str, ...] = ()  # customer keys encrypting credentials_secret secrets
     lambda_memory_mb: int = 2048
     lambda_architecture: str = "arm64"
     lambda_runtime: str = "python3.13"
@@ -115,6 +172,11 @@ class PipelineSettings:
     report_retention_days: int = 90
     checkpoint_ttl_days: int = 7
     log_retention_days: int = 30
+    schedules: tuple[Schedule, ...] = ()  # recurring syncs (ferry.pipeline.scheduled)
+    alarm_email: str | None = None  # subscribed to an SNS topic Ferry creates for its alarms
+    alarm_topic_arn: str | None = None  # an existing SNS topic the alarms notify
+    alarm_oldest_event_seconds: int = 900  # age of the oldest queued S3 event that alarms
+    alarm_replication_lag_seconds: int = 900  # replication lag p99 that alarms
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -137,6 +199,16 @@ class PipelineSettings:
         _check_range("fargate_max_concurrency", self.fargate_max_concurrency, 1, 1000)
         _check_range("checkpoint_ttl_days", self.checkpoint_ttl_days, 1, 365)
         _check_range("report_retention_days", self.report_retention_days, 1, 3650)
+        _check_range("alarm_oldest_event_seconds", self.alarm_oldest_event_seconds, 60, 14 * 86400)
+        _check_range("alarm_replication_lag_seconds", self.alarm_replication_lag_seconds, 1, 14 * 86400)
+        if self.alarm_email is not None and not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", self.alarm_email):
+            raise ConfigError(f"alarm_email: {self.alarm_email!r} is not an email address")
+        if self.alarm_topic_arn is not None and not re.fullmatch(
+            r"arn:[a-z-]+:sns:[a-z0-9-]+:[0-9]{12}:[A-Za-z0-9_.-]{1,256}", self.alarm_topic_arn
+        ):
+            raise ConfigError(
+                f"alarm_topic_arn: {self.alarm_topic_arn!r} is not an SNS topic ARN (arn:aws:sns:REGION:ACCOUNT:NAME)"
+            )
         if self.fargate_memory_mb not in FARGATE_SIZES.get(self.fargate_cpu, ()):
             raise ConfigError(
                 f"fargate_cpu {self.fargate_cpu} with fargate_memory_mb {self.fargate_memory_mb} is not a "
@@ -179,7 +251,12 @@ class PipelineSettings:
                 if not isinstance(value, list):
                     raise ConfigError(f"{name}: must be a list of {{bucket, prefix}} objects")
                 values[name] = tuple(Location.parse(v, f"{name}[{i}]") for i, v in enumerate(value))
-            elif name in ("source_kms_key_arns", "destination_kms_key_arns", "manifest_kms_key_arns"):
+            elif name in (
+                "source_kms_key_arns",
+                "destination_kms_key_arns",
+                "manifest_kms_key_arns",
+                "secret_kms_key_arns",
+            ):
                 if not isinstance(value, list) or not all(
                     isinstance(v, str) and v.startswith("arn:") for v in value
                 ):
@@ -191,12 +268,24 @@ class PipelineSettings:
                 if not isinstance(value, bool):
                     raise ConfigError(f"{name}: must be true or false")
                 values[name] = value
-            elif name in ("lambda_architecture", "lambda_runtime", "vpc_id"):
+            elif name == "schedules":
+                continue  # below: a spec is checked against the configured locations
+            elif name in (
+                "lambda_architecture",
+                "lambda_runtime",
+                "vpc_id",
+                "alarm_email",
+                "alarm_topic_arn",
+            ):
                 if value is not None and not isinstance(value, str):
                     raise ConfigError(f"{name}: must be a string")
                 values[name] = value
             else:
                 values[name] = _int(name, value)
+        if "schedules" in data:
+            values["schedules"] = parse_schedules(
+                data["schedules"], values.get("sources", ()), values.get("destinations", ())
+            )
         return cls(**values)
 
     @classmethod
@@ -240,7 +329,37 @@ class PipelineSettings:
             # them): an SSE-KMS source keeps its key only if it is one, and Prepare refuses a
             # job's kms_key_id that is not. Comma-separated (an ARN has no comma).
             "FERRY_DESTINATION_KMS_KEY_ARNS": ",".join(self.destination_kms_key_arns),
+            # How to reach the locations the workers do not reach as themselves (roles to assume,
+            # regions, endpoints, the names of credential secrets): see ferry.pipeline.reach.
+            "FERRY_LOCATIONS": json.dumps(self.reached_locations(), sort_keys=True),
         }
+
+    def reached_locations(self) -> list[dict[str, str]]:
+        """Each source and destination reached otherwise: side, bucket, prefix and how."""
+        return [
+            {"side": side, "bucket": loc.bucket, "prefix": loc.prefix, **loc.access()}
+            for side, locations in (("source", self.sources), ("destination", self.destinations))
+            for loc in locations
+            if loc.reached_otherwise
+        ]
+
+    @property
+    def role_arns(self) -> tuple[str, ...]:
+        """The roles the workers assume (the stack grants sts:AssumeRole on exactly these)."""
+        return tuple(sorted({loc.role_arn for loc in (*self.sources, *self.destinations) if loc.role_arn}))
+
+    @property
+    def credentials_secrets(self) -> tuple[str, ...]:
+        """The secrets the workers read (the stack grants GetSecretValue on exactly these)."""
+        return tuple(
+            sorted(
+                {
+                    loc.credentials_secret
+                    for loc in (*self.sources, *self.destinations)
+                    if loc.credentials_secret
+                }
+            )
+        )
 
     @property
     def capacity_provider(self) -> str:
@@ -272,11 +391,16 @@ class WorkerSettings:
     copy_object_mib_per_second: int
     bucket_owners: dict[str, str] = field(default_factory=dict)  # bucket -> ExpectedBucketOwner
     destination_kms_key_arns: tuple[str, ...] = ()
+    locations: tuple[dict[str, str], ...] = ()  # PipelineSettings.reached_locations
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> WorkerSettings:
         env = os.environ if environ is None else environ
-        names = {f.name: f"FERRY_{f.name.upper()}" for f in fields(cls) if f.name != "bucket_owners"}
+        names = {
+            f.name: f"FERRY_{f.name.upper()}"
+            for f in fields(cls)
+            if f.name not in ("bucket_owners", "locations")
+        }
         names["table_name"] = "FERRY_TABLE"
         missing = [var for var in names.values() if var not in env]
         if missing:
@@ -290,6 +414,7 @@ class WorkerSettings:
             else:
                 values[name] = int(env[var])
         values["bucket_owners"] = json.loads(env.get("FERRY_BUCKET_OWNERS") or "{}")
+        values["locations"] = tuple(json.loads(env.get("FERRY_LOCATIONS") or "[]"))
         return cls(**values)
 
     def batching(self) -> dict[str, int]:

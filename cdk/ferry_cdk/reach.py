@@ -1,0 +1,61 @@
+"""IAM for the locations the workers reach other than as themselves (ferry.pipeline.reach):
+`sts:AssumeRole` on exactly the configured roles, `secretsmanager:GetSecretValue` on exactly
+the configured credential secrets, and `kms:Decrypt` on the keys that encrypt those secrets.
+
+A secret given by name is granted as `...:secret:NAME-??????`: Secrets Manager appends a
+hyphen and six random characters to every secret's ARN, and its documentation recommends
+this pattern ("Finding a secret from a partial ARN", Secrets Manager user guide); `?` matches
+exactly one character, so `photos` does not also grant `photos-old-abc123`. A secret given by
+its full ARN is granted as written.
+"""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
+
+from ferry.pipeline.settings import PipelineSettings
+
+
+def secret_arn(stack: cdk.Stack, secret: str) -> str:
+    if secret.startswith("arn:"):
+        return secret
+    return stack.format_arn(
+        service="secretsmanager",
+        resource="secret",
+        resource_name=f"{secret}-??????",
+        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+    )
+
+
+def reach_statements(stack: cdk.Stack, settings: PipelineSettings) -> list[iam.PolicyStatement]:
+    """What a worker that copies or checks (CopyBatch, the Fargate task, Prepare) needs to
+    reach the configured locations: nothing when every location is reached directly."""
+    statements = []
+    if settings.role_arns:
+        statements.append(
+            iam.PolicyStatement(
+                sid="AssumeLocationRoles", actions=["sts:AssumeRole"], resources=list(settings.role_arns)
+            )
+        )
+    if settings.credentials_secrets:
+        statements.append(
+            iam.PolicyStatement(
+                sid="ReadEndpointCredentials",
+                actions=["secretsmanager:GetSecretValue"],
+                resources=[secret_arn(stack, s) for s in settings.credentials_secrets],
+            )
+        )
+    if settings.secret_kms_key_arns:
+        statements.append(
+            iam.PolicyStatement(
+                sid="DecryptEndpointCredentials",
+                actions=["kms:Decrypt"],
+                resources=list(settings.secret_kms_key_arns),
+                # Only as Secrets Manager decrypts a secret for the worker, not any ciphertext.
+                conditions={
+                    "StringEquals": {"kms:ViaService": f"secretsmanager.{stack.region}.amazonaws.com"}
+                },
+            )
+        )
+    return statements

@@ -1,0 +1,354 @@
+"""`ferry policy`: the documents another account applies so that Ferry's workers can reach its
+buckets, keys and events, printed from the same cdk.json settings the stack is built from.
+
+Who Ferry is, to the other account: the stack's roles are named by CloudFormation
+(`<stack>-<LogicalId>-<suffix>`), so they are not known before the deploy. By default each
+document names this account (`arn:aws:iam::ACCOUNT:root`) as principal, narrowed by an
+`ArnLike` condition on `aws:PrincipalArn` to the stack's roles (`role/<stack>-*`); give the
+deployed role ARNs with `--principal` to name exactly those instead. Either way no other
+identity of either account gains anything.
+
+Each document is printed as a heading line (`# ...`: what it is and where it goes) followed
+by the document as JSON, so it can be cut out and applied as it is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from ferry.cli.parsing import EXIT_OK
+from ferry.errors import ConfigError
+from ferry.models import Endpoint
+from ferry.pipeline.settings import Location, PipelineSettings
+
+VERSION = "2012-10-17"
+ACCOUNT = re.compile(r"[0-9]{12}")
+# What the workers do, as cdk/ferry_cdk/access.py grants it on this side.
+SOURCE_READ = [
+    "s3:GetObject",
+    "s3:GetObjectVersion",
+    "s3:GetObjectTagging",
+    "s3:GetObjectVersionTagging",
+    "s3:GetObjectAttributes",
+    "s3:RestoreObject",
+]
+DESTINATION_WRITE = [
+    "s3:PutObject",
+    "s3:PutObjectTagging",
+    "s3:GetObject",
+    "s3:GetObjectTagging",
+    "s3:AbortMultipartUpload",
+    "s3:ListMultipartUploadParts",
+    "s3:DeleteObject",
+    "s3:GetObjectVersion",
+    "s3:DeleteObjectVersion",
+]
+KMS_SOURCE = ["kms:Decrypt"]
+KMS_DESTINATION = ["kms:GenerateDataKey", "kms:Decrypt", "kms:Encrypt"]
+FORWARD_ROLE = "ferry-forward-s3-events"
+
+
+def add_policy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    policy = commands.add_parser(
+        "policy",
+        help="print the policies another account applies for a deployed stack",
+        description="Print the bucket, key, trust and event policies the other accounts apply.",
+    )
+    policy.add_argument(
+        "--context", default="cdk.json", metavar="FILE", help="cdk.json (or a file of 'ferry' settings)"
+    )
+    policy.add_argument("--account", required=True, help="the 12-digit account Ferry is deployed in")
+    policy.add_argument("--region", help="the region Ferry is deployed in (default: AWS_REGION)")
+    policy.add_argument("--stack-name", help="the stack's name (default: ferry:stackName, else Ferry)")
+    policy.add_argument(
+        "--principal",
+        action="append",
+        default=[],
+        metavar="ROLE_ARN",
+        help="a deployed role ARN of the stack to name exactly (repeat); default: the stack's roles by name",
+    )
+    return policy
+
+
+def run_policy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    settings, stack_name = read_context(Path(args.context))
+    region = args.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if not region:
+        raise ConfigError("--region: give the region Ferry is deployed in")
+    if not ACCOUNT.fullmatch(args.account or ""):
+        raise ConfigError(f"--account: {args.account!r} is not a 12-digit AWS account id")
+    ferry = Ferry(args.account, region, args.stack_name or stack_name, tuple(args.principal))
+    count = 0
+    for heading, document in documents(settings, ferry):
+        stdout.write(f"# {heading}\n{json.dumps(document, indent=2)}\n\n")
+        count += 1
+    if count == 0:
+        stderr.write(
+            "ferry policy: every configured bucket is in this account and no role is assumed: "
+            "there is nothing for another account to apply\n"
+        )
+    return EXIT_OK
+
+
+def read_context(path: Path) -> tuple[PipelineSettings, str]:
+    """The `ferry` settings of a cdk.json (its context.ferry) or of a file holding them."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ConfigError(f"--context: cannot read {str(path)!r}: {error}") from error
+    context = data.get("context", {}) if isinstance(data, dict) and "context" in data else {"ferry": data}
+    if not isinstance(context, dict):
+        raise ConfigError(f"--context: {str(path)!r} has no 'context' object")
+    return PipelineSettings.from_context(context.get("ferry") or {}), context.get(
+        "ferry:stackName"
+    ) or "Ferry"
+
+
+class Ferry:
+    """Who Ferry's workers are, as the other account's policies name them."""
+
+    def __init__(self, account: str, region: str, stack_name: str, roles: Sequence[str]) -> None:
+        self.account, self.region, self.stack_name, self.roles = account, region, stack_name, roles
+        self.partition = Endpoint(region=region).partition
+
+    def principal(self) -> dict[str, Any]:
+        if self.roles:
+            return {"AWS": sorted(self.roles)}
+        return {"AWS": f"arn:{self.partition}:iam::{self.account}:root"}
+
+    def condition(self) -> dict[str, Any] | None:
+        if self.roles:
+            return None
+        roles = f"arn:{self.partition}:iam::{self.account}:role/{self.stack_name}-*"
+        return {"ArnLike": {"aws:PrincipalArn": roles}}
+
+    def statement(self, sid: str, actions: list[str], resources: Any, **extra: Any) -> dict[str, Any]:
+        statement: dict[str, Any] = {
+            "Sid": sid,
+            "Effect": "Allow",
+            "Principal": self.principal(),
+            "Action": actions,
+            "Resource": resources,
+        }
+        conditions = dict(extra.pop("conditions", None) or {})
+        for operator, values in (self.condition() or {}).items():
+            conditions.setdefault(operator, {}).update(values)
+        if conditions:
+            statement["Condition"] = conditions
+        return statement
+
+    def bus_arn(self) -> str:
+        return f"arn:{self.partition}:events:{self.region}:{self.account}:event-bus/default"
+
+
+def documents(settings: PipelineSettings, ferry: Ferry) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Every document, in the order the README applies them."""
+    elsewhere = lambda loc: loc.owner is not None and loc.owner != ferry.account  # noqa: E731
+    for loc in settings.sources:
+        if elsewhere(loc):
+            yield (
+                f"Bucket policy for the source s3://{loc.bucket}/{loc.prefix} (account {loc.owner}): "
+                f"aws s3api put-bucket-policy --bucket {loc.bucket} --policy file://source.json",
+                bucket_policy(ferry, loc, SOURCE_READ, "Read"),
+            )
+    for loc in settings.destinations:
+        if elsewhere(loc):
+            yield (
+                f"Bucket policy for the destination s3://{loc.bucket}/{loc.prefix} (account {loc.owner}); "
+                "also set its Object Ownership to BucketOwnerEnforced (aws s3api "
+                f"put-bucket-ownership-controls --bucket {loc.bucket} --ownership-controls "
+                "'Rules=[{ObjectOwnership=BucketOwnerEnforced}]') so that account owns every copy",
+                bucket_policy(ferry, loc, DESTINATION_WRITE, "Write"),
+            )
+    keys = [(arn, KMS_SOURCE, "Decrypt") for arn in settings.source_kms_key_arns] + [
+        (arn, KMS_DESTINATION, "Encrypt") for arn in settings.destination_kms_key_arns
+    ]
+    for arn, actions, verb in keys:
+        owner = arn.split(":")[4] if arn.count(":") >= 5 else ""
+        if owner and owner != ferry.account:
+            yield (
+                f"Key policy statements for {arn} (account {owner}): add them to the key's policy",
+                {"Version": VERSION, "Statement": [ferry.statement(f"Ferry{verb}", actions, "*")]},
+            )
+    for role_arn in settings.role_arns:
+        yield (
+            f"Trust policy for {role_arn}, the role Ferry's workers assume: "
+            f"aws iam update-assume-role-policy --role-name {role_arn.rsplit('/', 1)[-1]} "
+            "--policy-document file://trust.json",
+            {"Version": VERSION, "Statement": [trust_statement(ferry)]},
+        )
+        yield (
+            f"Permissions policy for {role_arn}: what it may do for Ferry (aws iam put-role-policy)",
+            role_permissions(settings, role_arn, ferry),
+        )
+    for loc in settings.sources:
+        if elsewhere(loc):
+            yield from event_forwarding(ferry, loc)
+
+
+def bucket_policy(ferry: Ferry, loc: Location, actions: list[str], verb: str) -> dict[str, Any]:
+    bucket = f"arn:{ferry.partition}:s3:::{loc.bucket}"
+    listing: dict[str, Any] = {}
+    if loc.prefix:
+        listing = {"StringLike": {"s3:prefix": [f"{iam_escape(loc.prefix)}*"]}}
+    return {
+        "Version": VERSION,
+        "Statement": [
+            ferry.statement(f"Ferry{verb}List", ["s3:ListBucket"], bucket, conditions=listing),
+            ferry.statement(f"Ferry{verb}Objects", actions, f"{bucket}/{iam_escape(loc.prefix)}*"),
+        ],
+    }
+
+
+def trust_statement(ferry: Ferry) -> dict[str, Any]:
+    statement = ferry.statement("FerryWorkersAssume", ["sts:AssumeRole"], "*")
+    del statement["Resource"]  # a trust policy names no resource: the role is the resource
+    return statement
+
+
+def role_permissions(settings: PipelineSettings, role_arn: str, ferry: Ferry) -> dict[str, Any]:
+    """What the role needs for the locations it is configured on (an identity policy)."""
+    statements: list[dict[str, Any]] = []
+    for side, locations, actions, keys, key_actions in (
+        ("Read", settings.sources, SOURCE_READ, settings.source_kms_key_arns, KMS_SOURCE),
+        (
+            "Write",
+            settings.destinations,
+            DESTINATION_WRITE,
+            settings.destination_kms_key_arns,
+            KMS_DESTINATION,
+        ),
+    ):
+        mine = [loc for loc in locations if loc.role_arn == role_arn]
+        if not mine:
+            continue
+        statements.append(
+            {
+                "Sid": f"Ferry{side}Objects",
+                "Effect": "Allow",
+                "Action": actions,
+                "Resource": sorted(
+                    {f"arn:{ferry.partition}:s3:::{loc.bucket}/{iam_escape(loc.prefix)}*" for loc in mine}
+                ),
+            }
+        )
+        statements.extend(list_statements(mine, f"Ferry{side}List", ferry.partition))
+        if keys:
+            statements.append(
+                {
+                    "Sid": f"Ferry{side}Keys",
+                    "Effect": "Allow",
+                    "Action": key_actions,
+                    "Resource": sorted(keys),
+                }
+            )
+    return {"Version": VERSION, "Statement": statements}
+
+
+def list_statements(locations: Iterable[Location], sid: str, partition: str) -> list[dict[str, Any]]:
+    by_bucket: dict[str, set[str]] = {}
+    for loc in locations:
+        by_bucket.setdefault(loc.bucket, set()).add(loc.prefix)
+    out = []
+    for index, (bucket, prefixes) in enumerate(sorted(by_bucket.items())):
+        statement: dict[str, Any] = {
+            "Sid": f"{sid}{index}",
+            "Effect": "Allow",
+            "Action": ["s3:ListBucket"],
+            "Resource": f"arn:{partition}:s3:::{bucket}",
+        }
+        if "" not in prefixes:
+            statement["Condition"] = {
+                "StringLike": {"s3:prefix": sorted(f"{iam_escape(p)}*" for p in prefixes)}
+            }
+        out.append(statement)
+    return out
+
+
+def event_forwarding(ferry: Ferry, loc: Location) -> Iterator[tuple[str, dict[str, Any]]]:
+    """S3 -> the owner's default bus -> a rule -> this account's default bus (EventBridge
+    delivers cross-account to an event bus with a role of the sending account, and the
+    receiving bus's resource policy allowing events:PutEvents from that rule)."""
+    owner, region = str(loc.owner), loc.region or ferry.region
+    rule_name = f"ferry-forward-{loc.bucket}"[:64]
+    rule_arn = f"arn:{ferry.partition}:events:{region}:{owner}:rule/{rule_name}"
+    role_arn = f"arn:{ferry.partition}:iam::{owner}:role/{FORWARD_ROLE}"
+    pattern: dict[str, Any] = {
+        "source": ["aws.s3"],
+        "detail-type": ["Object Created"],
+        "detail": {"bucket": {"name": [loc.bucket]}},
+    }
+    if loc.prefix:
+        pattern["detail"]["object"] = {"key": [{"prefix": loc.prefix}]}
+    yield (
+        f"S3 notification configuration for s3://{loc.bucket} (account {owner}): send its events to "
+        f"EventBridge: aws s3api put-bucket-notification-configuration --bucket {loc.bucket} "
+        "--notification-configuration file://notification.json",
+        {"EventBridgeConfiguration": {}},
+    )
+    yield (
+        f"Role {FORWARD_ROLE} in account {owner}, trust policy (EventBridge assumes it to forward)",
+        {
+            "Version": VERSION,
+            "Statement": [
+                {
+                    "Sid": "EventBridgeForwards",
+                    "Effect": "Allow",
+                    "Principal": {"Service": "events.amazonaws.com"},
+                    "Action": "sts:AssumeRole",
+                }
+            ],
+        },
+    )
+    yield (
+        f"Role {FORWARD_ROLE} in account {owner}, permissions policy",
+        {
+            "Version": VERSION,
+            "Statement": [
+                {
+                    "Sid": "PutToFerrysBus",
+                    "Effect": "Allow",
+                    "Action": "events:PutEvents",
+                    "Resource": ferry.bus_arn(),
+                }
+            ],
+        },
+    )
+    yield (
+        f"EventBridge rule {rule_name} on account {owner}'s default bus in {region}: "
+        "aws events put-rule --name ... --event-pattern (EventPattern), then put-targets (Targets)",
+        {
+            "Name": rule_name,
+            "EventBusName": "default",
+            "EventPattern": pattern,
+            "Targets": [{"Id": "ferry", "Arn": ferry.bus_arn(), "RoleArn": role_arn}],
+        },
+    )
+    yield (
+        f"Resource policy for the default event bus of account {ferry.account} in {ferry.region} "
+        "(Ferry's side): aws events put-permission --policy file://bus.json",
+        {
+            "Version": VERSION,
+            "Statement": [
+                {
+                    "Sid": f"FerryEventsFrom{owner}",
+                    "Effect": "Allow",
+                    "Principal": {"AWS": f"arn:{ferry.partition}:iam::{owner}:root"},
+                    "Action": "events:PutEvents",
+                    "Resource": ferry.bus_arn(),
+                    "Condition": {"ArnEquals": {"aws:SourceArn": rule_arn}},
+                }
+            ],
+        },
+    )
+
+
+def iam_escape(text: str) -> str:
+    """A key prefix as an IAM ARN or StringLike pattern matches it literally."""
+    return "".join({"*": "${*}", "?": "${?}", "$": "${$}"}.get(c, c) for c in text)

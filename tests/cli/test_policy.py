@@ -1,0 +1,282 @@
+"""`ferry policy`: every printed document parses, names exactly the configured buckets,
+prefixes, keys and accounts, and passes the policy grammar (our checks plus cfn-lint's schemas
+for the CloudFormation resources that carry each kind of document)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from ferry.cli.main import main
+
+FERRY_ACCOUNT, SOURCE_ACCOUNT, DEST_ACCOUNT = "999988887777", "111122223333", "444455556666"
+WRITER = f"arn:aws:iam::{DEST_ACCOUNT}:role/ferry-writer"
+SOURCE_KEY = f"arn:aws:kms:eu-west-1:{SOURCE_ACCOUNT}:key/1111aaaa-source"
+DEST_KEY = f"arn:aws:kms:us-west-2:{DEST_ACCOUNT}:key/4444bbbb-destination"
+WALKTHROUGH = {
+    "context": {
+        "ferry": {
+            "sources": [{"bucket": "photos-a", "prefix": "camera/", "owner": SOURCE_ACCOUNT}],
+            "destinations": [
+                {
+                    "bucket": "photos-b",
+                    "prefix": "replica/",
+                    "owner": DEST_ACCOUNT,
+                    "region": "us-west-2",
+                    "role_arn": WRITER,
+                }
+            ],
+            "source_kms_key_arns": [SOURCE_KEY],
+            "destination_kms_key_arns": [DEST_KEY],
+        },
+        "ferry:stackName": "Ferry",
+    }
+}
+
+
+def run_policy(tmp_path: Path, context: dict[str, Any], *extra: str) -> tuple[int, str, str]:
+    path = tmp_path / "cdk.json"
+    path.write_text(json.dumps(context))
+    out, err = io.StringIO(), io.StringIO()
+    code = main(
+        ["policy", "--context", str(path), "--account", FERRY_ACCOUNT, "--region", "eu-west-1", *extra],
+        out,
+        err,
+    )
+    return code, out.getvalue(), err.getvalue()
+
+
+def sections(text: str) -> list[tuple[str, Any]]:
+    """(heading, document) pairs: each heading line, then JSON up to the next heading."""
+    found: list[tuple[str, Any]] = []
+    for block in re.split(r"^# ", text, flags=re.M)[1:]:
+        heading, _, body = block.partition("\n")
+        found.append((heading, json.loads(body)))  # raises if a document is not JSON
+    return found
+
+
+def strings(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        return [s for k, v in node.items() for s in (k, *strings(v))]
+    if isinstance(node, list):
+        return [s for v in node for s in strings(v)]
+    return [node] if isinstance(node, str) else []
+
+
+ACTION = re.compile(r"[a-z0-9-]+:[A-Za-z*]+")
+PRINCIPAL_KINDS = {"AWS", "Service", "Federated", "CanonicalUser"}
+
+
+def grammar_errors(document: Any, *, resource_based: bool, trust: bool = False) -> list[str]:
+    """The policy grammar's rules we can check offline (IAM JSON policy reference)."""
+    errors = []
+    if document.get("Version") != "2012-10-17":
+        errors.append("Version must be 2012-10-17")
+    statements = document.get("Statement")
+    if not isinstance(statements, list) or not statements:
+        return [*errors, "Statement must be a non-empty list"]
+    for st in statements:
+        if st.get("Effect") not in ("Allow", "Deny"):
+            errors.append(f"Effect {st.get('Effect')!r}")
+        actions = st.get("Action")
+        for action in actions if isinstance(actions, list) else [actions]:
+            if not (isinstance(action, str) and ACTION.fullmatch(action)):
+                errors.append(f"Action {action!r}")
+        principal = st.get("Principal")
+        if resource_based or trust:
+            if not (
+                principal == "*"
+                or isinstance(principal, dict)
+                and principal
+                and set(principal) <= PRINCIPAL_KINDS
+                and all(isinstance(v, str) or isinstance(v, list) and v for v in principal.values())
+            ):
+                errors.append(f"Principal {principal!r}")
+        elif principal is not None:
+            errors.append("an identity policy names no Principal")
+        if trust != ("Resource" not in st):
+            errors.append("Resource: a trust policy has none, every other statement has one")
+        for operator, values in (st.get("Condition") or {}).items():
+            if not (isinstance(values, dict) and values and re.fullmatch(r"[A-Za-z]+", operator)):
+                errors.append(f"Condition {operator!r}")
+    return errors
+
+
+def test_the_grammar_check_can_fail() -> None:
+    bad = {
+        "Version": "2008-10-17",
+        "Statement": [{"Effect": "allow", "Principal": {"User": "x"}, "Action": "s3 Get"}],
+    }
+    assert len(grammar_errors(bad, resource_based=True)) == 5
+
+
+def test_the_walkthrough_prints_every_document_for_exactly_its_buckets_keys_and_accounts(
+    tmp_path: Path,
+) -> None:
+    code, out, err = run_policy(tmp_path, WALKTHROUGH)
+    assert code == 0, err
+    printed = sections(out)
+    headings = [h.split(" ")[0:2] for h, _ in printed]
+    assert [" ".join(h) for h in headings] == [
+        "Bucket policy",  # source
+        "Bucket policy",  # destination
+        "Key policy",  # source key
+        "Key policy",  # destination key
+        "Trust policy",
+        "Permissions policy",
+        "S3 notification",
+        "Role ferry-forward-s3-events",
+        "Role ferry-forward-s3-events",
+        "EventBridge rule",
+        "Resource policy",
+    ]
+    everything = [s for _, doc in printed for s in strings(doc)]
+    arns = [s for s in everything if s.startswith("arn:")]
+    assert {re.sub(r"/.*", "", a.split(":::")[1]) for a in arns if ":s3:::" in a} == {"photos-a", "photos-b"}
+    assert {a.split(":")[4] for a in arns if a.split(":")[4]} == {FERRY_ACCOUNT, SOURCE_ACCOUNT, DEST_ACCOUNT}
+    # A key policy's Resource is "*" (the key it is attached to): its heading names the key.
+    named_keys = {w for h, _ in printed for w in h.split() if w.startswith("arn:aws:kms:")}
+    assert named_keys | {a for a in arns if ":kms:" in a} == {SOURCE_KEY, DEST_KEY}
+    assert {a for a in everything if a.endswith("*") and ":s3:::" in a} == {
+        "arn:aws:s3:::photos-a/camera/*",
+        "arn:aws:s3:::photos-b/replica/*",
+    }
+    by_heading = dict(printed)
+    source_policy = next(
+        d for h, d in printed if h.startswith("Bucket policy for the source s3://photos-a/camera/")
+    )
+    assert all(
+        st["Condition"]["ArnLike"] == {"aws:PrincipalArn": f"arn:aws:iam::{FERRY_ACCOUNT}:role/Ferry-*"}
+        for st in source_policy["Statement"]
+    )
+    dest_heading = next(h for h in by_heading if h.startswith("Bucket policy for the destination"))
+    assert "BucketOwnerEnforced" in dest_heading
+    key_policies = {h.split(" ")[4]: d for h, d in printed if h.startswith("Key policy")}
+    assert key_policies[SOURCE_KEY]["Statement"][0]["Action"] == ["kms:Decrypt"]
+    assert key_policies[DEST_KEY]["Statement"][0]["Action"] == [
+        "kms:GenerateDataKey",
+        "kms:Decrypt",
+        "kms:Encrypt",
+    ]
+    rule = next(d for h, d in printed if h.startswith("EventBridge rule"))
+    assert rule["EventPattern"] == {
+        "source": ["aws.s3"],
+        "detail-type": ["Object Created"],
+        "detail": {"bucket": {"name": ["photos-a"]}, "object": {"key": [{"prefix": "camera/"}]}},
+    }
+    bus = f"arn:aws:events:eu-west-1:{FERRY_ACCOUNT}:event-bus/default"
+    assert rule["Targets"][0]["Arn"] == bus
+    bus_policy = next(d for h, d in printed if h.startswith("Resource policy"))
+    (allow,) = bus_policy["Statement"]
+    assert allow["Principal"] == {"AWS": f"arn:aws:iam::{SOURCE_ACCOUNT}:root"}
+    assert allow["Action"] == "events:PutEvents" and allow["Resource"] == bus
+    assert allow["Condition"] == {
+        "ArnEquals": {
+            "aws:SourceArn": f"arn:aws:events:eu-west-1:{SOURCE_ACCOUNT}:rule/ferry-forward-photos-a"
+        }
+    }
+    # The policy grammar, per kind of document.
+    for heading, doc in printed:
+        if heading.startswith(("S3 notification", "EventBridge rule")):
+            continue
+        trust = "trust policy" in heading.lower()
+        identity = heading.startswith("Permissions policy") or "permissions policy" in heading
+        assert grammar_errors(doc, resource_based=not identity and not trust, trust=trust) == [], heading
+
+
+def test_exact_principals_replace_the_stack_name_condition(tmp_path: Path) -> None:
+    role = f"arn:aws:iam::{FERRY_ACCOUNT}:role/Ferry-CopyBatchRoleABC-123"
+    _, out, _ = run_policy(tmp_path, WALKTHROUGH, "--principal", role)
+    trust = next(d for h, d in sections(out) if h.startswith("Trust policy"))
+    assert trust["Statement"] == [
+        {
+            "Sid": "FerryWorkersAssume",
+            "Effect": "Allow",
+            "Principal": {"AWS": [role]},
+            "Action": ["sts:AssumeRole"],
+        }
+    ]
+
+
+def test_nothing_to_apply_is_said_not_printed(tmp_path: Path) -> None:
+    same = {
+        "context": {"ferry": {"sources": [{"bucket": "a", "owner": FERRY_ACCOUNT}], "destinations": ["b"]}}
+    }
+    code, out, err = run_policy(tmp_path, same)
+    assert (code, out) == (0, "")
+    assert "nothing for another account to apply" in err
+
+
+def test_a_wrong_account_is_one_clear_line(tmp_path: Path) -> None:
+    path = tmp_path / "cdk.json"
+    path.write_text(json.dumps(WALKTHROUGH))
+    err = io.StringIO()
+    assert (
+        main(
+            ["policy", "--context", str(path), "--account", "12345", "--region", "eu-west-1"],
+            io.StringIO(),
+            err,
+        )
+        == 1
+    )
+    assert err.getvalue() == "ferry: error: --account: '12345' is not a 12-digit AWS account id\n"
+
+
+CFN_TYPES = {  # heading start -> (resource type, property the document goes in)
+    "Bucket policy": ("AWS::S3::BucketPolicy", "PolicyDocument"),
+    "Key policy": ("AWS::KMS::Key", "KeyPolicy"),
+    "Trust policy": ("AWS::IAM::Role", "AssumeRolePolicyDocument"),
+    "Permissions policy": ("AWS::IAM::ManagedPolicy", "PolicyDocument"),
+}
+
+
+def test_cfn_lint_accepts_each_document_where_cloudformation_would_carry_it(tmp_path: Path) -> None:
+    _, out, _ = run_policy(tmp_path, WALKTHROUGH)
+    resources: dict[str, Any] = {}
+    for index, (heading, doc) in enumerate(sections(out)):
+        name = f"Doc{index}"
+        kind = next((v for k, v in CFN_TYPES.items() if heading.startswith(k)), None)
+        if kind:
+            props: dict[str, Any] = {kind[1]: doc}
+            if kind[0] == "AWS::S3::BucketPolicy":
+                props["Bucket"] = heading.split("s3://")[1].split("/")[0]
+            resources[name] = {"Type": kind[0], "Properties": props}
+        elif heading.startswith("Role ferry-forward") and "trust" in heading:
+            resources[name] = {"Type": "AWS::IAM::Role", "Properties": {"AssumeRolePolicyDocument": doc}}
+        elif heading.startswith("Role ferry-forward"):
+            resources[name] = {"Type": "AWS::IAM::ManagedPolicy", "Properties": {"PolicyDocument": doc}}
+        elif heading.startswith("EventBridge rule"):
+            resources[name] = {"Type": "AWS::Events::Rule", "Properties": {**doc, "State": "ENABLED"}}
+        elif heading.startswith("Resource policy"):
+            (statement,) = doc["Statement"]
+            resources[name] = {
+                "Type": "AWS::Events::EventBusPolicy",
+                "Properties": {"StatementId": statement["Sid"], "Statement": statement},
+            }
+        else:
+            assert heading.startswith("S3 notification") and doc == {"EventBridgeConfiguration": {}}
+    assert len(resources) == 10
+    template = tmp_path / "policies.json"
+    template.write_text(json.dumps({"AWSTemplateFormatVersion": "2010-09-09", "Resources": resources}))
+    cfn_lint = Path(sys.executable).with_name("cfn-lint")
+    done = subprocess.run(
+        [str(cfn_lint), "--format", "json", "--regions", "eu-west-1", str(template)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    findings = json.loads(done.stdout or "[]")
+    assert [f for f in findings if f["Level"] == "Error"] == [], json.dumps(findings, indent=1)
+    # And the check can fail: a bucket policy without a Principal is an error there.
+    broken = json.loads(template.read_text())
+    del broken["Resources"]["Doc0"]["Properties"]["PolicyDocument"]["Statement"][0]["Principal"]
+    template.write_text(json.dumps(broken))
+    done = subprocess.run(
+        [str(cfn_lint), "--format", "json", str(template)], capture_output=True, text=True, timeout=300
+    )
+    assert any(f["Level"] == "Error" for f in json.loads(done.stdout or "[]"))
