@@ -14,10 +14,13 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferry.errors import ConfigError
 from ferry.limits import GiB, MiB, format_size, parse_size
+
+if TYPE_CHECKING:
+    from ferry.pipeline.replication_config import Replication
 
 ARCHITECTURES = ("arm64", "x86_64")
 RUNTIMES = ("python3.12", "python3.13")
@@ -115,6 +118,7 @@ class PipelineSettings:
     report_retention_days: int = 90
     checkpoint_ttl_days: int = 7
     log_retention_days: int = 30
+    replications: tuple[Replication, ...] = ()  # see ferry.pipeline.replication_config
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -175,6 +179,8 @@ class PipelineSettings:
             )
         values: dict[str, Any] = {}
         for name, value in data.items():
+            if name == "replications":
+                continue  # parsed below, once the locations they must lie in are known
             if name in ("sources", "destinations", "manifests"):
                 if not isinstance(value, list):
                     raise ConfigError(f"{name}: must be a list of {{bucket, prefix}} objects")
@@ -197,6 +203,12 @@ class PipelineSettings:
                 values[name] = value
             else:
                 values[name] = _int(name, value)
+        if "replications" in data:
+            from ferry.pipeline.replication_config import parse_replications
+
+            values["replications"] = parse_replications(
+                data["replications"], values.get("sources", ()), values.get("destinations", ())
+            )
         return cls(**values)
 
     @classmethod
