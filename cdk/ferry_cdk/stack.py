@@ -26,7 +26,7 @@ from constructs import Construct
 from ferry.errors import ConfigError
 from ferry.pipeline.settings import Location, PipelineSettings
 
-from . import access, bundling, nag
+from . import access, bundling, nag, replication
 from .access import BATCH_REPORTS, DESTINATION_WRITE, LEDGER_READ_WRITE, SOURCE_READ, statement
 from .definition import parent_definition
 
@@ -80,6 +80,7 @@ class FerryStack(cdk.Stack):
         self._network()
         self._fargate()
         self.state_machine = self._state_machine()
+        self.replication_queues = replication.add_replications(self)  # name -> queue, dlq, rule, starter
 
         cdk.CfnOutput(self, "StateMachineArn", value=self.state_machine.state_machine_arn)
         cdk.CfnOutput(self, "ReportBucketName", value=self.report_bucket.bucket_name)
@@ -141,6 +142,9 @@ class FerryStack(cdk.Stack):
             description=f"Ferry's pinned dependencies (functions/requirements.txt) for {s.lambda_runtime}",
         )
         code = lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=CODE_EXCLUDE)
+        self.lambda_code, self.lambda_layer, self.lambda_runtime, self.lambda_architecture = (
+            code, layer, runtime, architecture
+        )  # fmt: skip
         environment = {**self.worker_env, **s.worker_environment()}
         specs = {  # name: (handler module, memory MB, timeout minutes, description)
             "Prepare": ("prepare", 512, 5, "Checks a job spec and its access, creates the job record"),
