@@ -36,8 +36,9 @@ from .access import statement
 
 STARTER_TIMEOUT_SECONDS = 120  # a manifest of up to 10,000 rows and one StartExecution
 STARTER_MEMORY_MB = 1024  # a batch's payload is up to 6 MB of JSON (Lambda's invoke limit)
-# Lambda's guide for SQS event sources: maxReceiveCount of at least 5, so that a batch
-# throttled a few times does not reach the dead-letter queue (services-sqs-configure.html).
+# AWS recommends a maxReceiveCount of at least 5 for queues Lambda reads, so that a batch
+# throttled or failed a few times does not reach the dead-letter queue (Lambda developer guide,
+# SQS error handling; seen here only second-hand, not on the page itself).
 MAX_RECEIVE_COUNT = 5
 RETENTION = cdk.Duration.days(14)  # SQS's longest: time to fix what stopped the starter
 

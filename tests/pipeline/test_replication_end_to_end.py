@@ -12,7 +12,13 @@ from typing import Any
 
 import boto3
 from replication_events import QUEUE_ARN, s3_event
-from test_parent_workflow import RUN_TIMEOUT_S, Parent, parent  # noqa: F401 - the fixture
+from test_parent_workflow import (  # noqa: F401 - parent: the fixture
+    RUN_TIMEOUT_S,
+    MiB,
+    Parent,
+    _lower_large_object_threshold,
+    parent,
+)
 
 from conftest import PIPELINE_REPORTS, FakeLambdaContext
 from handlers import start_replication
@@ -27,6 +33,7 @@ REPLICATION = {
 KEYS = ["in/a.txt", "in/with space.txt", "in/ünïcödé-日本.txt", "in/a+b=c.txt", "in/deep/er/key"] + [
     f"in/n/{n:03}.bin" for n in range(40)
 ]
+LARGE = ["in/large-0.bin", "in/large-1.bin"]  # above the threshold the test sets: the Fargate task
 EVENT_AGE_S = 120  # events are stamped this long ago, so the lag proves the event time travelled
 
 
@@ -36,13 +43,13 @@ def put_and_notify(s3: Any, sqs: Any, queue_url: str) -> dict[str, bytes]:
     stamp = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=EVENT_AGE_S)).strftime("%Y-%m-%dT%H:%M:%SZ")
     bodies: dict[str, bytes] = {}
     events: list[dict[str, Any]] = []
-    for n, key in enumerate(KEYS):
+    for n, key in enumerate(KEYS + LARGE):
         if key == "in/a.txt":  # written twice: the first version's event arrives last (stale)
             first = s3.put_object(Bucket="src", Key=key, Body=b"first version")
             stale = s3_event(
                 "src", key, sequencer=f"{n:016X}", size=13, etag=first["ETag"].strip('"'), time=stamp
             )
-        body = f"{key} #{n}\n".encode() * (n + 1)
+        body = f"{key} #{n}\n".encode() * (n + 1) if key not in LARGE else bytes([n]) * (MiB + MiB // 2)
         put = s3.put_object(Bucket="src", Key=key, Body=body)
         bodies[key] = body
         events.append(
@@ -127,10 +134,11 @@ def test_new_objects_reach_the_destination_through_one_job(parent, monkeypatch, 
     queue_url = sqs.create_queue(QueueName="ferry-replication-events")["QueueUrl"]
     monkeypatch.setenv("FERRY_REPLICATION", json.dumps(REPLICATION))
     monkeypatch.setenv("FERRY_STATE_MACHINE_ARN", parent.machine_arn)
+    _lower_large_object_threshold(parent, monkeypatch, MiB)
     start_replication._clients.cache_clear()
     bodies = put_and_notify(s3, sqs, queue_url)
     records = drain(sqs, queue_url)
-    assert len(records) == len(KEYS) + 4
+    assert len(records) == len(KEYS) + len(LARGE) + 4
 
     response = start_replication.handler({"Records": records}, FakeLambdaContext())
 
@@ -141,24 +149,24 @@ def test_new_objects_reach_the_destination_through_one_job(parent, monkeypatch, 
     output = json.loads(described["output"])
     assert {k: output[k] for k in ("status", "objects", "copied", "skipped", "failed", "pending")} == {
         "status": "SUCCEEDED",
-        "objects": len(KEYS),  # duplicates and the stale event made no extra rows
-        "copied": len(KEYS),
+        "objects": len(KEYS) + len(LARGE),  # duplicates and the stale event made no extra rows
+        "copied": len(KEYS) + len(LARGE),
         "skipped": 0,
         "failed": 0,
         "pending": 0,
     }
     assert output["report"] == f"s3://{PIPELINE_REPORTS}/jobs/{execution['name']}/summary.json"
     listed = {o["Key"] for o in s3.list_objects_v2(Bucket="dst").get("Contents", [])}
-    assert listed == {"replica/" + k[len("in/") :] for k in KEYS}
+    assert listed == {"replica/" + k[len("in/") :] for k in KEYS + LARGE}
     for key, body in bodies.items():
         assert s3.get_object(Bucket="dst", Key="replica/" + key[len("in/") :])["Body"].read() == body, key
-    copy_batches = parent.harness.lambdas.called("copy-batch")
-    assert len(copy_batches) == -(-len(KEYS) // 40)  # the harness's MAX_ITEMS_PER_BATCH
+    tasks = parent.harness.fargate.tasks
+    assert sorted(json.loads(t["environment"]["FERRY_ITEM"])["key"] for t in tasks) == LARGE
 
     # Lag: one value per verified copy, dimension Replication only, at least the events' age.
     emitted = lag_values(capfd.readouterr().out)
     values = [v for _, vs in emitted for v in vs]
-    assert len(values) == len(KEYS)
+    assert len(values) == len(KEYS) + len(LARGE)  # from CopyBatch and from the Fargate task
     assert all(
         d
         == {
