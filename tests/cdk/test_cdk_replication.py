@@ -17,6 +17,7 @@ from cdk_support import TEST_CONTEXT, as_list, load_app_module, plain, resources
 
 from ferry.errors import ConfigError
 from ferry.pipeline.settings import PipelineSettings
+from ferry_cdk.replication import event_pattern
 
 REPLICATIONS = [
     {
@@ -186,6 +187,20 @@ def test_the_starter_may_start_this_state_machine_and_write_its_manifests_only(b
         for r in as_list(read["Resource"])
         if r.endswith(("/jobs/photos-*/events.jsonl", "/jobs/whole-*/events.jsonl"))
     )
+
+
+def test_the_rule_matches_the_prefix_as_s3_writes_keys_in_events() -> None:
+    # S3 URL-encodes keys in its events (spaces as '+'): the rule's prefix must be written so.
+    entry = {**REPLICATIONS[0], "source": {"bucket": "src-bucket", "prefix": "data/my photos+ü"}}
+    settings = PipelineSettings.from_context(
+        {**TEST_CONTEXT, "sources": [{"bucket": "src-bucket"}], "replications": [entry]}
+    )
+    pattern = event_pattern(settings.replications[0])
+    assert pattern.detail == {
+        "bucket": {"name": ["src-bucket"]},
+        "object": {"key": [{"prefix": "data/my+photos%2B%C3%BC/"}]},
+    }
+    assert pattern.source == ["aws.s3"] and pattern.detail_type == ["Object Created"]
 
 
 def test_the_queues_are_exposed_for_alarms(built) -> None:
