@@ -27,13 +27,14 @@ def replication_lags(
     for item, result in copies:
         if result.status != Status.COPIED or not isinstance(item, Mapping):
             continue
-        name, moment = item.get(REPLICATION_FIELD), _time(item.get(EVENT_TIME_FIELD))
+        name, moment = item.get(REPLICATION_FIELD), parse_event_time(item.get(EVENT_TIME_FIELD))
         if isinstance(name, str) and name and moment is not None:
             lags.setdefault(name, []).append(max(0.0, round((now - moment).total_seconds(), 3)))
     return lags
 
 
-def _time(value: Any) -> dt.datetime | None:
+def parse_event_time(value: Any) -> dt.datetime | None:
+    """An event's `time` (ISO 8601, `2021-11-12T00:00:00Z`) in UTC; None when unreadable."""
     if not isinstance(value, str):
         return None
     try:

@@ -22,7 +22,6 @@ again from a HEAD (the engine's rule for a source changed since it was listed).
 
 from __future__ import annotations
 
-import datetime as dt
 import hashlib
 import json
 import logging
@@ -36,7 +35,7 @@ from aws_lambda_powertools.utilities.data_classes import S3EventBridgeNotificati
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from botocore.exceptions import ClientError
 
-from ferry.pipeline.lag import EVENT_TIME_FIELD, REPLICATION_FIELD
+from ferry.pipeline.lag import EVENT_TIME_FIELD, REPLICATION_FIELD, parse_event_time
 from ferry.pipeline.replication_config import MANIFEST_NAME, Replication
 
 log = logging.getLogger(__name__)
@@ -110,7 +109,7 @@ def parse_event(body: str, replication: Replication, message_id: str = "") -> Ob
         )
     if not _HEX.match(sequencer):
         raise NotAnEvent(f"sequencer {sequencer!r} is not a hexadecimal string")
-    if _time(event.get("time")) is None:
+    if parse_event_time(event.get("time")) is None:
         raise NotAnEvent(f"time {event.get('time')!r} is not an ISO 8601 time")
     return ObjectEvent(
         message_id=message_id,
@@ -240,12 +239,3 @@ def handle_batch(
                 "already started by an earlier delivery" if started.already_started else "started",
             )
     return processor.response()
-
-
-def _time(value: Any) -> dt.datetime | None:
-    if not isinstance(value, str):
-        return None
-    try:
-        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
