@@ -26,7 +26,7 @@ from constructs import Construct
 from ferry.errors import ConfigError
 from ferry.pipeline.settings import Location, PipelineSettings
 
-from . import access, bundling, monitoring, nag, schedules
+from . import access, bundling, monitoring, nag, replication, schedules
 from .access import BATCH_REPORTS, DESTINATION_WRITE, LEDGER_READ_WRITE, SOURCE_READ, statement
 from .definition import parent_definition
 from .reach import reach_statements
@@ -81,6 +81,7 @@ class FerryStack(cdk.Stack):
         self._network()
         self._fargate()
         self.state_machine = self._state_machine()
+        self.replication_queues = replication.add_replications(self)  # name -> queue, dlq, rule, starter
         self.recurring_syncs = schedules.add_recurring_syncs(
             self, self, self.state_machine, settings.schedules
         )
