@@ -81,6 +81,7 @@ class FerryStack(cdk.Stack):
         self._fargate()
         self.state_machine = self._state_machine()
 
+        # `ferry job ...` finds these by name (functions/ferry/cli/stack_outputs.py): keep them.
         cdk.CfnOutput(self, "StateMachineArn", value=self.state_machine.state_machine_arn)
         cdk.CfnOutput(self, "ReportBucketName", value=self.report_bucket.bucket_name)
         cdk.CfnOutput(self, "TableName", value=self.table.table_name)
@@ -213,6 +214,8 @@ class FerryStack(cdk.Stack):
                 statement("ProbeDestinationKeys", ["kms:GenerateDataKey"], s.destination_kms_key_arns)
             )
         prepare.add_to_role_policy(statement("CreateJob", ["dynamodb:GetItem", "dynamodb:PutItem"], table))
+        # `ferry job retry` starts a job over a manifest of failed objects under jobs/ (cli/job_retry.py).
+        prepare.add_to_role_policy(statement("ReadRetryManifests", ["s3:GetObject"], reports))
 
         copy_batch = functions["CopyBatch"]
         for st in self._copy_statements(sources, destinations, table, reports):
