@@ -373,3 +373,24 @@ def test_retry_ids_count_on() -> None:
     assert next_retry_id("photos-retry-2", taken.__contains__) == "photos-retry-3"
     with pytest.raises(ConfigError, match="longer than 80"):
         next_retry_id("x" * 75, lambda _: False)
+
+
+def test_the_status_line_says_how_a_job_ended_that_finalize_did_not_settle() -> None:
+    from ferry.cli.job_runs import JobStatus
+    from ferry.cli.jobs_command import status_text
+
+    counts = {"objects": 40, "copied": 40, "skipped": 0, "failed": 0, "pending": 0, "bytes_copied": 4096}
+    arn = "arn:aws:states:eu-west-1:123456789012:execution:Ferry-jobs:j"
+
+    def status(execution: str, job: str | None, error: str | None = None) -> JobStatus:
+        return JobStatus("j", arn, execution, job, NOW, NOW, counts, 1, 100, error=error, now=NOW)
+
+    assert status_text(status("ABORTED", "RUNNING")).startswith("job j: ABORTED (execution ABORTED)")
+    assert status_text(status("FAILED", None, "FerryJobRejected")).startswith(
+        "job j: REJECTED (execution FAILED: FerryJobRejected)"
+    )
+    assert status_text(status("RUNNING", None)).startswith("job j: STARTING (execution RUNNING)")
+    text = status_text(status("FAILED", "PARTIAL", "FerryJobIncomplete"))
+    assert text.startswith("job j: PARTIAL (execution FAILED: FerryJobIncomplete)")
+    assert "objects: 40 of 100 listed: 40 copied" in text  # ended: no "so far", no ETA
+    assert "ETA" not in text and "region=eu-west-1#/v2/executions/details/" + arn in text

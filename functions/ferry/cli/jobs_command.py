@@ -309,7 +309,7 @@ def _watch_with_bar(console: Console, fetch: Callable[[], JobStatus], interval: 
 def status_text(status: JobStatus) -> str:
     """The status in a few lines, the same on a terminal, in a pipe and in a log."""
     c = status.counts
-    state = status.job_status or "NOT STARTED"
+    state = job_state(status)
     execution = status.execution_status + (f": {status.error}" if status.error else "")
     lines = [f"job {status.job_id}: {state} (execution {execution}), {_duration(status.seconds)}"]
     of = (
@@ -330,6 +330,17 @@ def status_text(status: JobStatus) -> str:
         lines.append(f"  cause: {status.cause[:500]}")
     lines.append(f"  console: {status.to_dict()['console_url']}")
     return "\n".join(lines)
+
+
+def job_state(status: JobStatus) -> str:
+    """The job's state in one word: the ledger's, unless the execution ended without Finalize
+    settling it (aborted, timed out, refused by Prepare), when the ledger still says RUNNING
+    or has no record."""
+    if status.job_status not in (None, "RUNNING") or status.running:
+        return status.job_status or "STARTING"
+    if status.error == "FerryJobRejected":
+        return "REJECTED"
+    return status.execution_status
 
 
 def _duration(seconds: float) -> str:
