@@ -33,7 +33,7 @@ from ferry.cli.main import main
 from ferry.cli.stack_outputs import find_stack_outputs
 from ferry.errors import ConfigError
 from ferry.pipeline.ledger import DynamoLedger
-from handlers import copy_batch
+from handlers import copy_batch, finalize
 
 REGION = ["--region", "us-east-1"]
 LISTED = 205  # put_sources(..., 200) plus the awkward keys
@@ -394,3 +394,35 @@ def test_the_status_line_says_how_a_job_ended_that_finalize_did_not_settle() -> 
     assert text.startswith("job j: PARTIAL (execution FAILED: FerryJobIncomplete)")
     assert "objects: 40 of 100 listed: 40 copied" in text  # ended: no "so far", no ETA
     assert "ETA" not in text and "region=eu-west-1#/v2/executions/details/" + arn in text
+
+
+def test_a_job_that_ended_without_a_report_is_started_again_over_the_same_source(
+    stack: Parent, monkeypatch: Any
+) -> None:
+    """Finalize fails for good (FerryFinalizeFailed): no summary.json says which objects were
+    done, and redriving would only re-enter the Fail state, so the retry reruns the spec."""
+    put_sources(stack.pipeline.s3, "in/", 60)
+
+    def broken(event: dict[str, Any], context: Any) -> Any:
+        raise RuntimeError("the report bucket is gone")
+
+    handlers = stack.harness.lambdas.handlers
+    monkeypatch.setitem(handlers, "finalize", broken)
+    code, _, err = ferry("job", "start", "s3://src/in/", "s3://dst/out/", "--job-id", "unreported", *REGION)
+    assert code == 0, err
+    assert wait_for_end("unreported")["error"] == "FerryFinalizeFailed"
+    code, out, err = ferry("job", "report", "unreported", *REGION)
+    assert code == 1 and "job 'unreported' ended FAILED without a report (FerryFinalizeFailed" in err
+
+    monkeypatch.setitem(handlers, "finalize", finalize.handler)
+    code, out, err = ferry("job", "retry", "unreported", "--json", *REGION)
+
+    assert code == 0, err
+    outcome = json.loads(out)
+    assert outcome["action"] == SAME_SOURCE and outcome["manifest"] is None
+    assert outcome["reason"] == "the execution failed (FerryFinalizeFailed) without a report"
+    assert outcome["new_job"]["job_id"] == "unreported-retry-1"
+    assert wait_for_end("unreported-retry-1")["status"] == "SUCCEEDED"
+    report = stack.report("unreported-retry-1")
+    assert report["source"] == {"bucket": "src", "prefix": "in/"} and report["objects"] == 65
+    assert report["skipped"] == 65  # the first run had copied them all: identical, so skipped
