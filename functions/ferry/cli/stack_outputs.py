@@ -52,7 +52,8 @@ def find_stack_outputs(cloudformation: Any, stack: str = DEFAULT_STACK) -> Stack
         stacks = cloudformation.describe_stacks(StackName=stack)["Stacks"]
     except ClientError as error:
         # DescribeStacks answers ValidationError "Stack with id X does not exist" for an
-        # unknown name (CloudFormation API reference, DescribeStacks).
+        # unknown name (the AWS SDK docs' note says otherwise; boto/boto3#2807 shows the real
+        # response, and moto answers the same).
         if error_code(error) == "ValidationError" and "does not exist" in str(error):
             raise ConfigError(
                 f"no stack {stack!r} in {region}: deploy it (npx cdk deploy), or name yours with "
