@@ -426,3 +426,14 @@ def test_a_job_that_ended_without_a_report_is_started_again_over_the_same_source
     report = stack.report("unreported-retry-1")
     assert report["source"] == {"bucket": "src", "prefix": "in/"} and report["objects"] == 65
     assert report["skipped"] == 65  # the first run had copied them all: identical, so skipped
+
+
+def test_a_wrong_spec_is_named_before_any_aws_setting_is_needed(monkeypatch: Any, tmp_path: Any) -> None:
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    code, out, err = ferry("job", "start", "s3://src/in/", "s3://src/in/sub/")
+    assert (code, out) == (1, "")
+    assert err.startswith("ferry: error: destination: s3://src/in/sub/ is inside the source s3://src/in/")
+    code, out, err = ferry("job", "status", "j1")
+    assert err == "ferry: error: no AWS region: give --region (the stack's region) or set AWS_REGION\n"

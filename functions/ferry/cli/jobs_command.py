@@ -40,7 +40,7 @@ from ferry.cli.job_runs import (
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser
 from ferry.cli.stack_outputs import DEFAULT_STACK, StackOutputs
 from ferry.errors import ConfigError
-from ferry.jobspec import parse_job_spec, parse_options
+from ferry.jobspec import JobSpec, check_not_overlapping, parse_job_spec, parse_options
 from ferry.limits import format_size
 from ferry.listing import parse_s3_url
 from ferry.models import CHECKSUM_ALGORITHMS
@@ -145,9 +145,19 @@ def run_job(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """Dispatch `ferry job SUBCOMMAND`."""
     if args.job_command == "validate":
         return run_job_validate(args.spec, stdout)
+    if args.job_command == "start":
+        spec = parse_job_spec(spec_from_args(args))  # Prepare's validator, before any AWS setting
+        if spec.source_bucket and not spec.manifest:  # and Prepare's rule on overlapping prefixes
+            check_not_overlapping(
+                spec.source_bucket,
+                spec.source_prefix,
+                spec.destination_bucket,
+                spec.destination_prefix,
+                spec.options,
+            )
+        return run_start(JobClients.create(args.region, args.profile), args, stdout, spec)
     clients = JobClients.create(args.region, args.profile)
     runs: dict[str, Callable[[JobClients, argparse.Namespace, IO[str]], int]] = {
-        "start": run_start,
         "status": run_status,
         "report": run_report,
         "list": run_list,
@@ -206,8 +216,7 @@ def spec_from_args(args: argparse.Namespace, now: dt.datetime | None = None) -> 
     return spec
 
 
-def run_start(clients: JobClients, args: argparse.Namespace, stdout: IO[str]) -> int:
-    spec = parse_job_spec(spec_from_args(args))  # the validator Prepare runs, before anything starts
+def run_start(clients: JobClients, args: argparse.Namespace, stdout: IO[str], spec: JobSpec) -> int:
     outputs = clients.outputs(args.stack)
     started = start_job(clients, outputs, spec)
     if args.json:
