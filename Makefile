@@ -45,6 +45,12 @@ $(GARAGE):
 		--features bundled-libs,sqlite --root $(abspath $(CACHE)/cargo)
 	mv $(CACHE)/cargo/bin/garage $@
 
+# Headless Chromium (Debian's package) renders the HTML report in its tests; needs root (CI is).
+CHROMIUM := /usr/bin/chromium
+$(CHROMIUM):
+	apt-get install -y --no-install-recommends chromium || \
+		(apt-get update && apt-get install -y --no-install-recommends chromium)
+
 setup: $(BIN)/.installed node_modules/.installed
 
 demo: $(BIN)/.installed
@@ -55,7 +61,7 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff format --check functions tests bench cdk
 	PYTHONPATH=functions $(BIN)/lint-imports --no-cache
 
-test: $(BIN)/.installed node_modules/.installed $(VERSITYGW) $(MINIO) $(GARAGE) lint
+test: $(BIN)/.installed node_modules/.installed $(VERSITYGW) $(MINIO) $(GARAGE) $(CHROMIUM) lint
 	FERRY_VERSITYGW=$(abspath $(VERSITYGW)) FERRY_MINIO=$(abspath $(MINIO)) FERRY_GARAGE=$(abspath $(GARAGE)) \
 		$(BIN)/pytest -q --timeout=600
 

@@ -48,6 +48,15 @@ class Manifest:
 
 
 @dataclass(frozen=True)
+class ReplicationTag:
+    """The replication a job runs for (set by the starter): with `deletes` on, the copy path
+    records what it wrote at each destination key, so a later delete can be proved safe."""
+
+    name: str
+    deletes: bool = False
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """A validated job. `source_prefix` is stripped from each key and replaced by
     `destination_prefix`; a manifest's rows name their own bucket or use `source_bucket`."""
@@ -59,6 +68,7 @@ class JobSpec:
     source_bucket: str | None = None
     source_prefix: str = ""
     manifest: Manifest | None = None
+    replication: ReplicationTag | None = None
 
     @property
     def reader(self) -> str:
@@ -76,12 +86,15 @@ class JobSpec:
                 "key": self.manifest.key,
                 "format": self.manifest.format,
             }
-        return {
+        spec = {
             "job_id": self.job_id,
             "source": source,
             "destination": {"bucket": self.destination_bucket, "prefix": self.destination_prefix},
             "options": options_to_dict(self.options),
         }
+        if self.replication:
+            spec["replication"] = {"name": self.replication.name, "deletes": self.replication.deletes}
+        return spec
 
 
 def changes_attributes(policy: CopyPolicy) -> bool:
@@ -160,7 +173,7 @@ def _excluded(relative_prefix: str, exclude: Sequence[str]) -> bool:
 def parse_job_spec(data: Any, default_job_id: str | None = None) -> JobSpec:
     """Validate a job spec (the state machine's input, or a file) into a `JobSpec`."""
     spec = _mapping(data, "the job spec")
-    _no_unknown(spec, {"job_id", "source", "destination", "options"}, "")
+    _no_unknown(spec, {"job_id", "source", "destination", "options", "replication"}, "")
     job_id = spec.get("job_id", default_job_id)
     if not isinstance(job_id, str) or not _JOB_ID.match(job_id):
         raise SpecError(
@@ -183,7 +196,17 @@ def parse_job_spec(data: Any, default_job_id: str | None = None) -> JobSpec:
         destination_bucket=_bucket(destination.get("bucket"), "destination.bucket"),
         destination_prefix=as_folder(_string(destination.get("prefix", ""), "destination.prefix")),
         options=parse_options(spec.get("options", {})),
+        replication=_replication(spec["replication"]) if "replication" in spec else None,
     )
+
+
+def _replication(data: Any) -> ReplicationTag:
+    tag = _mapping(data, "replication")
+    _no_unknown(tag, {"name", "deletes"}, "replication.")
+    name = tag.get("name")
+    if not isinstance(name, str) or not name:
+        raise SpecError("replication.name: give the replication's name")
+    return ReplicationTag(name, _bool(tag.get("deletes", False), "replication.deletes"))
 
 
 def _manifest(data: Any) -> Manifest:

@@ -211,7 +211,9 @@ def assert_job_succeeded(
     assert "map_error" not in output, output["map_error"]
     assert output["report"] == f"s3://{PIPELINE_REPORTS}/jobs/{job_id}/summary.json"
     report = parent.report(job_id)
-    assert report == {k: v for k, v in output.items() if k not in ("report", "failures_report")}
+    assert report == {
+        k: v for k, v in output.items() if k not in ("report", "failures_report", "report_html")
+    }
     job = parent.ledger_job(job_id)
     assert job["status"] == "SUCCEEDED"
     assert (

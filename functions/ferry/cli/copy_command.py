@@ -13,7 +13,7 @@ from typing import IO
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser
-from ferry.cli.report import ReportWriter, Summary
+from ferry.cli.report import ReportWriter, Summary, report_for_html
 from ferry.clients import make_client
 from ferry.engine.copier import Copier
 from ferry.errors import ConfigError, FerryError
@@ -21,6 +21,7 @@ from ferry.jobspec import JobOptions, parse_options
 from ferry.limits import parse_size
 from ferry.listing import check_bucket, check_overlap, parse_s3_url, plan_pairs
 from ferry.models import CHECKSUM_ALGORITHMS, CopyResult, Endpoint, Status
+from ferry.report_html import render_report_html
 
 
 def _pairs(values: Sequence[str], what: str) -> dict[str, str]:
@@ -84,6 +85,11 @@ def add_copy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPa
     out.add_argument("--dry-run", action="store_true", help="list and compare; copy nothing")
     out.add_argument(
         "--report", metavar="FILE", help="JSON Lines report: one line per object, then a summary"
+    )
+    out.add_argument(
+        "--report-html",
+        metavar="FILE",
+        help="the report as one HTML page (summary, charts, failures); opens with no network",
     )
     out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     out.add_argument("--quiet", action="store_true", help="no progress line")
@@ -200,6 +206,9 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
             except OSError as error:
                 raise ConfigError(f"cannot write the report {args.report!r}: {error.strerror}") from error
             report = ReportWriter(report_file)
+        html_file = (
+            _open_for_writing(stack, args.report_html, "the HTML report") if args.report_html else None
+        )
         copier = stack.enter_context(
             Copier(
                 source,
@@ -235,6 +244,17 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
                 report.close(summary)
             except OSError as error:
                 stopped = stopped or f"cannot write the report: {error}"
+        if html_file:
+            page = render_report_html(
+                report_for_html(
+                    summary, failures, source=args.src, destination=args.dst, failures_report=args.report
+                )
+            )
+            try:
+                html_file.write(page)
+                html_file.flush()
+            except OSError as error:
+                stopped = stopped or f"cannot write the HTML report: {error}"
     _print_summary(args, summary, failures, stdout, stderr)
     if stopped:
         stderr.write(f"ferry: error: stopped after {summary.total} objects: {stopped}\n")
@@ -244,6 +264,14 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     if summary.pending and not args.dry_run:
         return EXIT_PENDING
     return EXIT_OK
+
+
+def _open_for_writing(stack: ExitStack, path: str, what: str) -> IO[str]:
+    """Open an output file before copying anything, so a wrong path costs no copy."""
+    try:
+        return stack.enter_context(open(path, "w", encoding="utf-8"))  # noqa: SIM115
+    except OSError as error:
+        raise ConfigError(f"cannot write {what} {path!r}: {error.strerror}") from error
 
 
 def _print_summary(

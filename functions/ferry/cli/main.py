@@ -18,6 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.copy_command import add_copy_parser, run_copy
 from ferry.cli.demo import run_demo
+from ferry.cli.estimate import add_estimate_parser, run_estimate
 from ferry.cli.jobs_command import add_job_parser, run_job
 from ferry.cli.parsing import EXIT_USAGE, Parser
 from ferry.errors import FerryError
@@ -29,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     add_copy_parser(commands)
+    add_estimate_parser(commands)
 
     add_job_parser(commands)
 
@@ -49,6 +51,8 @@ def main(
     try:
         if args.command == "demo":
             return run_demo(objects=args.objects, large_size=parse_size(args.large_size), stdout=stdout)
+        if args.command == "estimate":
+            return run_estimate(args, stdout, stderr)
         if args.command == "job":
             return run_job(args, stdout, stderr)
         return run_copy(args, stdout, stderr)

@@ -15,6 +15,7 @@ from typing import IO, Any
 from ferry.counts import Counts
 from ferry.limits import format_size
 from ferry.models import CopyResult, Status
+from ferry.report_stats import ReportStats, Timeline, iso_time
 
 
 @dataclass
@@ -26,6 +27,9 @@ class Summary(Counts):
     failure_reasons: Counter[str] = field(default_factory=Counter)
     started: float = field(default_factory=time.monotonic)
     seconds: float = 0.0
+    # For the HTML report's charts: fixed-size counters, nothing kept per object.
+    stats: ReportStats = field(default_factory=ReportStats)
+    timeline: Timeline = field(default_factory=Timeline)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, result: CopyResult) -> None:
@@ -36,10 +40,13 @@ class Summary(Counts):
                 self.verified_by[result.verified_by or "unverified"] += 1
             elif result.status == Status.FAILED:
                 self.failure_reasons[result.reason or ""] += 1
+            self.stats.add(result)
+            self.timeline.add(time.time(), 1, result.bytes if result.status == Status.COPIED else 0)
             self.seconds = time.monotonic() - self.started
 
     def finish(self) -> Summary:
         self.seconds = time.monotonic() - self.started
+        self.timeline.extend_to(time.time())
         return self
 
     @property
@@ -54,6 +61,9 @@ class Summary(Counts):
             "strategies": dict(self.strategies),
             "verified_by": dict(self.verified_by),
             "degradations": list(self.degradations),
+            "bytes": self.stats.to_dict()["bytes"],
+            "sizes": self.stats.size_histogram(),
+            "timeline": self.timeline.to_dict(),
         }
 
     def details(self) -> str:
@@ -73,6 +83,33 @@ class Summary(Counts):
             f"{self.pending} pending | {format_size(self.bytes_copied)} in {self.seconds:.1f}s "
             f"({format_size(self.throughput)}/s)"
         )
+
+
+def report_for_html(
+    summary: Summary,
+    failures: list[CopyResult],
+    *,
+    source: str,
+    destination: str,
+    failures_report: str | None = None,
+) -> dict[str, Any]:
+    """The dict ferry.report_html renders for a copy on this machine: the JSON summary plus
+    where from and to, when, and the first failures kept (the rest are counted, not listed)."""
+    report = summary.to_dict()
+    report.update(
+        source=source,
+        destination=destination,
+        started_at=report["timeline"]["start"],
+        finished_at=iso_time(summary.timeline.start + summary.seconds),
+        failures=[
+            {"key": r.source_key, "bucket": r.source_bucket, "reason": r.reason, "version_id": r.version_id}
+            for r in failures
+        ],
+        failures_more=max(summary.failed - len(failures), 0),
+    )
+    if failures_report:
+        report["failures_report"] = failures_report
+    return report
 
 
 class ReportWriter:

@@ -25,10 +25,19 @@ from ferry.engine.copier import Copier, deadline_in
 from ferry.jobspec import JobSpec, parse_job_spec
 from ferry.limits import MiB
 from ferry.models import CopyPolicy, CopyResult, Endpoint, SourceObject, Status, Target
+from ferry.pipeline.deletes import record_copies
 from ferry.pipeline.items import Planned, plan_item
 from ferry.pipeline.job_reports import JobReports
-from ferry.pipeline.ledger import BatchCounts, DynamoCheckpointStore, DynamoLedger, Failure, Recorded
+from ferry.pipeline.ledger import (
+    BatchCounts,
+    DynamoCheckpointStore,
+    DynamoCopyRecords,
+    DynamoLedger,
+    Failure,
+    Recorded,
+)
 from ferry.pipeline.settings import WorkerSettings
+from ferry.report_stats import ReportStats
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +104,7 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
     if in_lambda:
         with services.copier(spec.options.policy) as copier:
             results = copier.copy_batch([(p.obj, p.target) for p in in_lambda], deadline=deadline)  # type: ignore[misc]
+        _record_copies(services, spec, [(p.item, r) for p, r in zip(in_lambda, results, strict=True)])
         for plan, result in zip(in_lambda, results, strict=True):
             if result.handed_over and pass_no < settings.max_passes:
                 remaining.append(plan.item)
@@ -231,8 +241,23 @@ def copy_large_object(
                     break
                 if not keep_going():
                     return None
+        _record_copies(services, spec, [(item, result)])
     record(services, job_id, _large_key(batch_id, item), [result])
     return result
+
+
+def _record_copies(services: Services, spec: JobSpec, copies: list[tuple[Any, CopyResult]]) -> None:
+    """A replication job with deletes on remembers what it wrote at each destination key
+    (deletes.py says why); every other job writes nothing more."""
+    if spec.replication is None or not spec.replication.deletes:
+        return
+    record_copies(
+        copies,
+        destination_client=make_client(services.destination),
+        record_store=DynamoCopyRecords(services.dynamodb, services.settings.table_name),
+        replication=spec.replication.name,
+        job_id=spec.job_id,
+    )
 
 
 def job_spec(services: Services, job_id: str) -> JobSpec:
@@ -258,8 +283,17 @@ def record(
     counts = BatchCounts.of(results)
     attempt = uuid.uuid4().hex[:12]
     report_key = reports.put_batch(job_id, batch_key, attempt, results) if results else None
+    stats = ReportStats()
+    for result in results:
+        stats.add(result)
     recorded = ledger.record_batch(
-        job_id, batch_key, counts, attempt=attempt, report_key=report_key, handover=handover
+        job_id,
+        batch_key,
+        counts,
+        attempt=attempt,
+        report_key=report_key,
+        handover=handover,
+        stats=stats.to_marker(),
     )
     if not recorded.first and report_key:
         reports.delete(report_key)  # this attempt's results do not count; keep one report per batch

@@ -4,6 +4,7 @@ then, at the end, `summary.json` and `failures.jsonl`.
     s3://<report bucket>/jobs/<job id>/objects/<batch key>.<attempt>.jsonl
     s3://<report bucket>/jobs/<job id>/summary.json
     s3://<report bucket>/jobs/<job id>/failures.jsonl
+    s3://<report bucket>/jobs/<job id>/report.html      (the same, as a page: ferry.report_html)
     s3://<report bucket>/jobs/<job id>/map-run/...      (the Distributed Map's own results)
 """
 
@@ -93,6 +94,14 @@ class JobReports:
             ContentType="application/json",
         )
         return summary_key, failures_key
+
+    def put_html(self, job_id: str, page: str) -> str:
+        """The report as one self-contained page, beside summary.json; returns its key."""
+        key = f"{job_prefix(job_id)}report.html"
+        self.s3.put_object(
+            Bucket=self.bucket, Key=key, Body=page.encode(), ContentType="text/html; charset=utf-8"
+        )
+        return key
 
 
 class _LinesReader(io.RawIOBase):

@@ -19,7 +19,9 @@ from ferry.errors import ConfigError, describe, explain_bare
 from ferry.jobspec import JobSpec, check_not_overlapping, parse_job_spec
 from ferry.pipeline.batches import Services, record_lost_batch
 from ferry.pipeline.job_reports import job_prefix
+from ferry.pipeline.job_stats import first_failures, job_stats
 from ferry.pipeline.map_runs import MapRunRecord, items_read, map_run_records
+from ferry.report_html import render_report_html
 
 
 class AccessCheckFailed(ConfigError):
@@ -242,7 +244,9 @@ def finalize(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
         "started_at": job.get("started_at"),
         "source": job["spec"]["source"],
         "destination": job["spec"]["destination"],
+        **job_stats(ledger, job_id, job.get("started_at")),
     }
+    summary["bytes_per_second"] = counts["bytes_copied"] // summary["seconds"] if summary["seconds"] else 0
     if map_error:
         summary["map_error"] = {"error": map_error.get("Error"), "cause": str(map_error.get("Cause"))[:1000]}
     if event.get("map"):
@@ -250,10 +254,21 @@ def finalize(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
     summary_key, failures_key = reports.put_final(job_id, summary, ledger.failures(job_id))
     summary["report"] = reports.url(summary_key)
     summary["failures_report"] = reports.url(failures_key)
+    summary["report_html"] = reports.url(_put_html(summary, services))
     ledger.finish_job(job_id, summary["status"], summary, tally)
     if summary["status"] != "SUCCEEDED":
         summary["cause"] = _cause(summary)
     return summary
+
+
+def _put_html(summary: Mapping[str, Any], services: Services) -> str:
+    """report.html beside summary.json: the summary with the first failures listed."""
+    job_id = summary["job_id"]
+    failures = first_failures(services.ledger, job_id)
+    page = render_report_html(
+        {**summary, "failures": failures, "failures_more": summary["failed"] - len(failures)}
+    )
+    return services.reports.put_html(job_id, page)
 
 
 def _record_lost_batches(runs: list[MapRunRecord], spec: JobSpec, services: Services) -> int:

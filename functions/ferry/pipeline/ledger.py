@@ -16,9 +16,14 @@ written once, by one writer: nothing contends.
 
 Table layout (partition key `pk`, sort key `sk`, TTL attribute `expires_at`):
     JOB#<id>   JOB              status, spec, times; counts once Finalize has summed them
-    JOB#<id>   BATCH#<key>      attempt, report key, counts, hand-over, failures_recorded
+    JOB#<id>   BATCH#<key>      attempt, report key, counts, hand-over, failures_recorded,
+                                recorded_at, batch_stats (for the HTML report's charts)
     JOB#<id>   FAIL#<hash>      bucket, key, version id, destination key, reason
     CKPT#<id>  CKPT             a multipart checkpoint (expires)
+    COPY#<h>   COPY             what a replication job with deletes on wrote at one
+                                destination key (h: hash of bucket and key; no TTL: a source
+                                may be deleted years after its copy; replaced by the next copy,
+                                removed with the destination object). See deletes.py.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from ferry.counts import Counts
 from ferry.engine.checkpoints import Checkpoint
 from ferry.errors import ConfigError, FerryError, error_code
 from ferry.models import CopyResult
+from ferry.pipeline.deletes import CopyRecord, record_id
 
 COUNTERS = ("copied", "skipped", "failed", "pending")
 DAY = 86_400
@@ -202,9 +208,12 @@ class DynamoLedger:
         attempt: str,
         report_key: str | None,
         handover: Mapping[str, list[int]] | None = None,
+        stats: Mapping[str, Any] | None = None,
     ) -> Recorded:
         """Record a batch pass once, whatever the number of attempts: the marker is created
-        only if absent; a later attempt gets the recorded attempt's counts and hand-over."""
+        only if absent; a later attempt gets the recorded attempt's counts and hand-over.
+        `stats` (ReportStats.to_marker: a size histogram, strategy and verification counts, a
+        few hundred bytes) rides on the marker for the HTML report, counted once like counts."""
         handed = {name: list(positions) for name, positions in (handover or {}).items() if positions}
         marker = {
             "pk": _job(job_id),
@@ -218,6 +227,8 @@ class DynamoLedger:
         }
         if report_key:
             marker["report_key"] = report_key
+        if stats:
+            marker["batch_stats"] = dict(stats)
         try:
             self.client.put_item(
                 TableName=self.table, Item=_item(marker), ConditionExpression="attribute_not_exists(pk)"
@@ -350,6 +361,59 @@ class DynamoCheckpointStore:
 
     def delete(self, copy_id: str) -> None:
         self.client.delete_item(TableName=self.table, Key=self._key(copy_id))
+
+
+class DynamoCopyRecords:
+    """Copy records (deletes.CopyRecords) on the ledger table: one item per destination key."""
+
+    _FIELDS = (
+        "dest_bucket",
+        "dest_key",
+        "dest_etag",
+        "size",
+        "source_bucket",
+        "source_key",
+        "dest_version_id",
+        "source_etag",
+        "source_version_id",
+        "sequencer",
+        "replication",
+        "job_id",
+    )
+
+    def __init__(self, client: Any, table: str) -> None:
+        self.client, self.table = client, table
+
+    def _key(self, bucket: str, key: str) -> dict[str, Any]:
+        return _item({"pk": f"COPY#{record_id(bucket, key)}", "sk": "COPY"})
+
+    def get(self, bucket: str, key: str) -> CopyRecord | None:
+        response = self.client.get_item(TableName=self.table, Key=self._key(bucket, key), ConsistentRead=True)
+        if "Item" not in response:
+            return None
+        item = _plain(response["Item"])
+        return CopyRecord(**{name: item[name] for name in self._FIELDS if name in item})
+
+    def put(self, record: CopyRecord) -> None:
+        """The latest copy replaces the record: it is what the destination now holds."""
+        values = {name: getattr(record, name) for name in self._FIELDS}
+        item = {"pk": f"COPY#{record.item_id}", "sk": "COPY", **values, "recorded_at": _now()}
+        self.client.put_item(
+            TableName=self.table, Item=_item({k: v for k, v in item.items() if v is not None})
+        )
+
+    def forget(self, record: CopyRecord) -> None:
+        """Remove the record of a deleted copy, unless a newer copy has replaced it meanwhile."""
+        try:
+            self.client.delete_item(
+                TableName=self.table,
+                Key=self._key(record.dest_bucket, record.dest_key),
+                ConditionExpression="dest_etag = :etag",
+                ExpressionAttributeValues=_item({":etag": record.dest_etag}),
+            )
+        except ClientError as error:
+            if error_code(error) != "ConditionalCheckFailedException":
+                raise
 
 
 def _job(job_id: str) -> str:

@@ -1,0 +1,222 @@
+"""`ferry estimate`: what a pipeline job will cost, and how long it will take, before it runs.
+
+Either from numbers (`--objects N --avg-size SIZE`) or from a listing of the source
+(`ferry estimate s3://bucket/prefix`), which reads every object's real size, storage class and
+ETag (whose `-N` gives a multipart source's part count) into a bounded histogram: millions of
+keys cost memory for a few hundred bins, not a list. The model is ferry.estimate; the prices
+are ferry.prices (one dated table).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import IO, Any
+
+from botocore.exceptions import ClientError
+
+from ferry.cli.parsing import EXIT_OK
+from ferry.clients import make_client
+from ferry.errors import ConfigError, describe
+from ferry.estimate import Assumptions, Estimate, PipelineShape, Workload, estimate
+from ferry.limits import format_size, parse_size
+from ferry.listing import check_bucket, parse_s3_url
+from ferry.models import Endpoint
+
+
+def add_estimate_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    parser = commands.add_parser(
+        "estimate",
+        help="predict a pipeline job's cost and duration",
+        description="Predict what copying SRC (or N objects of SIZE) with the deployed pipeline costs, "
+        "per service, beside S3 Batch Operations, DataSync and S3 Batch Replication.",
+    )
+    parser.add_argument(
+        "src", metavar="SRC", nargs="?", help="s3://bucket/prefix to list (real sizes and classes)"
+    )
+    parser.add_argument("--objects", type=int, help="number of objects (without SRC)")
+    parser.add_argument("--avg-size", help="average object size, e.g. 500KB (without SRC)")
+    parser.add_argument("--source-storage-class", default="STANDARD", help="the objects' class (without SRC)")
+    parser.add_argument("--mode", choices=["auto", "server-side", "stream"], default="auto")
+    parser.add_argument(
+        "--cross-region", action="store_true", help="source and destination in different regions"
+    )
+    parser.add_argument("--storage-class", help="destination storage class (its PUT price applies)")
+    parser.add_argument(
+        "--restore", choices=["bulk", "standard", "expedited"], help="restore archived objects"
+    )
+    parser.add_argument("--no-tags", action="store_true", help="tags not copied (no GetObjectTagging)")
+    parser.add_argument("--no-skip-existing", action="store_true", help="no destination listing")
+    parser.add_argument(
+        "--source-part-size", default="8MiB", help="part size multipart sources were uploaded in (assumed)"
+    )
+    parser.add_argument(
+        "--full-object-checksums",
+        action="store_true",
+        help="the sources carry full-object CRCs (written since S3's default CRC64NVME); "
+        "default: MD5 ETags only (older objects). A listing reads it per object where S3 lists it",
+    )
+    parser.add_argument(
+        "--settings", metavar="CDK_JSON", help="read batch sizes and concurrency from this cdk.json"
+    )
+    where = parser.add_argument_group("endpoint and credentials (with SRC)")
+    where.add_argument("--endpoint-url", help="S3 endpoint (an S3-compatible server)")
+    where.add_argument("--region", help="the source bucket's region")
+    where.add_argument("--profile", help="AWS profile")
+    where.add_argument("--role-arn", help="role to assume")
+    where.add_argument("--requester-pays", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar while listing")
+    return parser
+
+
+def run_estimate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    part_size = parse_size(args.source_part_size)
+    assumptions = Assumptions(
+        mode=args.mode,
+        cross_region=args.cross_region,
+        storage_class=args.storage_class,
+        restore=args.restore,
+        preserve_tags=not args.no_tags,
+        skip_existing=not args.no_skip_existing,
+        source_part_size=part_size,
+        source_multipart_threshold=part_size,
+        source_full_checksum=args.full_object_checksums,
+    )
+    shape = PipelineShape.from_cdk_json(args.settings) if args.settings else PipelineShape()
+    if args.src:
+        if args.objects is not None or args.avg_size:
+            raise ConfigError("give either SRC or --objects and --avg-size, not both")
+        work = _listed_workload(args, stderr)
+    else:
+        if args.objects is None or not args.avg_size:
+            raise ConfigError("give SRC (s3://bucket/prefix) or both --objects N and --avg-size SIZE")
+        if args.objects < 0:
+            raise ConfigError(f"--objects {args.objects}: must be 0 or more")
+        work = Workload.uniform(args.objects, parse_size(args.avg_size), args.source_storage_class.upper())
+    result = estimate(work, shape, assumptions)
+    if args.json:
+        stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+    else:
+        stdout.write(render(result))
+    return EXIT_OK
+
+
+def _listed_workload(args: argparse.Namespace, stderr: IO[str]) -> Workload:
+    url = parse_s3_url(args.src, "SRC")
+    endpoint = Endpoint(
+        endpoint_url=args.endpoint_url,
+        region=args.region,
+        profile=args.profile,
+        role_arn=args.role_arn,
+        requester_pays=args.requester_pays,
+    )
+    client = make_client(endpoint)
+    check_bucket(client, url.bucket, "source")
+    work = Workload()
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=url.bucket, Prefix=url.key)
+    with _progress(stderr, quiet=args.quiet) as advance:
+        try:
+            for page in pages:
+                for item in page.get("Contents", []):
+                    work.add_listed(item)
+                    advance(int(item.get("Size") or 0))
+        except ClientError as error:
+            raise ConfigError(
+                describe(error, side="source", action="s3:ListBucket", bucket=url.bucket)
+            ) from error
+    return work
+
+
+class _progress:
+    """A rich progress bar on a terminal (objects and bytes listed); nothing in pipes or logs."""
+
+    def __init__(self, stream: IO[str], *, quiet: bool) -> None:
+        self.enabled = not quiet and hasattr(stream, "isatty") and stream.isatty()
+        self.stream = stream
+        self.objects = 0
+        self.bytes = 0
+
+    def __enter__(self) -> Any:
+        if not self.enabled:
+            return self._count
+        from rich.console import Console
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self._bar = Progress(
+            SpinnerColumn(),
+            TextColumn("listing: {task.fields[objects]:,} objects, {task.fields[size]}"),
+            TimeElapsedColumn(),
+            console=Console(file=self.stream),
+            transient=True,
+        )
+        self._bar.start()
+        self._task = self._bar.add_task("listing", total=None, objects=0, size="0 B")
+        return self._advance
+
+    def _count(self, size: int) -> None:
+        self.objects += 1
+        self.bytes += size
+
+    def _advance(self, size: int) -> None:
+        self._count(size)
+        if self.objects % 1000 == 1:
+            self._bar.update(self._task, objects=self.objects, size=format_size(self.bytes))
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:  # the last count, whatever the step of the updates
+            self._bar.update(self._task, objects=self.objects, size=format_size(self.bytes), refresh=True)
+            self._bar.stop()
+
+
+def _usd(value: float) -> str:
+    if value == 0:
+        return "$0"
+    if value < 0.0001:
+        return "<$0.0001"
+    if value < 0.01:
+        return f"${value:.4f}"
+    return f"${value:,.2f}"
+
+
+def _qty(value: float) -> str:
+    return f"{value:,.0f}" if value >= 10 or value == int(value) else f"{value:,.2f}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def render(result: Estimate) -> str:
+    """The plain table: each line, each service's subtotal, the total, the alternatives."""
+    out = [
+        f"{result.objects:,} objects, {format_size(result.bytes)}: {result.batches:,} batches of up to "
+        f"{result.items_per_batch}, {result.passes:,} CopyBatch passes, {result.large_objects:,} on Fargate",
+        "",
+        f"{'service':<16} {'what':<46} {'quantity':>16}  {'cost':>12}",
+    ]
+    service = None
+    for line in result.lines:
+        name = line.service if line.service != service else ""
+        service = line.service
+        out.append(f"{name:<16} {line.what:<46} {_qty(line.quantity):>16}  {_usd(line.usd):>12}")
+    out.append(f"{'':<16} {'total':<46} {'':>16}  {_usd(result.total):>12}")
+    out.append("")
+    out.append("by service: " + ", ".join(f"{k} {_usd(v)}" for k, v in result.by_service().items()))
+    out.append("")
+    out.append("the same job elsewhere:")
+    for name, lines in result.alternatives.items():
+        total = sum(x.usd for x in lines)
+        detail = "; ".join(f"{x.what} {_usd(x.usd)}" for x in lines)
+        out.append(f"  {name:<28} {_usd(total):>12}  ({detail})")
+    fast, slow = result.duration_seconds
+    out.append("")
+    out.append(f"duration: {_duration(fast)} to {_duration(slow)}")
+    out.append("")
+    out.append("assuming:")
+    out.extend(f"  - {note}" for note in result.assumptions)
+    return "\n".join(out) + "\n"

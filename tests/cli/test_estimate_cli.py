@@ -1,0 +1,249 @@
+"""`ferry estimate` against real S3 servers: the model's request counts per operation equal
+what `ferry copy` sends for the same objects, and `ferry estimate s3://...` reads the real
+sizes, classes and part counts from a listing."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from ferry.cli.main import main
+from ferry.engine import copier as engine_copier
+from ferry.estimate import Assumptions, Workload, bin_layout, object_requests
+from ferry.limits import MiB
+
+SMALL = 10  # single-part objects; with the multipart one, 11 >= 8: the destination is listed once
+
+
+def count_engine_requests(monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Every S3 request the copy engine's clients send, by operation (botocore before-call)."""
+    calls: Counter[str] = Counter()
+    lock = threading.Lock()
+    original = engine_copier.make_client
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        client = original(*args, **kwargs)
+
+        def count(model: Any, **_: Any) -> None:
+            with lock:
+                calls[model.name] += 1
+
+        client.meta.events.register("before-call.s3", count)
+        return client
+
+    monkeypatch.setattr(engine_copier, "make_client", counted)
+    return calls
+
+
+def put_sources(server: Any, bucket: str) -> None:
+    """Ten small single-part objects and one of 20 MiB uploaded in 8 MiB parts (as the AWS CLI
+    uploads), all untagged, with MD5 ETags (the fixture's client sends no checksums)."""
+    for n in range(SMALL):
+        server.client.put_object(Bucket=bucket, Key=f"set/small-{n:02d}", Body=b"x" * (1000 + n))
+    key = "set/multipart"
+    upload = server.client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    parts = []
+    for number, size in enumerate((8 * MiB, 8 * MiB, 4 * MiB), start=1):
+        etag = server.client.upload_part(
+            Bucket=bucket, Key=key, UploadId=upload, PartNumber=number, Body=bytes([number]) * size
+        )["ETag"]
+        parts.append({"PartNumber": number, "ETag": etag})
+    server.client.complete_multipart_upload(
+        Bucket=bucket, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}
+    )
+
+
+def listed_workload(server: Any, bucket: str) -> Workload:
+    work = Workload()
+    for page in server.client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="set/"):
+        for o in page["Contents"]:
+            work.add_listed(o)
+    return work
+
+
+@pytest.mark.parametrize(
+    ("server_name", "mode"),
+    [
+        ("versitygw", "server-side"),
+        ("versitygw", "stream"),
+        ("minio", "stream"),
+        ("minio", "server-side"),
+    ],
+)
+def test_the_model_predicts_the_requests_ferry_copy_sends(
+    server_name: str, mode: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = request.getfixturevalue(server_name)
+    src, dst = server.bucket("src"), server.bucket("dst")
+    put_sources(server, src)
+    work = listed_workload(server, src)
+    calls = count_engine_requests(monkeypatch)
+    out, err = io.StringIO(), io.StringIO()
+
+    code = main(
+        [
+            "copy",
+            f"s3://{src}/set/",
+            f"s3://{dst}/set/",
+            "--endpoint-url",
+            server.url,
+            "--mode",
+            mode,
+            "--quiet",
+        ],
+        out,
+        err,
+    )
+
+    assert code == 0, err.getvalue() + out.getvalue()
+    # The model, per object, summed over the listing, plus the CLI's one destination listing per
+    # window of 1,000 keys. These servers report no encryption in CopyObject's answer, so a copy
+    # from the listing is followed by the source's HEAD (on AWS, SSE-S3 proves it: no HEAD).
+    assumptions = Assumptions(mode=mode, head_after_listed_copy=True)
+    predicted: Counter[str] = Counter({"ListObjectsV2": 1})
+    for (cls, _, layout), b in work.bins.items():
+        for op, n in object_requests(b.mean_size, cls, assumptions, *bin_layout(layout, b)).items():
+            predicted[op] += n * b.objects
+    if server_name == "minio" and mode == "server-side":
+        # MinIO refuses UploadPartCopy into an upload created with a checksum algorithm: once per
+        # run, the first multipart copy is aborted and made again without (README, Limits). Not
+        # an AWS cost; the model leaves it out. How many of its parts were sent before the
+        # refusal stopped the others (1 to 3) depends on timing.
+        refused_parts = calls["UploadPartCopy"] - predicted["UploadPartCopy"]
+        assert 1 <= refused_parts <= 3, calls
+        predicted.update(
+            {"CreateMultipartUpload": 1, "UploadPartCopy": refused_parts, "AbortMultipartUpload": 1}
+        )
+    assert +predicted == +calls, f"model {dict(predicted)} != ferry copy {dict(calls)}"
+
+
+def test_estimate_of_a_listed_prefix_reads_real_sizes_and_parts(versitygw: Any) -> None:
+    src = versitygw.bucket("src")
+    put_sources(versitygw, src)
+    out, err = io.StringIO(), io.StringIO()
+
+    code = main(["estimate", f"s3://{src}/set/", "--endpoint-url", versitygw.url, "--json"], out, err)
+
+    assert code == 0, err.getvalue()
+    data = json.loads(out.getvalue())
+    assert data["objects"] == SMALL + 1
+    assert data["bytes"] == sum(1000 + n for n in range(SMALL)) + 20 * MiB
+    assert data["batches"] == 1
+    # versitygw stores and lists a full-object CRC64NVME for every object (as S3 does since its
+    # default checksums): the multipart one is proved by it, so one CopyObject after its HEAD.
+    assert data["s3_requests"]["CopyObject"] == SMALL + 1
+    assert data["s3_requests"]["HeadObject"] == 1
+    assert "UploadPartCopy" not in data["s3_requests"]
+
+
+def test_estimate_of_a_listed_prefix_reads_parts_of_md5_sources(minio: Any) -> None:
+    """MinIO lists no checksum type, and these sources have none: the listed ETag's -3 decides
+    the requests: the source's HEAD, two layout HEADs and its three parts."""
+    src = minio.bucket("src")
+    put_sources(minio, src)
+    out, err = io.StringIO(), io.StringIO()
+
+    code = main(["estimate", f"s3://{src}/set/", "--endpoint-url", minio.url, "--json"], out, err)
+
+    assert code == 0, err.getvalue()
+    requests = json.loads(out.getvalue())["s3_requests"]
+    assert requests["UploadPartCopy"] == 3
+    assert requests["CopyObject"] == SMALL
+    assert requests["HeadObject"] == 3
+
+
+def test_estimate_of_a_listed_prefix_reads_storage_classes(motoserver: Any) -> None:
+    """versitygw and MinIO keep no archive classes; moto's server does."""
+    src = motoserver.bucket("src")
+    motoserver.client.put_object(Bucket=src, Key="mix/warm", Body=b"w" * 3000)
+    motoserver.client.put_object(Bucket=src, Key="mix/ia", Body=b"i" * 3000, StorageClass="STANDARD_IA")
+    motoserver.client.put_object(Bucket=src, Key="mix/cold", Body=b"c" * 5000, StorageClass="GLACIER")
+    out, err = io.StringIO(), io.StringIO()
+
+    code = main(["estimate", f"s3://{src}/mix/", "--endpoint-url", motoserver.url, "--json"], out, err)
+
+    assert code == 0, err.getvalue()
+    data = json.loads(out.getvalue())
+    assert data["objects"] == 3
+    assert data["skipped_needs_restore"] == 1  # GLACIER: only its HEAD, then needs restore
+    assert data["s3_requests"]["CopyObject"] == 2
+    # The GLACIER one's HEAD, and a HEAD of each destination key: a batch of fewer than 8
+    # objects is not listed (engine/dest_listing.py MIN_WINDOW).
+    assert data["s3_requests"]["HeadObject"] == 1 + 3
+    assert data["s3_requests"]["ListObjectsV2"] == 1  # the Map's listing only
+
+    out = io.StringIO()
+    code = main(
+        ["estimate", f"s3://{src}/mix/", "--endpoint-url", motoserver.url, "--restore", "bulk", "--json"],
+        out,
+        io.StringIO(),
+    )
+    assert code == 0
+    data = json.loads(out.getvalue())
+    assert data["skipped_needs_restore"] == 0
+    assert data["s3_requests"]["RestoreObject"] == 1
+    assert data["s3_requests"]["CopyObject"] == 3  # the restored one, by a later run
+    restore = [line for line in data["lines"] if line["service"] == "S3 restore"]
+    assert [line["quantity"] for line in restore] == [1, 5000 / 1000**3]
+
+
+def test_estimate_needs_a_source_or_numbers() -> None:
+    err = io.StringIO()
+    assert main(["estimate", "--objects", "5"], io.StringIO(), err) == 1
+    assert "give SRC" in err.getvalue() and "Traceback" not in err.getvalue()
+
+
+def test_estimate_of_a_missing_bucket_says_so(versitygw: Any) -> None:
+    err = io.StringIO()
+    code = main(
+        ["estimate", "s3://no-such-bucket-ferry/x/", "--endpoint-url", versitygw.url], io.StringIO(), err
+    )
+    assert code == 1
+    assert "no-such-bucket-ferry" in err.getvalue() and "Traceback" not in err.getvalue()
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_listing_shows_a_progress_bar_on_a_terminal_only(versitygw: Any) -> None:
+    src = versitygw.bucket("src")
+    put_sources(versitygw, src)
+    piped, terminal = io.StringIO(), Terminal()
+
+    assert main(["estimate", f"s3://{src}/set/", "--endpoint-url", versitygw.url], io.StringIO(), piped) == 0
+    assert (
+        main(["estimate", f"s3://{src}/set/", "--endpoint-url", versitygw.url], io.StringIO(), terminal) == 0
+    )
+
+    assert piped.getvalue() == ""
+    assert "listing: 11 objects" in terminal.getvalue()
+
+
+def test_estimate_from_numbers_prints_a_table_per_service() -> None:
+    out = io.StringIO()
+    assert main(["estimate", "--objects", "1000000", "--avg-size", "500KB"], out, io.StringIO()) == 0
+    text = out.getvalue()
+    for expected in ("S3 requests", "CopyObject", "Lambda", "Step Functions", "DynamoDB", "total"):
+        assert expected in text
+    assert "S3 Batch Operations (Copy)" in text and "DataSync" in text and "S3 Batch Replication" in text
+    assert "duration:" in text and "assumed (not measured on AWS)" in text
+
+
+def test_estimate_reads_batch_sizes_from_a_cdk_json(tmp_path: Any) -> None:
+    settings = tmp_path / "cdk.json"
+    settings.write_text(json.dumps({"context": {"ferry": {"max_items_per_batch": 50, "sources": []}}}))
+    out = io.StringIO()
+    args = ["estimate", "--objects", "1000", "--avg-size", "1KB", "--settings", str(settings), "--json"]
+    assert main(args, out, io.StringIO()) == 0
+    assert json.loads(out.getvalue())["batches"] == 20
+
+    err = io.StringIO()
+    assert main([*args[:-3], "--settings", str(tmp_path / "missing.json")], io.StringIO(), err) == 1
+    assert "missing.json" in err.getvalue() and "--settings" in err.getvalue()

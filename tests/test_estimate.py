@@ -1,0 +1,282 @@
+"""The estimate's arithmetic against cases computed by hand, and its constants tied to the code
+and the state machines they describe (a change there breaks these tests)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ferry import estimate as model
+from ferry.engine.dest_listing import MIN_WINDOW
+from ferry.engine.source import NEVER_ARCHIVED
+from ferry.estimate import Assumptions, PipelineShape, Workload, estimate, object_requests
+from ferry.limits import GiB, KiB, MiB
+from ferry.pipeline.settings import PipelineSettings
+
+REPO = Path(__file__).resolve().parents[1]
+PUT = 0.005 / 1000
+GET = 0.0004 / 1000
+
+
+def line(result: Any, service: str, what: str) -> Any:
+    lines = [x for x in result.lines if x.service == service]
+    exact = [x for x in lines if x.what == what]
+    (found,) = exact or [x for x in lines if x.what.startswith(what + " ")]
+    return found
+
+
+# -- tied to the code ---------------------------------------------------------------------------
+
+
+def states(name: str) -> dict[str, Any]:
+    return json.loads((REPO / "statemachine" / name).read_text())
+
+
+def walk(machine: dict[str, Any], decisions: dict[str, list[str]] | None = None) -> list[str]:
+    """The states one execution enters, from StartAt to an end. A Choice takes its Default
+    unless `decisions` names the branch (each in turn); Task/Map/Pass follow Next, not Catch."""
+    decisions = {k: list(v) for k, v in (decisions or {}).items()}
+    path, name = [], machine["StartAt"]
+    while True:
+        state = machine["States"][name]
+        path.append(name)
+        if state["Type"] == "Choice":
+            branches = {c["Next"] for c in state.get("Choices", [])}
+            wanted = decisions.get(name)
+            name = wanted.pop(0) if wanted else state["Default"]
+            assert name in branches | {state["Default"]}, f"{name} is not a branch of {path[-1]}"
+            continue
+        if state["Type"] in ("Succeed", "Fail") or state.get("End"):
+            return path
+        name = state["Next"]
+
+
+def test_parent_transitions_are_the_states_of_its_normal_path() -> None:
+    path = walk(
+        states("ferry.asl.json"), {"HowToList": ["CopyPrefix"], "DidEveryObjectSucceed": ["JobSucceeded"]}
+    )
+    assert path[-1] == "JobSucceeded" and states("ferry.asl.json")["States"]["CopyPrefix"]["Type"] == "Map"
+    assert len(path) == model.PARENT_TRANSITIONS
+
+
+def test_child_transitions_per_batch_pass_and_large_object_follow_the_asl() -> None:
+    child = states("copy_batch.asl.json")
+    one_pass = walk(child)
+    assert one_pass == ["StartBatch", "CopyBatch", "WhatIsLeft", "BatchDone"]
+    assert len(one_pass) == model.CHILD_TRANSITIONS
+    two_passes = walk(child, {"WhatIsLeft": ["NextPass"]})
+    assert len(two_passes) - len(one_pass) == model.EXTRA_PASS_TRANSITIONS
+    with_large = walk(child, {"WhatIsLeft": ["CopyLargeObjects"]})
+    assert len(with_large) - len(one_pass) == model.LARGE_BATCH_TRANSITIONS
+    per_large_object = walk(child["States"]["CopyLargeObjects"]["ItemProcessor"])
+    assert len(per_large_object) == model.LARGE_OBJECT_TRANSITIONS
+    # The Distributed Map is charged one transition per child execution it starts
+    # (docs.aws.amazon.com/step-functions/latest/dg/concepts-transitions.html).
+    assert model.CHILD_START_TRANSITIONS == 1
+
+
+def test_pipeline_shape_defaults_are_the_pipeline_settings_defaults() -> None:
+    defaults = {
+        f: PipelineSettings.__dataclass_fields__[f].default for f in PipelineShape.__dataclass_fields__
+    }
+    assert defaults == {f: getattr(PipelineShape(), f) for f in PipelineShape.__dataclass_fields__}
+
+
+def test_pipeline_shape_reads_cdk_json_as_the_pipeline_does() -> None:
+    context = json.loads((REPO / "cdk.json").read_text())["context"]["ferry"]
+    settings = PipelineSettings.from_context(context)
+    shape = PipelineShape.from_cdk_json(str(REPO / "cdk.json"))
+    assert {f: getattr(shape, f) for f in PipelineShape.__dataclass_fields__} == {
+        f: getattr(settings, f) for f in PipelineShape.__dataclass_fields__
+    }
+
+
+def test_classes_copied_from_the_listing_are_the_engines() -> None:
+    assert model.LISTING_CLASSES == NEVER_ARCHIVED
+
+
+# -- by hand ------------------------------------------------------------------------------------
+
+
+def test_a_million_objects_of_500_kb_server_side() -> None:
+    result = estimate(Workload.uniform(1_000_000, 500_000))
+
+    # Items of 198 bytes (a 60-character key): 131,072 / 198 = 661 > 200, so the item cap binds.
+    assert result.items_per_batch == 200
+    assert result.batches == 5_000 and result.passes == 5_000
+    assert result.requests == {
+        "CopyObject": 1_000_000,
+        "ListObjectsV2": 1_000 + 5_000,
+        "PutObject": 5_000 + 3,
+    }
+    assert line(result, "S3 requests", "CopyObject").usd == pytest.approx(5.00)
+    assert line(result, "S3 requests", "ListObjectsV2").usd == pytest.approx(6_000 * PUT)  # $0.03
+    assert line(result, "S3 requests", "PutObject (reports)").usd == pytest.approx(5_003 * PUT)
+    # 200 objects at 50 objects/s (geometric mean of 25 and 100) = 4 s, + 1 s per pass; 2 GB.
+    gb_seconds = 2 * (5_000 * 4 + 5_000 * 1)
+    assert line(result, "Lambda", "CopyBatch duration").quantity == pytest.approx(50_000)
+    assert line(result, "Lambda", "CopyBatch duration").usd == pytest.approx(
+        gb_seconds * 0.0000133334
+    )  # $0.67
+    assert line(result, "Lambda", "invocations").quantity == 5_002
+    # 6 parent + 5,000 x (1 child start + 4 states) = 25,006 transitions = $0.63.
+    assert line(result, "Step Functions", "STANDARD state transitions").quantity == 25_006
+    assert line(result, "Step Functions", "STANDARD state transitions").usd == pytest.approx(
+        25_006 * 0.025 / 1000
+    )
+    assert line(result, "DynamoDB", "write request units").quantity == 5_000 + 3
+    assert (
+        line(result, "DynamoDB", "read request units").quantity == 5_000 + 733 + 2
+    )  # tally: 5,000 x 600 B / 4 KB
+    total = 5.00 + 0.03 + 5_003 * PUT + 50_000 * 0.0000133334 + 5_002 * 0.2e-6 + 25_006 * 0.025e-3
+    total += 5_003 * 0.625e-6 + 5_735 * 0.125e-6
+    assert result.total == pytest.approx(total)  # about $6.35
+    batch_ops = result.alternatives["S3 Batch Operations (Copy)"]
+    assert sum(x.usd for x in batch_ops) == pytest.approx(0.25 + 1.00 + 5.00)
+    # Fast: 1,000,000 / 100 objects/s + 5,000 s of passes over 100 workers, + 30 s; slow at 25/s.
+    assert result.duration_seconds == pytest.approx(
+        ((10_000 + 5_000) / 100 + 30, (40_000 + 5_000) / 100 + 30)
+    )
+
+
+def test_batches_shrink_when_the_bytes_cap_binds() -> None:
+    shape = PipelineShape(max_input_bytes_per_batch=20_000)
+    result = estimate(Workload.uniform(1_000, 500_000), shape)
+    assert result.items_per_batch == 20_000 // 198 == 101
+    assert result.batches == 10  # 1,000 / 101, rounded up
+
+
+def test_multipart_sources_with_md5_etags_are_copied_in_their_layout() -> None:
+    result = estimate(Workload.uniform(1_000, 100 * MiB))
+    # 100 MiB in 8 MiB parts: 13. HEAD + 2 layout HEADs, Create, 13 UploadPartCopy, Complete, tags.
+    assert result.requests["HeadObject"] == 3_000
+    assert result.requests["UploadPartCopy"] == 13_000
+    assert result.requests["CreateMultipartUpload"] == result.requests["CompleteMultipartUpload"] == 1_000
+    assert result.requests["GetObjectTagging"] == 1_000
+    assert "CopyObject" not in result.requests
+    # A checkpoint read and delete per multipart copy; 5 markers; Finalize's tally of 5 markers.
+    assert line(result, "DynamoDB", "write request units").quantity == 5 + 1_000 + 3
+    assert line(result, "DynamoDB", "read request units").quantity == 5 + 1_000 + 1 + 2
+    # 200 x 100 MiB at 200 MiB/s = 100 s per batch: one pass (810 s usable).
+    assert result.passes == 5
+    assert line(result, "Lambda", "CopyBatch duration").quantity == pytest.approx(2 * (5 * 100 + 5 * 1))
+
+
+def test_multipart_sources_with_a_full_object_crc_take_one_copy() -> None:
+    result = estimate(Workload.uniform(1_000, 100 * MiB), a=Assumptions(source_full_checksum=True))
+    assert {k: v for k, v in result.requests.items() if k not in ("ListObjectsV2", "PutObject")} == {
+        "HeadObject": 1_000,
+        "CopyObject": 1_000,
+    }
+
+
+def test_streamed_small_objects_get_put_and_tags() -> None:
+    work = Workload.uniform(1_000, 100 * KiB)
+    assert object_requests(100 * KiB, "STANDARD", Assumptions(mode="stream")) == {
+        "GetObject": 1,
+        "PutObject": 1,
+        "GetObjectTagging": 1,
+    }
+    result = estimate(work, a=Assumptions(mode="stream", preserve_tags=False))
+    assert result.requests["GetObject"] == 1_000
+    assert result.requests["PutObject"] == 1_000 + 5 + 3  # the copies, then 5 batch reports + 3
+    assert "GetObjectTagging" not in result.requests
+    assert line(result, "S3 requests", "GetObject").usd == pytest.approx(1_000 * GET)
+
+
+def test_a_20_gib_object_goes_to_fargate_in_90_second_passes() -> None:
+    result = estimate(Workload.uniform(1, 20 * GiB))
+    assert result.large_objects == 1
+    # 20 GiB / 200 MiB/s = 102.4 s: two 90-second passes, one checkpoint save between them.
+    # The second pass HEADs the source (3) and the destination again, reads the tags again and
+    # lists the upload's 2,560 parts (3 pages of 1,000).
+    assert result.requests["UploadPartCopy"] == 2_560
+    assert result.requests["HeadObject"] == 3 + 1 + 4
+    assert result.requests["GetObjectTagging"] == 2
+    assert result.requests["ListParts"] == 3
+    hours = (102.4 + 60) / 3600
+    assert line(result, "Fargate", "vCPU-hours").quantity == pytest.approx(2 * hours)
+    assert line(result, "Fargate", "vCPU-hours").usd == pytest.approx(2 * hours * 0.03238 * 0.3)  # Spot: -70%
+    assert line(result, "Fargate", "GB-hours").usd == pytest.approx(4 * hours * 0.00356 * 0.3)
+    assert line(result, "Step Functions", "STANDARD state transitions").quantity == 6 + 5 + 1 + 1
+    # The checkpoint saved once: 300 + 150 x 2,560 bytes = 376 write units.
+    assert line(result, "DynamoDB", "write request units").quantity == 1 + 1 + 376 + 1 + 3
+    assert line(result, "DynamoDB", "read request units").quantity == 1 + 1 + 1 + 1 + 1 + 2
+    assert result.duration_seconds == pytest.approx((51.2 + 60 + 30, 204.8 + 60 + 30))
+
+
+def test_cross_region_and_the_alternatives() -> None:
+    result = estimate(Workload.uniform(1_000, 10**9), a=Assumptions(cross_region=True))
+    assert line(result, "Data transfer", "between regions").usd == pytest.approx(1_000 * 0.02)  # $20
+    batch_ops = sum(x.usd for x in result.alternatives["S3 Batch Operations (Copy)"])
+    assert batch_ops == pytest.approx(0.25 + 1_000 * 1e-6 + 1_000 * PUT + 20)
+    datasync = sum(x.usd for x in result.alternatives["DataSync"])
+    assert datasync == pytest.approx(1_000 * 0.0125 + 2 * PUT + 3_000 * GET + 1_000 * PUT + 20)
+    replication = sum(x.usd for x in result.alternatives["S3 Batch Replication"])
+    assert replication == pytest.approx(0.25 + 1_000 * 1e-6 + 1_000 * PUT + 20)
+
+
+def test_archived_objects_are_only_headed_unless_restored() -> None:
+    result = estimate(Workload.uniform(10, 1_000_000, "GLACIER"))
+    assert result.skipped_archived == 10
+    assert {k: v for k, v in result.requests.items() if k not in ("ListObjectsV2", "PutObject")} == {
+        "HeadObject": 10
+    }
+    restored = estimate(Workload.uniform(10, 10**9, "DEEP_ARCHIVE"), a=Assumptions(restore="bulk"))
+    assert restored.skipped_archived == 0
+    assert line(restored, "S3 restore", "DEEP_ARCHIVE bulk retrieval requests").usd == pytest.approx(
+        10 * 0.025 / 1000
+    )
+    assert line(restored, "S3 restore", "DEEP_ARCHIVE bulk retrieval").quantity == 10
+
+
+def test_writes_are_priced_at_the_destination_class() -> None:
+    result = estimate(Workload.uniform(1_000, 1_000), a=Assumptions(storage_class="GLACIER"))
+    assert line(result, "S3 requests", "CopyObject").usd == pytest.approx(1_000 * 0.03 / 1000)
+
+
+def test_the_histogram_stays_bounded() -> None:
+    work = Workload()
+    for n in range(200_000):
+        work.add(1 + (n * 7919) % (5 * GiB), "STANDARD" if n % 2 else "STANDARD_IA", f"k/{n}")
+    assert work.objects == 200_000
+    assert len(work.bins) <= 2 * 8 * 33  # classes x bins per doubling x doublings up to 5 GiB
+
+
+def test_a_streamed_single_part_source_without_checksum_goes_in_one_put_up_to_the_memory_limit() -> None:
+    stream = Assumptions(mode="stream", source_multipart_threshold=5 * GiB)  # single-part sources
+    # 100 MiB, MD5 ETag only: one GET and one PutObject keep the ETag (limit: 2048 MB / 3).
+    assert object_requests(100 * MiB, "STANDARD", stream, 1, False) == {
+        "HeadObject": 1,
+        "GetObject": 1,
+        "PutObject": 1,
+        "GetObjectTagging": 1,
+    }
+    # With a full-object CRC it goes in 8 MiB parts: 13 GETs and UploadParts.
+    crc = object_requests(100 * MiB, "STANDARD", stream, 1, True)
+    assert crc["GetObject"] == crc["UploadPart"] == 13 and crc["HeadObject"] == 1
+    # Above the limit (1 GiB > 682 MiB), without CRC: parts too.
+    assert object_requests(GiB, "STANDARD", stream, 1, False)["UploadPart"] == 128
+
+
+def test_memory_limit_default_is_the_lambdas() -> None:
+    settings = PipelineSettings.from_context(json.loads((REPO / "cdk.json").read_text())["context"]["ferry"])
+    assert Assumptions().memory_limit == settings.lambda_memory_limit
+
+
+def test_no_line_counts_requests_that_are_never_sent() -> None:
+    """A multipart copy that finishes in one pass sends no ListParts: no line says 0 of them."""
+    result = estimate(Workload.uniform(1_000, 100 * MiB))
+    assert "ListParts" not in result.requests
+    assert all(x.quantity > 0 for x in result.lines if x.service == "S3 requests")
+
+
+def test_a_batch_of_fewer_than_eight_heads_the_destination_instead_of_listing_it() -> None:
+    assert model.DEST_LISTING_MIN_WINDOW == MIN_WINDOW
+    # 205 objects: a batch of 200 (one LIST) and one of 5 (a HEAD each), plus the Map's LIST.
+    result = estimate(Workload.uniform(205, 1_000))
+    assert result.requests["ListObjectsV2"] == 1 + 1
+    assert result.requests["HeadObject"] == 5
