@@ -10,8 +10,10 @@ in moto 5.2.5), so the redrive branch of `retry` is tested through its decision
 from __future__ import annotations
 
 import datetime as dt
+import html
 import io
 import json
+import re
 import threading
 import time
 from typing import Any
@@ -283,7 +285,9 @@ def test_start_validates_the_spec_before_anything_starts(stack: Parent, tmp_path
 # -- retry ---------------------------------------------------------------------------------------
 
 
-def test_retry_starts_a_job_over_exactly_the_failed_objects(stack: Parent, monkeypatch: Any) -> None:
+def test_retry_starts_a_job_over_exactly_the_failed_objects(
+    stack: Parent, monkeypatch: Any, tmp_path: Any
+) -> None:
     s3 = stack.pipeline.s3
     put_sources(s3, "in/", 200)
     _break_batches_holding(stack, monkeypatch, "in/050.txt", also_record_failure=False)
@@ -298,6 +302,15 @@ def test_retry_starts_a_job_over_exactly_the_failed_objects(stack: Parent, monke
     assert out.count("  failed: s3://src/in/") == 20 and "... and 20 more failures" in out
     code, out, _ = ferry("job", "report", "flaky", "--failures", "--json", *REGION)
     failed = {f["key"] for f in json.loads(out)["failures"]}
+
+    # The same report as one page: its counts and every failed key (40 < the 50 a page lists).
+    page_path = tmp_path / "flaky.html"
+    code, _, err = ferry("job", "report", "flaky", "--html", str(page_path), *REGION)
+    assert code == 2, err
+    page = page_path.read_text(encoding="utf-8")
+    assert page.startswith("<!DOCTYPE html>") and "flaky" in page
+    assert all(html.escape(key) in page for key in failed)
+    assert not re.search(r"(src|href)\s*=\s*[\"']?https?:", page)
     assert len(failed) == 40 and "in/050.txt" in failed
 
     code, out, _ = ferry("job", "status", "flaky", "--json", *REGION)

@@ -4,7 +4,7 @@ deployed stack, found by its name (`--stack`, CloudFormation outputs; no ARN cop
     ferry job validate FILE
     ferry job start  (SRC DST | --spec FILE) [--job-id ID] [options of a job spec]
     ferry job status JOB [--watch] [--json]
-    ferry job report JOB [--failures] [--json]
+    ferry job report JOB [--failures] [--json] [--html FILE]
     ferry job list   [--status STATUS] [--max N] [--json]
     ferry job retry  JOB [--json]
 
@@ -19,7 +19,7 @@ import datetime as dt
 import itertools
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import IO, Any
 
 from rich.console import Console
@@ -44,6 +44,8 @@ from ferry.jobspec import JobSpec, check_not_overlapping, parse_job_spec, parse_
 from ferry.limits import format_size
 from ferry.listing import parse_s3_url
 from ferry.models import CHECKSUM_ALGORITHMS
+from ferry.report_html import FAILURES_SHOWN as HTML_FAILURES_SHOWN
+from ferry.report_html import render_report_html
 
 EXECUTION_STATUSES = ("RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED", "PENDING_REDRIVE")
 FAILURES_SHOWN = 20
@@ -82,6 +84,9 @@ def add_job_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
     report.add_argument("job_id", metavar="JOB")
     report.add_argument("--failures", action="store_true", help="every failed object, not the first 20")
     report.add_argument("--json", action="store_true", help="print one JSON object")
+    report.add_argument(
+        "--html", metavar="FILE", help="also write the report as one self-contained HTML page to FILE"
+    )
 
     listing = sub.add_parser("list", parents=[stack], help="recent jobs, newest first")
     listing.add_argument("--status", type=str.upper, choices=EXECUTION_STATUSES, help="only these")
@@ -369,6 +374,8 @@ def _duration(seconds: float) -> str:
 def run_report(clients: JobClients, args: argparse.Namespace, stdout: IO[str]) -> int:
     outputs = clients.outputs(args.stack)
     report = load_report(clients, outputs, args.job_id, failures=args.failures)
+    if args.html:
+        write_html(report, read_failures(clients, outputs, args.job_id), args.html)
     if args.json:
         stdout.write(json.dumps(report, ensure_ascii=False) + "\n")
     else:
@@ -386,6 +393,26 @@ def load_report(
     """The job's report as a dict ({"summary", "report", "failures_report"[, "failures"]}):
     the hook for other renderings of `ferry job report` (e.g. an HTML file)."""
     return job_report(clients, outputs, job_id, failures=failures)
+
+
+def write_html(report: Mapping[str, Any], failures: Iterable[Mapping[str, Any]], path: str) -> None:
+    """The same page Finalize writes beside summary.json, rendered here from the summary and
+    the first rows of failures.jsonl (read lazily: the rest are counted, not loaded)."""
+    summary = report["summary"]
+    shown = list(itertools.islice(failures, HTML_FAILURES_SHOWN))
+    page = render_report_html(
+        {
+            **summary,
+            "failures": shown,
+            "failures_more": int(summary.get("failed", 0)) - len(shown),
+            "failures_report": report["failures_report"],
+        }
+    )
+    try:
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(page)
+    except OSError as error:
+        raise ConfigError(f"cannot write {path!r}: {error.strerror}") from error
 
 
 def report_text(report: Mapping[str, Any], job_id: str, *, every_failure: bool) -> str:
