@@ -10,9 +10,9 @@ Alarms (each notifies the optional SNS topics; state is visible on the dashboard
 - replication lag p99 above `alarm_replication_lag_seconds` (Ferry/ReplicationLag per Replication);
 - the scheduled-start function failed: a recurring sync that did not start.
 
-Custom metrics carry the `service` dimension as well as their own: Powertools adds
-`service=<POWERTOOLS_SERVICE_NAME>` to every metric the functions emit, and CloudWatch matches
-a metric only by its full dimension set, so an alarm on `Replication` alone would never see data.
+CloudWatch matches a metric only by its full dimension set, so each alarm names exactly the
+dimensions its emitter writes: `ScheduledStartSkipped` carries Powertools' `service` dimension
+besides `Schedule`; `ReplicationLag` is emitted with `Replication` alone (ferry.pipeline.lag).
 """
 
 from __future__ import annotations
@@ -50,11 +50,13 @@ class Monitoring:
 
 
 def lag_metric(replication: str, statistic: str, service: str, label: str | None = None) -> cw.Metric:
-    """No unit filter: an alarm on a unit would miss data emitted with another one."""
+    """No unit filter: an alarm on a unit would miss data emitted with another one. No `service`
+    dimension either: the workers emit the lag with `Replication` alone (ferry.pipeline.lag),
+    and CloudWatch matches a metric only by its full set of dimensions."""
     return cw.Metric(
         namespace=NAMESPACE,
         metric_name=LAG_METRIC,
-        dimensions_map={"service": service, "Replication": replication},
+        dimensions_map={"Replication": replication},
         statistic=statistic,
         period=PERIOD,
         label=label,
@@ -294,12 +296,14 @@ def monitor_stack(stack: _Stack) -> Monitoring:
     syncs = stack.recurring_syncs
     functions: dict[str, lambda_.IFunction] = dict(stack.functions)
     functions.update(getattr(stack, "extra_functions", {}))
+    replications = getattr(stack, "replication_queues", {})
+    functions.update({f"Start-{name}": pieces.starter for name, pieces in replications.items()})
     if syncs:
         functions["StartScheduled"] = syncs.function
     return add_monitoring(
         cast(Construct, stack),
         state_machine=stack.state_machine,
-        queues=list(getattr(stack, "replication_queues", [])),
+        queues=[(name, pieces.queue, pieces.dlq) for name, pieces in replications.items()],
         replication_names=[r.name for r in getattr(s, "replications", ())],
         functions=functions,
         service=stack.worker_env["POWERTOOLS_SERVICE_NAME"],

@@ -26,7 +26,7 @@ from constructs import Construct
 from ferry.errors import ConfigError
 from ferry.pipeline.settings import Location, PipelineSettings
 
-from . import access, bundling, monitoring, nag, schedules
+from . import access, bundling, monitoring, nag, replication, schedules
 from .access import BATCH_REPORTS, DESTINATION_WRITE, LEDGER_READ_WRITE, SOURCE_READ, statement
 from .definition import parent_definition
 from .reach import reach_statements
@@ -81,12 +81,14 @@ class FerryStack(cdk.Stack):
         self._network()
         self._fargate()
         self.state_machine = self._state_machine()
+        self.replication_queues = replication.add_replications(self)  # name -> queue, dlq, rule, starter
         self.recurring_syncs = schedules.add_recurring_syncs(
             self, self, self.state_machine, settings.schedules
         )
 
         self.monitoring = monitoring.monitor_stack(self)  # last: alarms on every queue and function
 
+        # `ferry job ...` finds these by name (functions/ferry/cli/stack_outputs.py): keep them.
         cdk.CfnOutput(self, "StateMachineArn", value=self.state_machine.state_machine_arn)
         cdk.CfnOutput(self, "ReportBucketName", value=self.report_bucket.bucket_name)
         cdk.CfnOutput(self, "TableName", value=self.table.table_name)
@@ -224,6 +226,8 @@ class FerryStack(cdk.Stack):
         prepare.add_to_role_policy(statement("CreateJob", ["dynamodb:GetItem", "dynamodb:PutItem"], table))
         for st in reach_statements(self, s):  # the destination check writes as the workers will
             prepare.add_to_role_policy(st)
+        # `ferry job retry` starts a job over a manifest of failed objects under jobs/ (cli/job_retry.py).
+        prepare.add_to_role_policy(statement("ReadRetryManifests", ["s3:GetObject"], reports))
 
         copy_batch = functions["CopyBatch"]
         for st in self._copy_statements(sources, destinations, table, reports):

@@ -6,7 +6,7 @@ from typing import Any
 
 from ferry.pipeline.batches import copy_batch
 
-from .runtime import logger, metrics, publish_counts, services, tag_logs, tracer
+from .runtime import logger, metrics, publish_counts, publish_lags, services, tag_logs, tracer
 
 
 @logger.inject_lambda_context(log_event=False, clear_state=True)
@@ -16,4 +16,5 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     tag_logs(event)
     result = copy_batch(event, services(), context.get_remaining_time_in_millis())
     publish_counts(result.pop("pass_counts"))
+    publish_lags(result.pop("replication_lag", {}))
     return result

@@ -15,8 +15,9 @@ import sys
 import threading
 
 from ferry.pipeline.batches import copy_large_object
+from ferry.pipeline.lag import replication_lags
 
-from .runtime import logger, services
+from .runtime import logger, publish_lags, services
 
 EXIT_OK, EXIT_FAILED, EXIT_STOPPED = 0, 1, 75
 
@@ -36,6 +37,7 @@ def main() -> int:
         logger.warning("stopped at a checkpoint (SIGTERM); a retry resumes from it")
         return EXIT_STOPPED
     logger.info("large object settled", extra={"result": result.to_dict()})
+    publish_lags(replication_lags([(item, result)]))
     return EXIT_OK
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import boto3
 from aws_lambda_powertools import Logger, Metrics, Tracer
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
-from aws_lambda_powertools.metrics import MetricUnit
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from botocore.config import Config
 
 from ferry.clients import expect_owners
@@ -64,3 +64,16 @@ def publish_counts(counts: Mapping[str, int]) -> None:
     ):
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=int(counts.get(key, 0)))
     metrics.add_metric(name="BytesCopied", unit=MetricUnit.Bytes, value=int(counts.get("bytes_copied", 0)))
+
+
+def publish_lags(lags: Mapping[str, list[float]]) -> None:
+    """EMF metric Ferry/ReplicationLag (Seconds), one value per verified copy, with the one
+    dimension Replication=<name> (no `service` dimension: alarms and dashboards name the
+    replication only). EphemeralMetrics keeps these apart from the handler's own metric set,
+    whose dimensions they must not share; it flushes every 100 values (EMF's limit)."""
+    for name, values in lags.items():
+        lag = EphemeralMetrics(namespace=NAMESPACE, service="")
+        lag.add_dimension(name="Replication", value=name)
+        for value in values:
+            lag.add_metric(name="ReplicationLag", unit=MetricUnit.Seconds, value=value)
+        lag.flush_metrics()

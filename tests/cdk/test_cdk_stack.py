@@ -607,3 +607,27 @@ def test_layer_is_built_by_pip_for_the_lambda_platform_and_cached_by_content(tmp
     assert key != bundling.layer_key(requirements, "arm64", "python3.12")
     requirements.write_text("boto3==1.44.6\n")
     assert key != bundling.layer_key(requirements, "arm64", "python3.13")
+
+
+def test_outputs_name_what_the_job_commands_need(built: SimpleNamespace) -> None:
+    """`ferry job --stack NAME` reads these outputs by name (cli/stack_outputs.py)."""
+    from ferry.cli.stack_outputs import REPORT_BUCKET_OUTPUT, STATE_MACHINE_OUTPUT, TABLE_OUTPUT
+
+    t = built.template
+    outputs = t["Outputs"]
+    machine_lid, _ = only(t, "AWS::StepFunctions::StateMachine")
+    table_lid, _ = only(t, "AWS::DynamoDB::Table")
+    bucket_lid, _ = only(t, "AWS::S3::Bucket")
+    assert outputs[STATE_MACHINE_OUTPUT]["Value"] == {"Ref": machine_lid}  # Ref: the ARN
+    assert outputs[TABLE_OUTPUT]["Value"] == {"Ref": table_lid}  # Ref: the table name
+    assert outputs[REPORT_BUCKET_OUTPUT]["Value"] == {"Ref": bucket_lid}  # Ref: the bucket name
+
+
+def test_prepare_may_read_a_retry_manifest_in_the_report_bucket(built: SimpleNamespace) -> None:
+    """`ferry job retry` writes the failed objects' manifest under jobs/; Prepare HEADs it."""
+    reports = allowed_arns(built)["reports"]
+    found = set()
+    for st in role_statements(built.template, "PrepareRole"):
+        if set(as_list(st["Resource"])) & reports:
+            found |= set(as_list(st["Action"]))
+    assert found == {"s3:GetObject"}

@@ -8,7 +8,6 @@ error, reported in one line before anything is written.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -20,11 +19,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ferry.cli.copy_command import add_copy_parser, run_copy
 from ferry.cli.demo import run_demo
 from ferry.cli.estimate import add_estimate_parser, run_estimate
-from ferry.cli.parsing import EXIT_OK, EXIT_USAGE, Parser
+from ferry.cli.jobs_command import add_job_parser, run_job
+from ferry.cli.parsing import EXIT_USAGE, Parser
 from ferry.cli.policy import add_policy_parser, run_policy
 from ferry.cli.run_command import add_run_parser, run_run
-from ferry.errors import ConfigError, FerryError
-from ferry.jobspec import parse_job_spec
+from ferry.errors import FerryError
 from ferry.limits import parse_size
 
 
@@ -37,29 +36,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_estimate_parser(commands)
     add_policy_parser(commands)
 
-    job = commands.add_parser("job", help="pipeline jobs (cdk deploy): check a job spec offline")
-    job_commands = job.add_subparsers(dest="job_command", required=True, parser_class=Parser)
-    validate = job_commands.add_parser("validate", help="check a job spec file; print it normalised")
-    validate.add_argument("spec", metavar="FILE", help="a JSON job spec, as given to the state machine")
+    add_job_parser(commands)
 
     demo = commands.add_parser("demo", help="run a copy on an embedded S3 endpoint (no AWS account)")
     demo.add_argument("--objects", type=int, default=300, help="small objects to create")
     demo.add_argument("--large-size", default="80MiB", help="size of the multipart object")
     return parser
-
-
-def run_job_validate(path: str, stdout: IO[str]) -> int:
-    """`ferry job validate FILE`: the same validation Prepare runs before any fan-out."""
-    try:
-        with open(path, encoding="utf-8") as file:
-            data = json.load(file)
-    except OSError as error:
-        raise ConfigError(f"cannot read {path!r}: {error.strerror}") from error
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"{path!r} is not JSON: {error}") from error
-    spec = parse_job_spec(data, default_job_id="EXECUTION-NAME")
-    stdout.write(json.dumps(spec.to_dict(), indent=2) + "\n")
-    return EXIT_OK
 
 
 def main(
@@ -76,7 +58,7 @@ def main(
         if args.command == "estimate":
             return run_estimate(args, stdout, stderr)
         if args.command == "job":
-            return run_job_validate(args.spec, stdout)
+            return run_job(args, stdout, stderr)
         if args.command == "run":
             return run_run(args, stdout, stderr)
         if args.command == "policy":

@@ -28,6 +28,7 @@ from ferry.models import CopyPolicy, CopyResult, Endpoint, SourceObject, Status,
 from ferry.pipeline.deletes import record_copies
 from ferry.pipeline.items import Planned, plan_item
 from ferry.pipeline.job_reports import JobReports
+from ferry.pipeline.lag import replication_lags
 from ferry.pipeline.ledger import (
     BatchCounts,
     DynamoCopyRecords,
@@ -128,6 +129,7 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
     in_lambda = [p for p in to_copy if p not in large]
 
     remaining: list[Any] = []
+    lags: dict[str, list[float]] = {}
     if in_lambda:
         results = _copy_in_lambda(services, spec, in_lambda, deadline)
         _record_copies(services, spec, [(p.item, r) for p, r in zip(in_lambda, results, strict=True)])
@@ -139,6 +141,7 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
                 _notify(services, settled[-1:])
             else:
                 settled.append(result)
+        lags = replication_lags((plan.item, result) for plan, result in zip(in_lambda, results, strict=True))
 
     handover = {
         "remaining": _positions(items, remaining),
@@ -170,6 +173,9 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
         "pass_counts": recorded.counts.to_dict() if recorded.first else BatchCounts().to_dict(),
         "remaining": remaining,
         "large": list(event.get("large") or []) + large_items,
+        # Popped by the handler (EMF), never returned to the state machine; a pass an earlier
+        # attempt recorded already measured its copies.
+        "replication_lag": lags if recorded.first else {},
     }
 
 

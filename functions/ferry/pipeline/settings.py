@@ -14,11 +14,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferry.errors import ConfigError
 from ferry.limits import GiB, MiB, format_size, parse_size
 from ferry.pipeline.scheduled import Schedule, parse_schedules
+
+if TYPE_CHECKING:
+    from ferry.pipeline.replication_config import Replication
 
 ARCHITECTURES = ("arm64", "x86_64")
 RUNTIMES = ("python3.12", "python3.13")
@@ -177,6 +180,7 @@ class PipelineSettings:
     alarm_topic_arn: str | None = None  # an existing SNS topic the alarms notify
     alarm_oldest_event_seconds: int = 900  # age of the oldest queued S3 event that alarms
     alarm_replication_lag_seconds: int = 900  # replication lag p99 that alarms
+    replications: tuple[Replication, ...] = ()  # see ferry.pipeline.replication_config
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
@@ -247,6 +251,8 @@ class PipelineSettings:
             )
         values: dict[str, Any] = {}
         for name, value in data.items():
+            if name == "replications":
+                continue  # parsed below, once the locations they must lie in are known
             if name in ("sources", "destinations", "manifests"):
                 if not isinstance(value, list):
                     raise ConfigError(f"{name}: must be a list of {{bucket, prefix}} objects")
@@ -285,6 +291,12 @@ class PipelineSettings:
         if "schedules" in data:
             values["schedules"] = parse_schedules(
                 data["schedules"], values.get("sources", ()), values.get("destinations", ())
+            )
+        if "replications" in data:
+            from ferry.pipeline.replication_config import parse_replications
+
+            values["replications"] = parse_replications(
+                data["replications"], values.get("sources", ()), values.get("destinations", ())
             )
         return cls(**values)
 

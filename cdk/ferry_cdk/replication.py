@@ -1,0 +1,200 @@
+"""Continuous replication: per configured replication, S3 events -> a queue -> one job per batch.
+
+    EventBridge rule (default bus, "Object Created" in the source bucket under its prefix)
+      -> SQS queue (SSE-SQS, TLS only; dead-letter queue after MAX_RECEIVE_COUNT receives)
+      -> starter Lambda (event source mapping: batch_size, batch_window_seconds,
+         ReportBatchItemFailures) -> one manifest in the report bucket, one parent execution.
+
+The stack does not own the source bucket: sending its events to EventBridge is the user's one
+call (README, "Continuous replication"). The starter may start executions of this stack's
+state machine and write event manifests under `jobs/<replication name>-*/`, nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+from urllib.parse import quote_plus
+
+import aws_cdk as cdk
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as event_sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from ferry.pipeline.replication_config import MANIFEST_NAME, Replication
+from ferry.pipeline.settings import PipelineSettings
+
+from . import nag
+from .access import statement
+
+STARTER_TIMEOUT_SECONDS = 120  # a manifest of up to 10,000 rows and one StartExecution
+STARTER_MEMORY_MB = 1024  # a batch's payload is up to 6 MB of JSON (Lambda's invoke limit)
+# AWS recommends a maxReceiveCount of at least 5 for queues Lambda reads, so that a batch
+# throttled or failed a few times does not reach the dead-letter queue (Lambda developer guide,
+# SQS error handling; seen here only second-hand, not on the page itself).
+MAX_RECEIVE_COUNT = 5
+RETENTION = cdk.Duration.days(14)  # SQS's longest: time to fix what stopped the starter
+
+
+class FerryStack(Protocol):
+    """What this module reads of the stack (a protocol, so it imports nothing above it)."""
+
+    settings: PipelineSettings
+    report_bucket: s3.Bucket
+    state_machine: sfn.StateMachine
+    functions: dict[str, lambda_.Function]
+    retention: logs.RetentionDays
+    lambda_code: lambda_.Code
+    lambda_layer: lambda_.LayerVersion
+    lambda_runtime: lambda_.Runtime
+    lambda_architecture: lambda_.Architecture
+    node: Any
+
+    def resolve(self, obj: Any) -> Any: ...
+
+
+@dataclass(frozen=True)
+class ReplicationQueues:
+    """A replication's pieces, for alarms and dashboards: its queue and dead-letter queue."""
+
+    queue: sqs.Queue
+    dlq: sqs.Queue
+    rule: events.Rule
+    starter: lambda_.Function
+
+
+def add_replications(stack: FerryStack) -> dict[str, ReplicationQueues]:
+    """Every configured replication's rule, queues and starter, by replication name."""
+    built = {r.name: _replication(stack, r) for r in stack.settings.replications}
+    if built:
+        # Prepare checks each job's manifest (HeadObject) before the Map reads it.
+        prepare = stack.functions["Prepare"]
+        manifests = [_manifest_arn(stack, r) for r in stack.settings.replications]
+        prepare.add_to_role_policy(statement("ReadEventManifests", ["s3:GetObject"], manifests))
+        for r in stack.settings.replications:
+            _acknowledge_manifests(stack, prepare, r, "reads")
+    return built
+
+
+def event_pattern(replication: Replication) -> events.EventPattern:
+    """S3's "Object Created" events of the source bucket, under the source prefix.
+
+    S3 writes keys URL-encoded into its events (spaces as '+'), so the prefix is matched in
+    that form; the starter checks the decoded key again and fails any event outside it.
+    """
+    detail: dict[str, Any] = {"bucket": {"name": [replication.source.bucket]}}
+    if replication.source.prefix:
+        detail["object"] = {"key": [{"prefix": quote_plus(replication.source.prefix, safe="/")}]}
+    return events.EventPattern(source=["aws.s3"], detail_type=["Object Created"], detail=detail)
+
+
+def _replication(stack: FerryStack, r: Replication) -> ReplicationQueues:
+    scope = Construct(stack, f"Replication-{r.name}")  # type: ignore[arg-type]
+    dlq = sqs.Queue(
+        scope,
+        "DeadLetters",
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+        retention_period=RETENTION,
+    )
+    queue = sqs.Queue(
+        scope,
+        "Events",
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+        retention_period=RETENTION,
+        # At least six times the function's timeout (plus the batching window): Lambda may
+        # retry a throttled batch within it (Lambda developer guide, services-sqs-configure.html).
+        visibility_timeout=cdk.Duration.seconds(6 * STARTER_TIMEOUT_SECONDS + r.batch_window_seconds),
+        dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=MAX_RECEIVE_COUNT),
+    )
+    rule = events.Rule(
+        scope,
+        "ObjectCreated",
+        description=f"Ferry replication {r.name}: new objects in s3://{r.source.bucket}/{r.source.prefix}",
+        event_pattern=event_pattern(r),
+    )
+    # Events EventBridge cannot deliver to the queue (after its retries) land in the
+    # dead-letter queue too: nothing is lost without a trace.
+    rule.add_target(targets.SqsQueue(queue, dead_letter_queue=dlq))
+    starter = _starter(stack, scope, r)
+    starter.add_event_source(
+        event_sources.SqsEventSource(
+            queue,
+            batch_size=r.batch_size,
+            max_batching_window=cdk.Duration.seconds(r.batch_window_seconds)
+            if r.batch_window_seconds
+            else None,
+            report_batch_item_failures=True,
+        )
+    )
+    return ReplicationQueues(queue=queue, dlq=dlq, rule=rule, starter=starter)
+
+
+def _starter(stack: FerryStack, scope: Construct, r: Replication) -> lambda_.Function:
+    log_group = logs.LogGroup(scope, "StarterLogs", retention=stack.retention)
+    role = iam.Role(
+        scope,
+        "StarterRole",
+        assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+        description=f"Ferry replication {r.name}: starts one job per event batch",
+    )
+    log_group.grant_write(role)
+    starter = lambda_.Function(
+        scope,
+        "Starter",
+        description=f"Ferry: replication {r.name}, one job per batch of S3 events",
+        runtime=stack.lambda_runtime,
+        architecture=stack.lambda_architecture,
+        handler="handlers.start_replication.handler",
+        code=stack.lambda_code,
+        layers=[stack.lambda_layer],
+        memory_size=STARTER_MEMORY_MB,
+        timeout=cdk.Duration.seconds(STARTER_TIMEOUT_SECONDS),
+        environment={
+            "FERRY_REPLICATION": r.to_environment(),
+            "FERRY_REPORT_BUCKET": stack.report_bucket.bucket_name,
+            "FERRY_STATE_MACHINE_ARN": stack.state_machine.state_machine_arn,
+            "POWERTOOLS_SERVICE_NAME": "ferry",
+            "POWERTOOLS_METRICS_NAMESPACE": "Ferry",
+        },
+        tracing=lambda_.Tracing.ACTIVE,
+        log_group=log_group,
+        role=role,
+    )
+    starter.add_to_role_policy(
+        statement("StartJobs", ["states:StartExecution"], [stack.state_machine.state_machine_arn])
+    )
+    starter.add_to_role_policy(statement("WriteEventManifests", ["s3:PutObject"], [_manifest_arn(stack, r)]))
+    nag.ack(
+        starter,
+        "AwsSolutions-L1",
+        f"The starter runs the lambda_runtime setting ({stack.settings.lambda_runtime}), like every Ferry "
+        "function: the dependency layer is built and tested for that Python version.",
+    )
+    _acknowledge_manifests(stack, starter, r, "writes")
+    return starter
+
+
+def _manifest_arn(stack: FerryStack, r: Replication) -> str:
+    return f"{stack.report_bucket.bucket_arn}/jobs/{r.name}-*/{MANIFEST_NAME}"
+
+
+def _acknowledge_manifests(stack: FerryStack, function: lambda_.Function, r: Replication, verb: str) -> None:
+    policy = function.role.node.try_find_child("DefaultPolicy") if function.role else None
+    if policy is None:
+        return
+    flat = nag._flatten(stack.resolve(_manifest_arn(stack, r)))
+    nag.ack(
+        policy,
+        f"AwsSolutions-IAM5[Resource::{flat}]",
+        f"The function {verb} the event manifests of replication {r.name} only: one object per event "
+        f"batch, jobs/{r.name}-<batch hash>/{MANIFEST_NAME} in Ferry's own report bucket, named at run time.",
+    )

@@ -1,0 +1,241 @@
+"""The replication starter: one drained SQS batch of S3 "Object Created" events -> one job.
+
+S3 sends each event to EventBridge at least once and in no particular order; a rule routes a
+replication's events to its queue; Lambda hands the starter up to `batch_size` messages at a
+time. For each batch the starter
+1. reads every message as an EventBridge S3 event (Powertools' BatchProcessor: a message that
+   is not one for this replication fails alone, with its reason in the log, and SQS moves it
+   to the dead-letter queue after maxReceiveCount receives; it is kept there, not dropped);
+2. keeps, per key, the event with the greatest `sequencer` (duplicates and stale deliveries
+   go);
+3. writes ONE JSON Lines manifest of those keys into the report bucket and starts ONE parent
+   execution with it, named from the batch's message ids, so a redelivered batch starts
+   nothing twice.
+
+Rows name the key without a version id: the job copies the source's current object. Events
+of one key can sit in different batches whose jobs finish in any order; copying "the latest"
+converges on the source's newest object whatever the order, where copying each event's
+version could leave an older version at the destination. The row's ETag and size let the copy
+start without a HEAD; a key overwritten meanwhile fails the copy's If-Match and is decided
+again from a HEAD (the engine's rule for a source changed since it was listed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
+from aws_lambda_powertools.utilities.data_classes import S3EventBridgeNotificationEvent
+from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from botocore.exceptions import ClientError
+
+from ferry.pipeline.lag import EVENT_TIME_FIELD, REPLICATION_FIELD, parse_event_time
+from ferry.pipeline.replication_config import MANIFEST_NAME, Replication
+
+log = logging.getLogger(__name__)
+
+OBJECT_CREATED = "Object Created"
+_HEX = re.compile(r"^[0-9A-Fa-f]+$")
+
+
+class NotAnEvent(ValueError):
+    """A message that is not an S3 Object Created event for this replication."""
+
+
+@dataclass(frozen=True)
+class ObjectEvent:
+    """What the starter keeps of one event: enough to copy the key and measure the lag."""
+
+    message_id: str
+    bucket: str
+    key: str
+    sequencer: str
+    time: str
+    size: int | None = None
+    etag: str | None = None
+
+    def row(self, replication: str) -> dict[str, Any]:
+        """A manifest row as ferry.pipeline.items reads it (plus what the lag needs)."""
+        row: dict[str, Any] = {"bucket": self.bucket, "key": self.key}
+        if self.size is not None:
+            row["size"] = self.size
+        if self.etag:
+            row["etag"] = self.etag
+        row.update({REPLICATION_FIELD: replication, EVENT_TIME_FIELD: self.time, "sequencer": self.sequencer})
+        return row
+
+
+@dataclass(frozen=True)
+class Started:
+    """What one batch did: its job (and execution name), its manifest, how many keys."""
+
+    job_id: str
+    manifest_key: str
+    keys: int
+    events: int
+    already_started: bool
+
+
+def parse_event(body: str, replication: Replication, message_id: str = "") -> ObjectEvent:
+    """One SQS message body as the EventBridge S3 event it must be (shape: S3 user guide,
+    "EventBridge event message structure", ev-events.html). Keys arrive URL-encoded; the
+    Powertools data class decodes them (`unquote_plus`)."""
+    try:
+        data = json.loads(body)
+    except ValueError as error:
+        raise NotAnEvent(f"the message body is not JSON ({error})") from error
+    if not isinstance(data, dict) or data.get("source") != "aws.s3":
+        raise NotAnEvent("the message is not an S3 event sent through EventBridge (source is not aws.s3)")
+    event = S3EventBridgeNotificationEvent(data)
+    if event.detail_type != OBJECT_CREATED:
+        raise NotAnEvent(f"detail-type {event.detail_type!r} is not {OBJECT_CREATED!r}")
+    try:
+        detail = event.detail
+        bucket, obj = detail.bucket.name, detail.object
+        key, sequencer = obj.key, str(obj.sequencer)
+        size, etag = obj.size, obj.etag
+    except (KeyError, TypeError, AttributeError) as error:
+        raise NotAnEvent(f"the S3 event lacks {error}") from error
+    if bucket != replication.source.bucket or not key.startswith(replication.source.prefix):
+        raise NotAnEvent(
+            f"s3://{bucket}/{key} is outside this replication's source "
+            f"s3://{replication.source.bucket}/{replication.source.prefix}"
+        )
+    if not _HEX.match(sequencer):
+        raise NotAnEvent(f"sequencer {sequencer!r} is not a hexadecimal string")
+    if parse_event_time(event.get("time")) is None:
+        raise NotAnEvent(f"time {event.get('time')!r} is not an ISO 8601 time")
+    return ObjectEvent(
+        message_id=message_id,
+        bucket=bucket,
+        key=key,
+        sequencer=sequencer,
+        time=str(event["time"]),
+        size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+        etag=etag.strip('"') or None,
+    )
+
+
+def sequencer_order(sequencers: Sequence[str]) -> list[str]:
+    """Sort keys for sequencers of one object: hex strings of varying length, compared after
+    right-padding the shorter with zeros, as strings (S3 user guide, "Event message structure",
+    on `sequencer`). They can be longer than 16 digits, so they are never read as 64-bit
+    numbers."""
+    width = max((len(s) for s in sequencers), default=0)
+    return [s.upper().ljust(width, "0") for s in sequencers]
+
+
+def latest_per_key(events: Iterable[ObjectEvent]) -> list[ObjectEvent]:
+    """The newest event of each key (greatest sequencer); a duplicate delivery (the same
+    sequencer again) or a stale one (an older sequencer) is dropped. Sorted by key, so one
+    batch always makes the same manifest."""
+    by_key: dict[tuple[str, str], list[ObjectEvent]] = {}
+    for event in events:
+        by_key.setdefault((event.bucket, event.key), []).append(event)
+    latest = []
+    for group in by_key.values():
+        order = sequencer_order([e.sequencer for e in group])
+        latest.append(group[max(range(len(group)), key=lambda i: order[i])])
+    return sorted(latest, key=lambda e: (e.bucket, e.key))
+
+
+def job_id_for(replication: Replication, message_ids: Iterable[str]) -> str:
+    """The job id and execution name of a batch: the replication's name and a hash of the
+    batch's sorted message ids. A redelivered batch (the same messages) gets the same name, and
+    Step Functions starts a STANDARD execution name only once in 90 days."""
+    digest = hashlib.sha256("\n".join(sorted(message_ids)).encode()).hexdigest()[:32]
+    return f"{replication.name}-{digest}"
+
+
+def manifest_key(job_id: str) -> str:
+    return f"jobs/{job_id}/{MANIFEST_NAME}"
+
+
+def start_batch(
+    events: Sequence[ObjectEvent],
+    replication: Replication,
+    *,
+    s3: Any,
+    stepfunctions: Any,
+    report_bucket: str,
+    state_machine_arn: str,
+) -> Started:
+    """Write the batch's manifest and start its one execution (or find it started)."""
+    latest = latest_per_key(events)
+    job_id = job_id_for(replication, (e.message_id for e in events))
+    key = manifest_key(job_id)
+    body = "".join(json.dumps(e.row(replication.name), ensure_ascii=False) + "\n" for e in latest)
+    s3.put_object(Bucket=report_bucket, Key=key, Body=body.encode(), ContentType="application/x-ndjson")
+    spec = replication.job_spec(job_id, report_bucket, key)
+    already = False
+    try:
+        stepfunctions.start_execution(
+            stateMachineArn=state_machine_arn, name=job_id, input=json.dumps(spec, sort_keys=True)
+        )
+    except ClientError as error:
+        # The same name and input while the first run is open answers success; once it has
+        # closed, ExecutionAlreadyExists (StartExecution API reference). Either way this batch
+        # has its execution.
+        if error.response.get("Error", {}).get("Code") != "ExecutionAlreadyExists":
+            raise
+        already = True
+    return Started(job_id, key, len(latest), len(events), already)
+
+
+def handle_batch(
+    event: Mapping[str, Any],
+    replication: Replication,
+    *,
+    s3: Any,
+    stepfunctions: Any,
+    report_bucket: str,
+    state_machine_arn: str,
+) -> dict[str, Any]:
+    """The starter's work for one Lambda invocation; returns the partial batch response
+    (`batchItemFailures`: the messages that were not S3 events for this replication).
+
+    A failure to write the manifest or to start the execution raises: the whole batch then
+    returns to the queue and is tried again (the same messages make the same execution name).
+    """
+    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
+
+    def parse(record: SQSRecord) -> ObjectEvent:
+        try:
+            return parse_event(record.body, replication, record.message_id)
+        except NotAnEvent as error:
+            log.warning(
+                "message %s is not an S3 Object Created event for replication %s: %s; it returns to "
+                "the queue and goes to the dead-letter queue after maxReceiveCount receives",
+                record.message_id,
+                replication.name,
+                error,
+            )
+            raise
+
+    with processor(records=list(event.get("Records") or []), handler=parse):
+        outcomes = processor.process()
+        events = [result for status, result, _ in outcomes if status == "success"]
+        if events:
+            started = start_batch(
+                events,
+                replication,
+                s3=s3,
+                stepfunctions=stepfunctions,
+                report_bucket=report_bucket,
+                state_machine_arn=state_machine_arn,
+            )
+            log.info(
+                "replication %s: %d events, %d keys -> job %s (%s)",
+                replication.name,
+                started.events,
+                started.keys,
+                started.job_id,
+                "already started by an earlier delivery" if started.already_started else "started",
+            )
+    return processor.response()

@@ -1,0 +1,168 @@
+"""The `replications` setting: which source prefix is kept in step with which destination.
+
+One entry per replication (the shared shape of issue 11):
+
+    {"name": "photos", "source": {"bucket": ..., "prefix": ..., "owner": ...},
+     "destination": {...}, "options": {...job options...},
+     "batch_size": 1000, "batch_window_seconds": 60, "deletes": false}
+
+The CDK app builds, per entry, an EventBridge rule, a queue and a starter function; the
+starter reads its entry back from its environment (`to_environment` / `from_environment`),
+so the two cannot disagree. Everything is checked here, at synth time, with the job spec's
+own validator: a replication whose job Prepare would refuse never deploys.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ferry.errors import ConfigError
+from ferry.jobspec import as_folder, check_not_overlapping, parse_options
+from ferry.pipeline.settings import Location
+
+NAME = re.compile(r"^[A-Za-z0-9-]{1,40}$")
+FIELDS = ("name", "source", "destination", "options", "batch_size", "batch_window_seconds", "deletes")
+# Lambda's SQS event source mapping: up to 10 messages a batch without a batching window, up
+# to 10,000 with one; the window is 0 to 300 seconds (Lambda developer guide,
+# services-sqs-configure.html; CDK SqsEventSourceProps).
+MANIFEST_NAME = "events.jsonl"  # jobs/<replication name>-<batch hash>/events.jsonl, report bucket
+MAX_BATCH_SIZE, MAX_BATCH_WINDOW_SECONDS, MAX_BATCH_WITHOUT_WINDOW = 10_000, 300, 10
+
+
+@dataclass(frozen=True)
+class Replication:
+    """One configured replication (the values of its `replications[i]` entry)."""
+
+    name: str
+    source: Location
+    destination: Location
+    options: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    batch_size: int = 1000
+    batch_window_seconds: int = 60
+    deletes: bool = False
+
+    @classmethod
+    def parse(cls, data: Any, where: str) -> Replication:
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{where}: give an object with name, source and destination")
+        unknown = set(data) - set(FIELDS)
+        if unknown:
+            raise ConfigError(
+                f"{where}: unknown field(s) {', '.join(sorted(unknown))}: known are {', '.join(FIELDS)}"
+            )
+        name = data.get("name")
+        if not isinstance(name, str) or not NAME.match(name):
+            raise ConfigError(f"{where}.name: {name!r} must be 1-40 letters, digits or '-'")
+        where = f"{where} ({name})"
+        source = Location.parse(data.get("source"), f"{where}.source")
+        destination = Location.parse(data.get("destination"), f"{where}.destination")
+        source = Location(source.bucket, as_folder(source.prefix), source.owner)
+        destination = Location(destination.bucket, as_folder(destination.prefix), destination.owner)
+        if (source.bucket, source.prefix) == (destination.bucket, destination.prefix):
+            raise ConfigError(
+                f"{where}.destination: s3://{destination.bucket}/{destination.prefix} is the source itself: "
+                "every copy would be a new event for the same keys; choose another destination"
+            )
+        options = data.get("options") or {}
+        try:
+            parsed = parse_options(options)
+            check_not_overlapping(
+                source.bucket, source.prefix, destination.bucket, destination.prefix, parsed
+            )
+        except ConfigError as error:
+            raise ConfigError(f"{where}: {error}") from error
+        if not parsed.policy.skip_existing:
+            # A redelivered or overlapping event batch must cost a listing, not a second copy.
+            raise ConfigError(
+                f"{where}.options.skip_existing: a replication always skips objects already identical at "
+                "the destination (events are delivered at least once); remove the option"
+            )
+        batch_size = _whole(data.get("batch_size", 1000), f"{where}.batch_size", 1, MAX_BATCH_SIZE)
+        window = _whole(
+            data.get("batch_window_seconds", 60), f"{where}.batch_window_seconds", 0, MAX_BATCH_WINDOW_SECONDS
+        )
+        if batch_size > MAX_BATCH_WITHOUT_WINDOW and window == 0:
+            raise ConfigError(
+                f"{where}.batch_window_seconds: Lambda takes more than {MAX_BATCH_WITHOUT_WINDOW} messages a "
+                "batch only with a batching window: give 1 or more seconds, or a batch_size of 10 or less"
+            )
+        deletes = data.get("deletes", False)
+        if not isinstance(deletes, bool):
+            raise ConfigError(f"{where}.deletes: must be true or false")
+        return cls(name, source, destination, dict(options), batch_size, window, deletes)
+
+    def job_spec(self, job_id: str, manifest_bucket: str, manifest_key: str) -> dict[str, Any]:
+        """The job one drained event batch starts: the manifest's rows, copied from the source
+        prefix to the destination prefix with the configured options, identical objects skipped."""
+        return {
+            "job_id": job_id,
+            "source": {
+                "bucket": self.source.bucket,
+                "prefix": self.source.prefix,
+                "manifest": {"bucket": manifest_bucket, "key": manifest_key, "format": "jsonl"},
+            },
+            "destination": {"bucket": self.destination.bucket, "prefix": self.destination.prefix},
+            "options": {**self.options, "skip_existing": True},
+        }
+
+    def to_environment(self) -> str:
+        return json.dumps(
+            {
+                "name": self.name,
+                "source": _location(self.source),
+                "destination": _location(self.destination),
+                "options": dict(self.options),
+                "batch_size": self.batch_size,
+                "batch_window_seconds": self.batch_window_seconds,
+                "deletes": self.deletes,
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def from_environment(cls, text: str) -> Replication:
+        return cls.parse(json.loads(text), "FERRY_REPLICATION")
+
+
+def parse_replications(
+    value: Any, sources: tuple[Location, ...], destinations: tuple[Location, ...]
+) -> tuple[Replication, ...]:
+    """The `replications` setting; each must lie inside a configured source and destination
+    (the workers' IAM is built from `sources` and `destinations` only)."""
+    if not isinstance(value, list):
+        raise ConfigError("replications: must be a list of {name, source, destination} objects")
+    found = tuple(Replication.parse(v, f"replications[{i}]") for i, v in enumerate(value))
+    names = [r.name for r in found]
+    for name in sorted({n for n in names if names.count(n) > 1}):
+        raise ConfigError(f"replications: the name {name!r} is used twice; each replication needs its own")
+    for r in found:
+        if not any(loc.covers(r.source.bucket, r.source.prefix) for loc in sources):
+            raise ConfigError(
+                f"replications ({r.name}).source: s3://{r.source.bucket}/{r.source.prefix} is not inside "
+                "any of 'sources': add it there too (the workers may read only those)"
+            )
+        if not any(loc.covers(r.destination.bucket, r.destination.prefix) for loc in destinations):
+            raise ConfigError(
+                f"replications ({r.name}).destination: s3://{r.destination.bucket}/{r.destination.prefix} is "
+                "not inside any of 'destinations': add it there too (the workers may write only those)"
+            )
+    return found
+
+
+def _location(loc: Location) -> dict[str, Any]:
+    data: dict[str, Any] = {"bucket": loc.bucket, "prefix": loc.prefix}
+    if loc.owner:
+        data["owner"] = loc.owner
+    return data
+
+
+def _whole(value: Any, where: str, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{where}: must be a whole number, not {value!r}")
+    if not low <= value <= high:
+        raise ConfigError(f"{where}: {value} is out of range ({low} to {high})")
+    return value

@@ -1,0 +1,36 @@
+"""Lambda: a batch of S3 events from a replication's queue -> one manifest, one job."""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+import boto3
+
+from ferry.pipeline.replication import handle_batch
+from ferry.pipeline.replication_config import Replication
+
+from .runtime import _RETRIES as RETRIES
+from .runtime import logger, tracer
+
+
+@functools.cache
+def _clients() -> tuple[Any, Any]:
+    return boto3.client("s3", config=RETRIES), boto3.client("stepfunctions", config=RETRIES)
+
+
+@logger.inject_lambda_context(log_event=False, clear_state=True)
+@tracer.capture_lambda_handler
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    replication = Replication.from_environment(os.environ["FERRY_REPLICATION"])
+    logger.append_keys(replication=replication.name)
+    s3, stepfunctions = _clients()
+    return handle_batch(
+        event,
+        replication,
+        s3=s3,
+        stepfunctions=stepfunctions,
+        report_bucket=os.environ["FERRY_REPORT_BUCKET"],
+        state_machine_arn=os.environ["FERRY_STATE_MACHINE_ARN"],
+    )

@@ -1,0 +1,185 @@
+"""Continuous replication end to end, offline: objects written to the source, their S3 events
+(real shape) through a moto SQS queue, the starter Lambda invoked with the batch Lambda would
+receive, and the ONE parent execution it starts run by parent_harness, copying exactly those
+objects; the lag metric captured from the workers' EMF output."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+from typing import Any
+
+import boto3
+from replication_events import QUEUE_ARN, s3_event
+from test_parent_workflow import (  # noqa: F401 - parent: the fixture
+    RUN_TIMEOUT_S,
+    MiB,
+    Parent,
+    _lower_large_object_threshold,
+    parent,
+)
+
+from conftest import PIPELINE_REPORTS, FakeLambdaContext
+from handlers import start_replication
+
+REPLICATION = {
+    "name": "photos",
+    "source": {"bucket": "src", "prefix": "in/"},
+    "destination": {"bucket": "dst", "prefix": "replica/"},
+    "batch_size": 1000,
+    "batch_window_seconds": 30,
+}
+KEYS = ["in/a.txt", "in/with space.txt", "in/ünïcödé-日本.txt", "in/a+b=c.txt", "in/deep/er/key"] + [
+    f"in/n/{n:03}.bin" for n in range(40)
+]
+LARGE = ["in/large-0.bin", "in/large-1.bin"]  # above the threshold the test sets: the Fargate task
+EVENT_AGE_S = 120  # events are stamped this long ago, so the lag proves the event time travelled
+
+
+def put_and_notify(s3: Any, sqs: Any, queue_url: str) -> dict[str, bytes]:
+    """Write each object and send its event the way EventBridge would (at least once: some twice,
+    one stale event after a newer one). Returns what the source holds."""
+    stamp = (dt.datetime.now(dt.UTC) - dt.timedelta(seconds=EVENT_AGE_S)).strftime("%Y-%m-%dT%H:%M:%SZ")
+    bodies: dict[str, bytes] = {}
+    events: list[dict[str, Any]] = []
+    for n, key in enumerate(KEYS + LARGE):
+        if key == "in/a.txt":  # written twice: the first version's event arrives last (stale)
+            first = s3.put_object(Bucket="src", Key=key, Body=b"first version")
+            stale = s3_event(
+                "src", key, sequencer=f"{n:016X}", size=13, etag=first["ETag"].strip('"'), time=stamp
+            )
+        body = f"{key} #{n}\n".encode() * (n + 1) if key not in LARGE else bytes([n]) * (MiB + MiB // 2)
+        put = s3.put_object(Bucket="src", Key=key, Body=body)
+        bodies[key] = body
+        events.append(
+            s3_event(
+                "src",
+                key,
+                sequencer=f"{n:016X}0001",
+                size=len(body),
+                etag=put["ETag"].strip('"'),
+                time=stamp,
+                version_id=None,
+            )
+        )
+    events += events[:3]  # delivered twice
+    events.append(stale)
+    s3.put_object(Bucket="src", Key="elsewhere/x", Body=b"x")  # outside the prefix: no event
+    for start in range(0, len(events), 10):
+        entries = [
+            {"Id": str(i), "MessageBody": json.dumps(e)} for i, e in enumerate(events[start : start + 10])
+        ]
+        assert not sqs.send_message_batch(QueueUrl=queue_url, Entries=entries).get("Failed")
+    return bodies
+
+
+def drain(sqs: Any, queue_url: str) -> list[dict[str, Any]]:
+    """The queue's messages as Lambda's SQS event records (Lambda developer guide, SQS event)."""
+    records = []
+    while True:
+        got = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, AttributeNames=["All"]).get(
+            "Messages", []
+        )
+        if not got:
+            return records
+        for m in got:
+            records.append(
+                {
+                    "messageId": m["MessageId"],
+                    "receiptHandle": m["ReceiptHandle"],
+                    "body": m["Body"],
+                    "attributes": m.get("Attributes", {}),
+                    "messageAttributes": {},
+                    "md5OfBody": m["MD5OfBody"],
+                    "eventSource": "aws:sqs",
+                    "eventSourceARN": QUEUE_ARN,
+                    "awsRegion": "us-east-1",
+                }
+            )
+
+
+def wait(machine: Parent, arn: str) -> dict[str, Any]:
+    deadline = time.monotonic() + RUN_TIMEOUT_S
+    while time.monotonic() < deadline:
+        described = machine.sfn.describe_execution(executionArn=arn)
+        if described["status"] != "RUNNING":
+            return described
+        time.sleep(0.1)
+    raise AssertionError(f"execution {arn} still RUNNING after {RUN_TIMEOUT_S} s")
+
+
+def lag_values(captured: str) -> list[tuple[dict[str, Any], list[float]]]:
+    found = []
+    for line in captured.splitlines():
+        if '"ReplicationLag"' not in line:
+            continue
+        blob = json.loads(line)
+        (directive,) = blob["_aws"]["CloudWatchMetrics"]
+        found.append(
+            (
+                directive,
+                blob["ReplicationLag"]
+                if isinstance(blob["ReplicationLag"], list)
+                else [blob["ReplicationLag"]],
+            )
+        )
+        assert blob["Replication"] == "photos"
+    return found
+
+
+def test_new_objects_reach_the_destination_through_one_job(parent, monkeypatch, capfd) -> None:  # noqa: F811
+    s3 = parent.pipeline.s3
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    queue_url = sqs.create_queue(QueueName="ferry-replication-events")["QueueUrl"]
+    monkeypatch.setenv("FERRY_REPLICATION", json.dumps(REPLICATION))
+    monkeypatch.setenv("FERRY_STATE_MACHINE_ARN", parent.machine_arn)
+    _lower_large_object_threshold(parent, monkeypatch, MiB)
+    start_replication._clients.cache_clear()
+    bodies = put_and_notify(s3, sqs, queue_url)
+    records = drain(sqs, queue_url)
+    assert len(records) == len(KEYS) + len(LARGE) + 4
+
+    response = start_replication.handler({"Records": records}, FakeLambdaContext())
+
+    assert response == {"batchItemFailures": []}
+    (execution,) = parent.sfn.list_executions(stateMachineArn=parent.machine_arn)["executions"]
+    described = wait(parent, execution["executionArn"])
+    assert described["status"] == "SUCCEEDED", described
+    output = json.loads(described["output"])
+    assert {k: output[k] for k in ("status", "objects", "copied", "skipped", "failed", "pending")} == {
+        "status": "SUCCEEDED",
+        "objects": len(KEYS) + len(LARGE),  # duplicates and the stale event made no extra rows
+        "copied": len(KEYS) + len(LARGE),
+        "skipped": 0,
+        "failed": 0,
+        "pending": 0,
+    }
+    assert output["report"] == f"s3://{PIPELINE_REPORTS}/jobs/{execution['name']}/summary.json"
+    listed = {o["Key"] for o in s3.list_objects_v2(Bucket="dst").get("Contents", [])}
+    assert listed == {"replica/" + k[len("in/") :] for k in KEYS + LARGE}
+    for key, body in bodies.items():
+        assert s3.get_object(Bucket="dst", Key="replica/" + key[len("in/") :])["Body"].read() == body, key
+    tasks = parent.harness.fargate.tasks
+    assert sorted(json.loads(t["environment"]["FERRY_ITEM"])["key"] for t in tasks) == LARGE
+
+    # Lag: one value per verified copy, dimension Replication only, at least the events' age.
+    emitted = lag_values(capfd.readouterr().out)
+    values = [v for _, vs in emitted for v in vs]
+    assert len(values) == len(KEYS) + len(LARGE)  # from CopyBatch and from the Fargate task
+    assert all(
+        d
+        == {
+            "Namespace": "Ferry",
+            "Dimensions": [["Replication"]],
+            "Metrics": [{"Name": "ReplicationLag", "Unit": "Seconds"}],
+        }
+        for d, _ in emitted
+    )
+    assert all(EVENT_AGE_S <= v < EVENT_AGE_S + RUN_TIMEOUT_S for v in values), values
+
+    # The same batch delivered again (a starter that timed out after starting): no second job,
+    # and skip-existing would make even a new one cheap.
+    again = start_replication.handler({"Records": records}, FakeLambdaContext())
+    assert again == {"batchItemFailures": []}
+    assert len(parent.sfn.list_executions(stateMachineArn=parent.machine_arn)["executions"]) == 1
