@@ -1,11 +1,10 @@
 """`ferry copy`: copy a prefix or one object between any two S3 endpoints, verified, with a
-progress line on a terminal, a summary, and an optional JSON Lines report."""
+progress bar on a terminal (ferry.cli.progress), a summary, and an optional JSON Lines report."""
 
 from __future__ import annotations
 
 import argparse
 import json
-import threading
 from collections.abc import Sequence
 from contextlib import ExitStack
 from typing import IO
@@ -13,6 +12,7 @@ from typing import IO
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser
+from ferry.cli.progress import Progress
 from ferry.cli.report import ReportWriter, Summary, report_for_html
 from ferry.clients import make_client
 from ferry.engine.copier import Copier
@@ -92,7 +92,7 @@ def add_copy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPa
         help="the report as one HTML page (summary, charts, failures); opens with no network",
     )
     out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
-    out.add_argument("--quiet", action="store_true", help="no progress line")
+    out.add_argument("--quiet", action="store_true", help="no progress bar")
     return copy
 
 
@@ -154,31 +154,6 @@ def options_from(args: argparse.Namespace) -> JobOptions:
     return parse_options({k: v for k, v in options.items() if v is not None}, name=_flag)
 
 
-class Progress:
-    """One line on a terminal, redrawn at most twice a second; silent when not a terminal."""
-
-    def __init__(self, summary: Summary, stream: IO[str], enabled: bool) -> None:
-        self.summary, self.stream, self.enabled = summary, stream, enabled
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Progress:
-        if self.enabled:
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        if self.enabled:
-            self._thread.join()
-            self.stream.write("\r\033[K")
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.5):
-            self.stream.write("\r\033[K" + self.summary.line())
-            self.stream.flush()
-
-
 def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """`ferry copy`: validate everything, then copy, report and summarise."""
     options = options_from(args)
@@ -221,22 +196,24 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
         )
         failures: list[CopyResult] = []
 
+        show = not args.quiet and stderr.isatty()
+        progress = stack.enter_context(Progress(stderr, enabled=show))
+
         def on_result(result: CopyResult) -> None:
             summary.add(result)
+            progress.add(result)
             if report:
                 report.write(result)
             if result.status == Status.FAILED and len(failures) < 20:
                 failures.append(result)
 
-        pairs = plan_pairs(source_client, src, dst, options.include, options.exclude)
-        show = not args.quiet and stderr.isatty()
+        pairs = progress.counting(plan_pairs(source_client, src, dst, options.include, options.exclude))
         stopped: str | None = None
-        with Progress(summary, stderr, show):
-            try:
-                copier.copy_batch(pairs, on_result=on_result, collect=False)
-            except (FerryError, ClientError, BotoCoreError, OSError) as error:
-                # The listing or the report broke mid-way: what was done is still summarised.
-                stopped = str(error)
+        try:
+            copier.copy_batch(pairs, on_result=on_result, collect=False)
+        except (FerryError, ClientError, BotoCoreError, OSError) as error:
+            # The listing or the report broke mid-way: what was done is still summarised.
+            stopped = str(error)
         summary.degradations = copier.degradations
         summary.finish()
         if report:

@@ -2,23 +2,28 @@
 
 It runs the same code path as `ferry copy` (the CLI's own `run_copy`), then checks the
 result independently of the engine and runs again to show that identical objects are skipped.
+Then the other door: `ferry run` (the CLI's `run_run`) of a job spec, the pipeline's own
+code on this machine, with its ledger in a temporary SQLite file.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import random
 import socket
+import tempfile
 from typing import IO, Any
 
 import boto3
 from botocore.config import Config
 
 from ferry.cli.copy_command import parse_copy_args, run_copy
+from ferry.cli.run_command import parse_run_args, run_run
 from ferry.limits import MiB, format_size
 
-SOURCE, DEST = "ferry-demo-source", "ferry-demo-dest"
+SOURCE, DEST, PIPELINE_DEST = "ferry-demo-source", "ferry-demo-dest", "ferry-demo-pipeline"
 AWKWARD_KEYS = [
     "awkward/with space.txt",
     "awkward/plus+sign.txt",
@@ -106,6 +111,32 @@ def check_copy(s3: Any) -> list[str]:
     return problems
 
 
+def _run_pipeline_job(s3: Any, url: str, stdout: IO[str]) -> int:
+    """The second door: the same source as a pipeline job spec, run by `ferry run` here (the
+    large object above a lowered threshold takes the Fargate task's entry point)."""
+    s3.create_bucket(Bucket=PIPELINE_DEST)
+    spec = {
+        "source": {"bucket": SOURCE, "prefix": ""},
+        "destination": {"bucket": PIPELINE_DEST, "prefix": ""},
+    }
+    with tempfile.TemporaryDirectory(prefix="ferry-demo-") as folder:
+        spec_path = os.path.join(folder, "job.json")
+        with open(spec_path, "w", encoding="utf-8") as file:
+            json.dump(spec, file)
+        argv = [
+            "run", spec_path, "--endpoint-url", url, "--ledger", os.path.join(folder, "ledger.sqlite"),
+            "--large-object-threshold", "64MiB", "--quiet",
+        ]  # fmt: skip
+        stdout.write(f"\nThe pipeline's code on this machine, with job.json = {json.dumps(spec)}:\n")
+        stdout.write(f"$ ferry {' '.join(argv)}\n")
+        code = run_run(parse_run_args(argv[1:]), stdout, stdout)
+    stdout.write(
+        "(The demo's ledger and report were in a temporary folder, now removed; `ferry run` keeps "
+        "them in ~/.cache/ferry unless told otherwise.)\n"
+    )
+    return code
+
+
 def run_demo(objects: int, large_size: int, stdout: IO[str]) -> int:
     from moto.server import ThreadedMotoServer
 
@@ -137,6 +168,7 @@ def run_demo(objects: int, large_size: int, stdout: IO[str]) -> int:
         stdout.write("Independent check: every key, size and ETag matches; metadata and tags preserved.\n\n")
         stdout.write("Running the same copy again (identical objects are skipped):\n")
         second = run_copy(args, stdout, stdout)
-        return first or second
+        third = _run_pipeline_job(s3, url, stdout)
+        return first or second or third
     finally:
         server.stop()

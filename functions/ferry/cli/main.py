@@ -22,6 +22,7 @@ from ferry.cli.estimate import add_estimate_parser, run_estimate
 from ferry.cli.jobs_command import add_job_parser, run_job
 from ferry.cli.parsing import EXIT_USAGE, Parser
 from ferry.cli.policy import add_policy_parser, run_policy
+from ferry.cli.run_command import add_run_parser, run_run
 from ferry.errors import FerryError
 from ferry.limits import parse_size
 
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     add_copy_parser(commands)
+    add_run_parser(commands)
     add_estimate_parser(commands)
     add_policy_parser(commands)
 
@@ -57,6 +59,8 @@ def main(
             return run_estimate(args, stdout, stderr)
         if args.command == "job":
             return run_job(args, stdout, stderr)
+        if args.command == "run":
+            return run_run(args, stdout, stderr)
         if args.command == "policy":
             return run_policy(args, stdout, stderr)
         return run_copy(args, stdout, stderr)

@@ -31,12 +31,13 @@ from ferry.pipeline.job_reports import JobReports
 from ferry.pipeline.lag import replication_lags
 from ferry.pipeline.ledger import (
     BatchCounts,
-    DynamoCheckpointStore,
     DynamoCopyRecords,
     DynamoLedger,
     Failure,
+    Ledger,
     Recorded,
 )
+from ferry.pipeline.local_reports import ReportStore
 from ferry.pipeline.reach import endpoint_for, reached_otherwise
 from ferry.pipeline.settings import WorkerSettings
 from ferry.report_stats import ReportStats
@@ -54,14 +55,29 @@ class Services:
     source: Endpoint = field(default_factory=Endpoint)
     destination: Endpoint = field(default_factory=Endpoint)
     stepfunctions: Any = None  # Finalize asks the Map Run how many items it read
+    # `ferry run` (one machine) gives its own ledger and report store, a client for the
+    # destination's endpoint, and a hook that sees every result as it comes (its progress bar).
+    ledger_store: Ledger | None = None  # default: the DynamoDB table the settings name
+    report_store: ReportStore | None = None  # default: the report bucket
+    destination_s3: Any = None  # default: `s3` (on AWS one identity reads and writes)
+    on_result: Callable[[CopyResult], None] | None = None
+    reads_any_region: bool = False  # `ferry run` lists and reads manifests in any region
 
     @property
-    def ledger(self) -> DynamoLedger:
+    def ledger(self) -> Ledger:
+        if self.ledger_store is not None:
+            return self.ledger_store
         return DynamoLedger(self.dynamodb, self.settings.table_name)
 
     @property
-    def reports(self) -> JobReports:
+    def reports(self) -> ReportStore:
+        if self.report_store is not None:
+            return self.report_store
         return JobReports(self.s3, self.settings.report_bucket)
+
+    @property
+    def dest_s3(self) -> Any:
+        return self.destination_s3 if self.destination_s3 is not None else self.s3
 
     def endpoint(self, side: str, bucket: str, key: str = "") -> Endpoint:
         """How this worker reaches bucket/key on `side`: the configured location's role, region,
@@ -75,9 +91,7 @@ class Services:
     def copier(
         self, policy: CopyPolicy, source: Endpoint | None = None, destination: Endpoint | None = None
     ) -> Copier:
-        checkpoints = DynamoCheckpointStore(
-            self.dynamodb, self.settings.table_name, ttl_days=self.settings.checkpoint_ttl_days
-        )
+        checkpoints = self.ledger.checkpoints(ttl_days=self.settings.checkpoint_ttl_days)
         return Copier(
             source or self.source,
             destination or self.destination,
@@ -109,6 +123,7 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
 
     planned = _with_sizes([plan_item(item, spec) for item in items], services)
     settled: list[CopyResult] = [_settled(p) for p in planned if p.skip or p.fail]
+    _notify(services, settled)
     to_copy = [p for p in planned if not (p.skip or p.fail)]
     large = [p for p in to_copy if (p.obj.size or 0) > settings.large_object_threshold]  # type: ignore[union-attr]
     in_lambda = [p for p in to_copy if p not in large]
@@ -123,6 +138,7 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
                 remaining.append(plan.item)
             elif result.handed_over:
                 settled.append(_gave_up(result, settings.max_passes))
+                _notify(services, settled[-1:])
             else:
                 settled.append(result)
         lags = replication_lags((plan.item, result) for plan, result in zip(in_lambda, results, strict=True))
@@ -163,6 +179,14 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
     }
 
 
+def _notify(services: Services, results: Sequence[CopyResult]) -> None:
+    """Results settled without the copier (which calls the hook itself), for `ferry run`'s
+    progress; no hook on AWS."""
+    if services.on_result:
+        for result in results:
+            services.on_result(result)
+
+
 def _copy_in_lambda(
     services: Services, spec: JobSpec, planned: list[Planned], deadline: float
 ) -> list[CopyResult]:
@@ -178,7 +202,11 @@ def _copy_in_lambda(
     for source, indexes in groups.items():
         with services.copier(spec.options.policy, source, destination) as copier:
             pairs = [(planned[i].obj, planned[i].target) for i in indexes]
-            for index, result in zip(indexes, copier.copy_batch(pairs, deadline=deadline), strict=True):  # type: ignore[arg-type]
+            for index, result in zip(
+                indexes,
+                copier.copy_batch(pairs, deadline=deadline, on_result=services.on_result),
+                strict=True,
+            ):  # type: ignore[arg-type]
                 results[index] = result
     return [results[i] for i in range(len(planned))]
 
@@ -209,6 +237,7 @@ def record_failure(event: Mapping[str, Any], services: Services) -> dict[str, An
             results.append(_settled(plan))
         else:
             results.append(_result(plan, Status.FAILED, reason))
+    _notify(services, results)
     recorded = record(services, spec.job_id, batch_key, results)
     return {
         "job": job,
@@ -281,6 +310,7 @@ def copy_large_object(
                 if not keep_going():
                     return None
         _record_copies(services, spec, [(item, result)])
+    _notify(services, [result])
     record(services, job_id, _large_key(batch_id, item), [result])
     return result
 

@@ -69,7 +69,9 @@ def check_reader_region(spec: JobSpec, services: Services) -> None:
     """The Distributed Map's ItemReader reads only buckets in the state machine's own region,
     while botocore follows S3's redirect, so every other check here would pass. Refuse the job
     with where it can run. Only what the ItemReader reads must be local: the workers copy
-    from and to any region."""
+    from and to any region. `ferry run` reads the items itself, from any region."""
+    if services.reads_any_region:
+        return
     stack = os.environ.get("AWS_REGION") or services.s3.meta.region_name
     if not spec.manifest:
         check_listable(spec, services, stack)
@@ -109,7 +111,8 @@ def destination_client(spec: JobSpec, services: Services) -> Any:
     """The client the workers write the job's destination with: the stack's own, or one for
     the configured role, region, endpoint or secret (so Prepare checks what they will do)."""
     endpoint = services.endpoint("destination", spec.destination_bucket, spec.destination_prefix)
-    return make_client(endpoint, pool_size=4) if reached_otherwise(endpoint) else services.s3
+    # services.dest_s3: `ferry run`'s destination client (its own profile, say); `s3` on AWS.
+    return make_client(endpoint, pool_size=4) if reached_otherwise(endpoint) else services.dest_s3
 
 
 def bucket_region(s3: Any, bucket: str) -> str | None:

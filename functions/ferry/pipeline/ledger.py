@@ -34,13 +34,13 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any
+from typing import Any, Protocol
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from ferry.counts import Counts
-from ferry.engine.checkpoints import Checkpoint
+from ferry.engine.checkpoints import Checkpoint, CheckpointStore
 from ferry.errors import ConfigError, FerryError, error_code
 from ferry.models import CopyResult
 from ferry.pipeline.deletes import CopyRecord, record_id
@@ -135,6 +135,44 @@ class Tally:
 
     def to_dict(self) -> dict[str, int]:
         return {**self.counts.to_dict(), "batches": self.batches}
+
+
+class Ledger(Protocol):
+    """What the pipeline needs of a ledger, whatever keeps it: DynamoDB on AWS (`DynamoLedger`),
+    SQLite on one machine (`ferry.pipeline.sqlite_ledger.SQLiteLedger`, for `ferry run`).
+
+    The semantics every implementation keeps (tests/pipeline/test_ledger_contract.py runs the
+    same tests over both): a job id is created once (`JobExists`); a batch pass is recorded
+    once, by whichever attempt creates its marker first, and every later attempt gets that
+    attempt's counts and hand-over back; `tally` is the sum of the markers; a failed object is
+    one item, written any number of times; checkpoints outlive the process that saved them.
+    """
+
+    def create_job(
+        self, job_id: str, spec: Mapping[str, Any], *, execution_arn: str | None = None
+    ) -> None: ...
+    def job(self, job_id: str) -> dict[str, Any] | None: ...
+    def finish_job(self, job_id: str, status: str, report: Mapping[str, Any], tally: Tally) -> None: ...
+    def record_batch(
+        self,
+        job_id: str,
+        batch_key: str,
+        counts: BatchCounts,
+        *,
+        attempt: str,
+        report_key: str | None,
+        handover: Mapping[str, list[int]] | None = None,
+        stats: Mapping[str, Any] | None = None,
+    ) -> Recorded: ...
+    def tally(self, job_id: str) -> Tally: ...
+    def batches(
+        self, job_id: str, prefix: str = "", *, projection: str | None = None
+    ) -> Iterator[dict[str, Any]]: ...
+    def batch(self, job_id: str, batch_key: str) -> dict[str, Any] | None: ...
+    def failures_recorded(self, job_id: str, batch_key: str) -> None: ...
+    def put_failures(self, job_id: str, failures: Iterable[Failure]) -> None: ...
+    def failures(self, job_id: str) -> Iterator[Failure]: ...
+    def checkpoints(self, *, ttl_days: int = 7) -> CheckpointStore: ...
 
 
 class DynamoLedger:
@@ -333,6 +371,12 @@ class DynamoLedger:
                     version_id=item.get("version_id"),
                     batch=item.get("batch"),
                 )
+
+    # -- multipart checkpoints ----------------------------------------------------------------
+
+    def checkpoints(self, *, ttl_days: int = 7) -> DynamoCheckpointStore:
+        """The engine's checkpoint store on the same table."""
+        return DynamoCheckpointStore(self.client, self.table, ttl_days=ttl_days)
 
 
 class DynamoCheckpointStore:

@@ -1,0 +1,276 @@
+"""`ferry run JOB.json`: a pipeline job run on this machine, with the pipeline's own code
+(ferry.pipeline.local_run), against any S3 endpoint; the ledger in a SQLite file (default) or
+the stack's DynamoDB table (`--table`). The same summary, report format and exit codes as
+`ferry copy`.
+
+For another report (an HTML page): `run_report(services, job_id, summary, seconds)` returns
+the dict `--report` and `--json` write (`{"summary": {...}, "objects": [...]}`, the summary as
+`ferry copy --json`'s plus the job's id, status, and where its files are).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ferry.cli.copy_command import endpoints
+from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser
+from ferry.cli.progress import Progress
+from ferry.cli.report import Summary
+from ferry.clients import make_client
+from ferry.errors import ConfigError, error_code
+from ferry.limits import parse_size
+from ferry.models import CopyResult, Status
+from ferry.pipeline.batches import Services
+from ferry.pipeline.ledger import DynamoLedger, Ledger
+from ferry.pipeline.local_reports import LocalReports
+from ferry.pipeline.local_run import LAMBDA_SECONDS, job_rows, local_settings, run_job
+from ferry.pipeline.sqlite_ledger import SQLiteLedger
+
+SHOWN_FAILURES = 20
+
+
+def default_state_dir() -> Path:
+    """~/.cache/ferry (or $XDG_CACHE_HOME/ferry): the default ledger and the job reports."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ferry"
+
+
+def add_run_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    run = commands.add_parser(
+        "run",
+        help="run a pipeline job spec on this machine",
+        description="Run JOB.json (the spec the state machine takes) with the pipeline's code, here.",
+    )
+    run.add_argument("spec", metavar="JOB.json", help="a JSON job spec, as given to the state machine")
+    ledger = run.add_argument_group("ledger and reports").add_mutually_exclusive_group()
+    ledger.add_argument(
+        "--ledger", metavar="PATH", help="SQLite ledger file (default: ~/.cache/ferry/ledger.sqlite)"
+    )
+    ledger.add_argument(
+        "--table", metavar="NAME", help="use this DynamoDB table as the ledger (the stack's TableName)"
+    )
+    run.add_argument("--table-region", help="region of --table (default: --region)")
+    run.add_argument("--table-endpoint-url", help="DynamoDB endpoint for --table (DynamoDB Local, moto)")
+    run.add_argument(
+        "--report-dir",
+        metavar="DIR",
+        help="where the job's report files go (default: beside the ledger, jobs/<id>/)",
+    )
+    run.add_argument("--job-id", help="the job's id (default: the spec's job_id, else run-<time>-<random>)")
+    # The same endpoint and credential options as `ferry copy` (read by copy_command.endpoints).
+    where = run.add_argument_group("endpoints and credentials (as for ferry copy)")
+    for side in ("", "source-", "dest-"):
+        where.add_argument(f"--{side}endpoint-url")
+        where.add_argument(f"--{side}region")
+    for side in ("source", "dest"):
+        where.add_argument(f"--{side}-profile")
+        where.add_argument(f"--{side}-role-arn")
+        where.add_argument(f"--{side}-requester-pays", action="store_true")
+    how = run.add_argument_group("how the job runs (the pipeline's settings)")
+    how.add_argument("--batch-concurrency", type=int, default=4, help="batches at once (default 4)")
+    how.add_argument("--max-items-per-batch", type=int, help="objects per batch (default 200)")
+    how.add_argument("--max-input-bytes-per-batch", help="batch input size, e.g. 128KiB (default)")
+    how.add_argument(
+        "--large-object-threshold", help="objects above this take the large-object path (default 10GiB)"
+    )
+    how.add_argument("--max-passes", type=int, help="passes a batch may take (default 50)")
+    how.add_argument(
+        "--pass-seconds",
+        type=float,
+        default=LAMBDA_SECONDS - 90,
+        help="a CopyBatch pass hands over after this long, as on Lambda (default 810)",
+    )
+    how.add_argument("--memory-limit", default="256MiB", help="object bytes held in memory by streaming")
+    out = run.add_argument_group("output")
+    out.add_argument(
+        "--report", metavar="FILE", help="JSON Lines report: one line per object, then a summary"
+    )
+    out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    out.add_argument("--quiet", action="store_true", help="no progress bar")
+    return run
+
+
+def parse_run_args(argv: list[str]) -> argparse.Namespace:
+    """`ferry run ARGS` parsed on its own, for callers without the root parser (the demo)."""
+    parser = Parser(prog="ferry")
+    add_run_parser(parser.add_subparsers(dest="command", required=True, parser_class=Parser))
+    return parser.parse_args(["run", *argv])
+
+
+def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    """`ferry run`: Prepare, the Map, the batches, Finalize; then the summary and exit code."""
+    spec = _read_spec(args.spec)
+    if args.pass_seconds <= 0:
+        raise ConfigError("--pass-seconds must be more than 0")
+    kms_key = (spec.get("options") or {}).get("kms_key_id") if isinstance(spec, Mapping) else None
+    settings = local_settings(
+        max_items_per_batch=args.max_items_per_batch,
+        max_input_bytes_per_batch=_size(args.max_input_bytes_per_batch),
+        concurrency=args.batch_concurrency,
+        large_object_threshold=_size(args.large_object_threshold),
+        max_passes=args.max_passes,
+        memory_limit=parse_size(args.memory_limit),
+        kms_key_ids=(kms_key,) if isinstance(kms_key, str) and kms_key else (),
+        table_name=args.table or "",
+    )
+    source, destination = endpoints(args)
+    ledger, state_dir = _ledger(args)
+    replication = spec.get("replication") if isinstance(spec, Mapping) else None
+    if isinstance(replication, Mapping) and replication.get("deletes") and not args.table:
+        raise ConfigError(
+            "replication.deletes: the copy records deletes rely on live in the DynamoDB ledger: "
+            "run with --table NAME, or without replication.deletes"
+        )
+    reports = LocalReports(args.report_dir or state_dir)
+    show = not args.quiet and stderr.isatty()
+    summary = Summary()
+    with Progress(stderr, enabled=show) as progress:
+        services = Services(
+            s3=make_client(source),
+            dynamodb=ledger.client if isinstance(ledger, DynamoLedger) else None,
+            settings=settings,
+            source=source,
+            destination=destination,
+            ledger_store=ledger,
+            report_store=reports,
+            destination_s3=make_client(destination),
+            on_result=progress.add,
+            reads_any_region=True,
+        )
+        final = run_job(
+            spec,
+            services,
+            job_id=args.job_id,
+            pass_seconds=args.pass_seconds,
+            on_listed=lambda listing: progress.listed(listing.items, complete=listing.complete),
+        )
+    data = run_report(services, final["job_id"], final, summary)
+    if args.report:
+        _write_report(args.report, data)
+    if args.json:
+        stdout.write(json.dumps(data["summary"]) + "\n")
+    _print(summary, final, services, stdout if not args.json else stderr)
+    if isinstance(ledger, SQLiteLedger):
+        ledger.close()
+    if final.get("map_error") or final["objects"] != final["objects_read_by_map"]:
+        stderr.write(f"ferry: error: {final['cause']}\n")
+        return EXIT_FAILED
+    if final["failed"]:
+        return EXIT_FAILED
+    if final["pending"]:
+        return EXIT_PENDING
+    return EXIT_OK
+
+
+def run_report(
+    services: Services, job_id: str, final: Mapping[str, Any], summary: Summary | None = None
+) -> dict[str, Any]:
+    """A finished job's report data: `summary` (ferry copy's summary fields, counted from the
+    recorded object results, plus the job's id, status, ledger totals and report files) and
+    `objects` (every object's result, as a line of `--report`). `summary`, if given, is the
+    running Summary whose clock started with the job; it is filled here."""
+    summary = summary or Summary()
+    objects = list(job_rows(services, job_id))
+    for row in objects:
+        summary.add(_result_of(row))
+    summary.finish()
+    data = summary.to_dict()
+    for name in (
+        "job_id",
+        "status",
+        "batches",
+        "objects_read_by_map",
+        "report",
+        "failures_report",
+        "report_html",
+        "cause",
+    ):
+        if name in final:
+            data[name] = final[name]
+    return {"summary": data, "objects": objects}
+
+
+def _result_of(row: Mapping[str, Any]) -> CopyResult:
+    """A report line back to the result it was written from (CopyResult.to_dict's inverse)."""
+    names = {f.name for f in dataclasses.fields(CopyResult)}
+    values = {k: v for k, v in row.items() if k in names}
+    values["source_key"] = row["key"]
+    values["status"] = Status(row["status"])
+    values.setdefault("dest_key", "")
+    return CopyResult(**values)
+
+
+def _print(summary: Summary, final: Mapping[str, Any], services: Services, out: IO[str]) -> None:
+    out.write(summary.line() + "\n")
+    if summary.details():
+        out.write(summary.details() + "\n")
+    shown = 0
+    for failure in services.ledger.failures(final["job_id"]):
+        if shown == SHOWN_FAILURES:
+            break
+        out.write(f"  failed: s3://{failure.bucket}/{failure.key}: {failure.reason}\n")
+        shown += 1
+    if final["failed"] > shown:
+        out.write(f"  ... and {final['failed'] - shown} more failures (see {final['failures_report']})\n")
+    page = f"; page: {final['report_html']}" if final.get("report_html") else ""
+    out.write(f"job {final['job_id']}: {final['status']}; report: {final['report']}{page}\n")
+
+
+def _write_report(path: str, data: Mapping[str, Any]) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as file:
+            for row in data["objects"]:
+                file.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+            file.write(json.dumps({"summary": data["summary"]}) + "\n")
+    except OSError as error:
+        raise ConfigError(f"cannot write the report {path!r}: {error.strerror}") from error
+
+
+def _read_spec(path: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as file:
+            return json.load(file)
+    except OSError as error:
+        raise ConfigError(f"cannot read {path!r}: {error.strerror}") from error
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"{path!r} is not JSON: {error}") from error
+
+
+def _size(text: str | None) -> int | None:
+    return parse_size(text) if text else None
+
+
+def _ledger(args: argparse.Namespace) -> tuple[Ledger, Path]:
+    """The ledger the user chose, and the folder the job reports go to by default."""
+    if not args.table:
+        path = Path(args.ledger).expanduser() if args.ledger else default_state_dir() / "ledger.sqlite"
+        return SQLiteLedger(path), path.parent
+    region = args.table_region or args.region or args.source_region
+    client = boto3.client(
+        "dynamodb",
+        region_name=region,
+        endpoint_url=args.table_endpoint_url,
+        config=Config(retries={"max_attempts": 10, "mode": "adaptive"}),
+    )
+    try:
+        client.describe_table(TableName=args.table)
+    except ClientError as error:
+        if error_code(error) == "ResourceNotFoundException":
+            raise ConfigError(
+                f"--table: no DynamoDB table {args.table!r} in {client.meta.region_name}: give the stack's "
+                "TableName output (and --table-region if it lives elsewhere)"
+            ) from error
+        raise ConfigError(f"--table {args.table}: {error}") from error
+    except BotoCoreError as error:
+        raise ConfigError(f"--table {args.table}: {error}") from error
+    return DynamoLedger(client, args.table), default_state_dir()

@@ -1,0 +1,149 @@
+"""What the Distributed Map's ItemReader and ItemBatcher do, for `ferry run` on one machine:
+read the job's items in the shapes Step Functions hands them to the child workflow, and cut
+them into batches by the same two limits.
+
+Item shapes, as the Step Functions developer guide documents them (input-output-itemreader.html),
+so CopyBatch sees on this machine exactly what it sees on AWS:
+- a prefix (`s3:listObjectsV2`): `{"Etag": "\"<md5>\"", "Key": ..., "LastModified": <epoch
+  seconds>, "Size": ..., "StorageClass": ...}`; `Etag` spelled so, with its quotes;
+- a CSV manifest (`InputType: CSV`, header in the first row): one object per row keyed by the
+  header's names, every value a string, "" for a missing field, extra fields dropped;
+- a JSON Lines manifest (`InputType: JSONL`): one JSON value per line;
+- an S3 Inventory (`InputType: MANIFEST`): the `manifest.json`'s CSV `files` (gzipped), each
+  row keyed by the `fileSchema` names, every value a string.
+Listings are read page by page; a manifest is read whole, as the ItemReader does.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ferry.errors import ConfigError, describe
+from ferry.listing import list_objects
+
+# Step Functions' state payload quota: no batch is larger, whatever MaxInputBytesPerBatch says.
+MAX_BATCH_BYTES = 256 * 1024
+
+
+def read_items(s3: Any, job: Mapping[str, Any]) -> Iterator[Any]:
+    """The items of a job as Prepare returned it (`listing` or `manifest`, and `reader`)."""
+    reader = job["reader"]
+    if reader == "listing":
+        yield from listing_items(s3, job["listing"]["bucket"], job["listing"]["prefix"])
+        return
+    bucket, key = job["manifest"]["bucket"], job["manifest"]["key"]
+    if reader == "csv":
+        yield from csv_items(_text(s3, bucket, key))
+    elif reader == "jsonl":
+        yield from jsonl_items(_text(s3, bucket, key), f"s3://{bucket}/{key}")
+    elif reader == "inventory":
+        yield from inventory_items(s3, bucket, key)
+    else:
+        raise ConfigError(f"reader {reader!r} is not one Ferry knows (listing, csv, jsonl, inventory)")
+
+
+def listing_items(s3: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
+    """ListObjectsV2 over the prefix (ferry.listing's paginated reader), in AWS's item shape."""
+    for obj in list_objects(s3, bucket, prefix):
+        item: dict[str, Any] = {
+            "Etag": f'"{obj.etag}"' if obj.etag else "",
+            "Key": obj.key,
+            "LastModified": int(obj.last_modified.timestamp()) if obj.last_modified else None,
+            "Size": obj.size,
+            "StorageClass": obj.storage_class or "STANDARD",
+        }
+        yield {k: v for k, v in item.items() if v is not None}
+
+
+def csv_items(text: str, delimiter: str = ",") -> Iterator[dict[str, str]]:
+    rows = (row for row in csv.reader(io.StringIO(text), delimiter=delimiter) if row)
+    header = next(rows, None)
+    if header is None:
+        return
+    if len(set(header)) < len(header):
+        raise ConfigError("source.manifest: the CSV header names a column twice")
+    yield from _as_objects(header, rows)
+
+
+def jsonl_items(text: str, where: str) -> Iterator[Any]:
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ConfigError(
+                    f"source.manifest: line {number} of {where} is not JSON: {error}"
+                ) from error
+
+
+def inventory_items(s3: Any, bucket: str, key: str) -> Iterator[dict[str, str]]:
+    try:
+        manifest = json.loads(_text(s3, bucket, key))
+    except json.JSONDecodeError as error:
+        raise ConfigError(
+            f"source.manifest: s3://{bucket}/{key} is not an S3 Inventory manifest.json"
+        ) from error
+    if manifest.get("fileFormat") != "CSV":
+        raise ConfigError(
+            f"source.manifest: the inventory is {manifest.get('fileFormat')!r}; Step Functions reads CSV only"
+        )
+    columns = [name.strip() for name in str(manifest.get("fileSchema", "")).split(",")]
+    data_bucket = str(manifest.get("destinationBucket") or bucket).rsplit(":", 1)[-1]
+    for data_file in manifest.get("files", []):
+        text = _text(s3, data_bucket, data_file["key"])
+        yield from _as_objects(columns, (row for row in csv.reader(io.StringIO(text)) if row))
+
+
+def batches(
+    items: Iterable[Any], *, max_items: int, max_bytes: int, batch_input: Mapping[str, Any]
+) -> Iterator[list[Any]]:
+    """ItemBatcher: at most `max_items` items and `max_bytes` bytes per child input, counted as
+    the child's input `{"Items": [...], "BatchInput": {...}}` in compact UTF-8 JSON (the same
+    count tests/pipeline/parent_harness.py reproduces); an item larger than the limit on its
+    own goes alone."""
+    limit = min(max_bytes, MAX_BATCH_BYTES)
+    base = _size({"Items": [], "BatchInput": batch_input})
+    chunk: list[Any] = []
+    used = base
+    for item in items:
+        item_bytes = _size(item)
+        extra = item_bytes + (1 if chunk else 0)
+        if chunk and (used + extra > limit or len(chunk) >= max_items):
+            yield chunk
+            chunk, used, extra = [], base, item_bytes
+        chunk.append(item)
+        used += extra
+    if chunk:
+        yield chunk
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def _as_objects(header: list[str], rows: Iterable[list[str]]) -> Iterator[dict[str, str]]:
+    for row in rows:
+        yield {name: (row[i] if i < len(row) else "") for i, name in enumerate(header)}
+
+
+def _text(s3: Any, bucket: str, key: str) -> str:
+    try:
+        data = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+    except (ClientError, BotoCoreError) as error:
+        raise ConfigError(
+            f"source.manifest: cannot read s3://{bucket}/{key}: "
+            + describe(error, side="source", action="s3:GetObject", bucket=bucket, key=key)
+        ) from error
+    if key.endswith((".gz", ".gzip")):
+        data = gzip.decompress(data)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"source.manifest: s3://{bucket}/{key} is not UTF-8 text") from error

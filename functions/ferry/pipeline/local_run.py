@@ -1,0 +1,276 @@
+"""A pipeline job run on this machine (`ferry run`): the state machines' steps, in Python,
+calling the very functions the Lambda and Fargate workers call.
+
+    Prepare            jobs.prepare (validate the spec, check access, create the job record)
+    Distributed Map    item_reader.read_items + item_reader.batches (ItemReader, ItemBatcher),
+                       `concurrency` batches at once (MaxConcurrency)
+      child workflow   batches.copy_batch in passes until nothing is handed over (NextPass),
+                       retried like the CopyBatch task, else batches.record_failure
+                       (RecordFailedBatch); then batches.copy_large_object per large object
+                       (the Fargate task), else record_failure with the object (RecordFailedLargeObject)
+    Finalize           `finalize_local`: the ledger's tally checked against the items read,
+                       the report (summary.json, failures.jsonl), the job's status
+
+What a machine has that Lambda has not: no 15-minute limit. A pass still ends at a deadline
+(`pass_seconds`, by default Lambda's 900 s less the deadline margin), so the hand-over and
+checkpoints work here as there.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, fields
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ferry.errors import ConfigError, FerryError
+from ferry.limits import TiB
+from ferry.pipeline.batches import Services, copy_batch, copy_large_object, record_failure
+from ferry.pipeline.item_reader import batches, read_items
+from ferry.pipeline.job_stats import job_stats
+from ferry.pipeline.jobs import _cause, _put_html, _status, prepare
+from ferry.pipeline.settings import PipelineSettings, WorkerSettings
+
+log = logging.getLogger(__name__)
+
+LAMBDA_SECONDS = 900  # a CopyBatch pass on AWS lasts at most this (the Lambda timeout)
+
+
+def _default(name: str) -> Any:
+    return next(f.default for f in fields(PipelineSettings) if f.name == name)
+
+
+def local_settings(
+    *,
+    max_items_per_batch: int | None = None,
+    max_input_bytes_per_batch: int | None = None,
+    concurrency: int = 4,
+    large_object_threshold: int | None = None,
+    large_object_concurrency: int | None = None,
+    max_passes: int | None = None,
+    memory_limit: int,
+    kms_key_ids: tuple[str, ...] = (),
+    table_name: str = "",
+) -> WorkerSettings:
+    """The workers' settings for a run on this machine: the pipeline's defaults (cdk.json's
+    `ferry` context), with the few a user may change from the command line. The large-object
+    threshold may go below Lambda's 16 MiB floor here: locally it only chooses the path."""
+    values = {
+        "max_items_per_batch": max_items_per_batch or _default("max_items_per_batch"),
+        "max_input_bytes_per_batch": max_input_bytes_per_batch or _default("max_input_bytes_per_batch"),
+        "large_object_threshold": large_object_threshold or _default("large_object_threshold"),
+        "large_object_concurrency": large_object_concurrency or _default("fargate_max_concurrency"),
+        "max_passes": max_passes or _default("max_passes"),
+    }
+    checks = {
+        "max_items_per_batch": (1, 10_000),
+        "max_input_bytes_per_batch": (1024, 256 * 1024),
+        "large_object_threshold": (1, 5 * TiB),
+        "large_object_concurrency": (1, 64),
+        "max_passes": (1, 1000),
+    }
+    for name, (low, high) in checks.items():
+        if not low <= values[name] <= high:
+            raise ConfigError(f"--{name.replace('_', '-')}: {values[name]} is out of range ({low} to {high})")
+    if not 1 <= concurrency <= 64:
+        raise ConfigError(f"--batch-concurrency: {concurrency} is out of range (1 to 64)")
+    return WorkerSettings(
+        table_name=table_name,  # the DynamoDB ledger's, with --table (replication copy records)
+        report_bucket="",
+        max_concurrency=concurrency,
+        tolerated_failure_percentage=100,
+        deadline_margin_seconds=_default("deadline_margin_seconds"),
+        checkpoint_ttl_days=_default("checkpoint_ttl_days"),
+        memory_limit=memory_limit,
+        copy_object_mib_per_second=_default("copy_object_mib_per_second"),
+        # Locally the user's own identity decides which keys it may encrypt with.
+        destination_kms_key_arns=kms_key_ids,
+        **values,
+    )
+
+
+@dataclass
+class Listing:
+    """How far the reader has got: items read, and whether it has read them all."""
+
+    items: int = 0
+    complete: bool = False
+
+
+def run_job(
+    spec: Mapping[str, Any],
+    services: Services,
+    *,
+    job_id: str | None = None,
+    pass_seconds: float = LAMBDA_SECONDS - _default("deadline_margin_seconds"),
+    large_pass_seconds: float = 90.0,
+    attempts: int = 3,
+    on_listed: Callable[[Listing], None] = lambda listing: None,
+) -> dict[str, Any]:
+    """Run one job, as the parent state machine does, and return Finalize's summary. Raises
+    ConfigError when Prepare refuses the job (nothing is copied then)."""
+    job = prepare({"spec": spec, "execution_name": job_id or new_job_id()}, services)
+    settings = services.settings
+    batch_input = {
+        "job": {
+            "job_id": job["job_id"],
+            "limits": {"large_object_concurrency": settings.large_object_concurrency},
+        }
+    }
+    listing = Listing()
+    map_error: dict[str, str] | None = None
+    child = _Child(services, pass_seconds, large_pass_seconds, attempts)
+    with ThreadPoolExecutor(settings.max_concurrency, thread_name_prefix="ferry-batch") as pool:
+        running: set[Future[None]] = set()
+        try:
+            for chunk in batches(
+                read_items(services.s3, job),
+                max_items=settings.max_items_per_batch,
+                max_bytes=settings.max_input_bytes_per_batch,
+                batch_input=batch_input,
+            ):
+                listing.items += len(chunk)
+                on_listed(listing)
+                if len(running) >= settings.max_concurrency:  # MaxConcurrency: read no further ahead
+                    _, running = wait(running, return_when=FIRST_COMPLETED)
+                running.add(pool.submit(child.run_safely, batch_input["job"], chunk))
+        except (FerryError, ClientError, BotoCoreError, OSError) as error:
+            # The ItemReader failed mid-way: the Map stops, what it handed out still finishes,
+            # and Finalize says the job FAILED with the reader's error.
+            map_error = {"Error": "States.ItemReaderFailed", "Cause": str(error)}
+        else:
+            listing.complete = True
+            on_listed(listing)
+        wait(running)
+    return finalize_local(job["job_id"], services, listing.items, map_error)
+
+
+def new_job_id() -> str:
+    """A job id for a spec without one, as an execution name would be (unique, readable)."""
+    return time.strftime("run-%Y%m%d-%H%M%S-", time.gmtime()) + uuid.uuid4().hex[:6]
+
+
+@dataclass
+class _Child:
+    """One batch's child workflow (statemachine/copy_batch.asl.json)."""
+
+    services: Services
+    pass_seconds: float
+    large_pass_seconds: float
+    attempts: int
+
+    def run_safely(self, job: Mapping[str, Any], items: list[Any]) -> None:
+        """A child that fails outside its Catch (recording a failure failed too) leaves its
+        objects out of the ledger: Finalize's count check then fails the job, with both
+        numbers, as it does on AWS."""
+        try:
+            self.run(job, items)
+        except Exception:
+            log.exception("a batch of %d objects ended without recording them", len(items))
+
+    def run(self, job: Mapping[str, Any], items: list[Any]) -> None:
+        event: dict[str, Any] = {"job": job, "items": items, "pass": 1}
+        remaining_ms = int((self.pass_seconds + self.services.settings.deadline_margin_seconds) * 1000)
+        while True:  # CopyBatch -> WhatIsLeft -> NextPass
+            try:
+                result = self._retried(lambda e=event: copy_batch(e, self.services, remaining_ms))
+            except Exception as error:  # Catch States.ALL -> RecordFailedBatch
+                log.warning("batch pass failed for good, recording its objects as failed: %s", error)
+                result = record_failure({**event, "error": _error(error)}, self.services)
+            if not result["remaining"]:
+                break
+            event = {
+                "job": job,
+                "items": result["remaining"],
+                "large": result["large"],
+                "pass": result["next_pass"],
+                "batch_id": result["batch_id"],
+                "counts": result["counts"],
+            }
+        large = list(result.get("large") or [])
+        if large:  # CopyLargeObjects: one task per object, large_object_concurrency at once
+            width = self.services.settings.large_object_concurrency
+            with ThreadPoolExecutor(width, thread_name_prefix="ferry-large") as pool:
+                list(pool.map(lambda item: self._large(job, result["batch_id"], item), large))
+
+    def _large(self, job: Mapping[str, Any], batch_id: str, item: Mapping[str, Any]) -> None:
+        try:
+            self._retried(
+                lambda: copy_large_object(
+                    job["job_id"], batch_id, item, self.services, pass_seconds=self.large_pass_seconds
+                )
+            )
+        except Exception as error:  # -> RecordFailedLargeObject
+            log.warning("large object failed for good, recording it as failed: %s", error)
+            record_failure(
+                {"job": job, "batch_id": batch_id, "large_item": item, "error": _error(error)}, self.services
+            )
+
+    def _retried(self, call: Callable[[], Any]) -> Any:
+        """The task's Retry: a few attempts with backoff (each attempt resumes from the
+        ledger and the checkpoints, so nothing is counted or copied twice)."""
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return call()
+            except Exception:
+                if attempt == self.attempts:
+                    raise
+                log.warning("attempt %d failed; retrying", attempt, exc_info=True)
+                time.sleep(min(2.0**attempt, 10.0))
+        raise AssertionError("unreachable")
+
+
+def _error(error: BaseException) -> dict[str, str]:
+    """An exception as the state machine's Catch would carry it ($.error)."""
+    return {"Error": type(error).__name__, "Cause": str(error)[:32_768]}
+
+
+def finalize_local(
+    job_id: str, services: Services, listed: int, map_error: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Finalize for a local run: the items the reader listed stand in for DescribeMapRun's
+    count (the check that every listed object is in the ledger), then the same report,
+    status, cause and HTML page as `jobs.finalize`."""
+    ledger, reports = services.ledger, services.reports
+    job = ledger.job(job_id)
+    if job is None:
+        raise ConfigError(f"job {job_id!r} has no record in the ledger")
+    tally = ledger.tally(job_id)
+    counts = tally.counts.to_dict()
+    mismatch = listed != counts["objects"]
+    summary: dict[str, Any] = {
+        "job_id": job_id,
+        "status": _status(counts, map_error, mismatch),
+        **counts,
+        "batches": tally.batches,
+        "lost_in_unfinished_batches": 0,
+        "objects_read_by_map": listed,
+        "started_at": job.get("started_at"),
+        "source": job["spec"]["source"],
+        "destination": job["spec"]["destination"],
+        **job_stats(ledger, job_id, job.get("started_at")),
+    }
+    summary["bytes_per_second"] = counts["bytes_copied"] // summary["seconds"] if summary["seconds"] else 0
+    if map_error:
+        summary["map_error"] = {"error": map_error.get("Error"), "cause": str(map_error.get("Cause"))[:1000]}
+    summary_key, failures_key = reports.put_final(job_id, summary, ledger.failures(job_id))
+    summary["report"] = reports.url(summary_key)
+    summary["failures_report"] = reports.url(failures_key)
+    summary["report_html"] = reports.url(_put_html(summary, services))
+    ledger.finish_job(job_id, summary["status"], summary, tally)
+    if summary["status"] != "SUCCEEDED":
+        summary["cause"] = _cause(summary)
+    return summary
+
+
+def job_rows(services: Services, job_id: str) -> Iterator[dict[str, Any]]:
+    """Every object's result of a job, as recorded (one line of a batch report each, only
+    the attempts the ledger counted): what `ferry run --report` and the HTML report list."""
+    for marker in services.ledger.batches(job_id):
+        if marker.get("report_key"):
+            yield from services.reports.rows(marker["report_key"])

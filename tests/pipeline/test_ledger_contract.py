@@ -1,0 +1,194 @@
+"""The ledger's contract (ferry.pipeline.ledger.Ledger), run over both implementations: the
+DynamoDB table (moto in-process) and the SQLite file `ferry run` keeps by default. Whatever
+keeps it, a job id is used once, a batch pass counts once however many attempts record it,
+the tally is the sum of what counted, a failed object is one item, and checkpoints survive."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+
+from ferry.engine.checkpoints import Checkpoint
+from ferry.pipeline.ledger import BatchCounts, DynamoLedger, Failure, JobExists, Ledger
+from ferry.pipeline.sqlite_ledger import SQLiteLedger
+
+SPEC = {"source": {"bucket": "src", "prefix": "a/"}, "destination": {"bucket": "dst", "prefix": ""}}
+
+
+@pytest.fixture(params=["sqlite", "dynamodb"])
+def ledger(
+    request: pytest.FixtureRequest, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Ledger]:
+    if request.param == "sqlite":
+        store = SQLiteLedger(tmp_path / "ledger.sqlite")
+        yield store
+        store.close()
+        return
+    from moto import mock_aws
+
+    from conftest import _atomic_moto_dynamodb
+
+    _atomic_moto_dynamodb(monkeypatch)  # DynamoDB's conditional writes are atomic; moto's need a lock
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        client.create_table(
+            TableName="ledger",
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        yield DynamoLedger(client, "ledger")
+
+
+def counts(
+    copied: int = 0, skipped: int = 0, failed: int = 0, pending: int = 0, size: int = 0
+) -> BatchCounts:
+    return BatchCounts(copied=copied, skipped=skipped, failed=failed, pending=pending, bytes_copied=size)
+
+
+def test_a_job_id_is_used_once_and_reads_back_its_spec(ledger: Ledger) -> None:
+    ledger.create_job("j1", SPEC)
+    with pytest.raises(JobExists, match="j1"):
+        ledger.create_job("j1", SPEC)
+    job = ledger.job("j1")
+    assert job is not None
+    assert job["status"] == "RUNNING" and job["spec"] == SPEC and job["started_at"]
+    assert ledger.job("other") is None
+
+
+def test_a_batch_pass_counts_once_and_later_attempts_get_the_first_ones_hand_over(ledger: Ledger) -> None:
+    ledger.create_job("j1", SPEC)
+    first = ledger.record_batch(
+        "j1",
+        "b1-p1",
+        counts(copied=2, size=10),
+        attempt="a",
+        report_key="r/a",
+        handover={"remaining": [3, 4]},
+    )
+    again = ledger.record_batch(
+        "j1", "b1-p1", counts(copied=5, size=99), attempt="b", report_key="r/b", handover={"remaining": [0]}
+    )
+    assert first.first and not again.first
+    assert again.counts.to_dict() == counts(copied=2, size=10).to_dict()
+    assert again.report_key == "r/a" and again.handover == {"remaining": [3, 4]}
+    marker = ledger.batch("j1", "b1-p1")
+    assert marker is not None and marker["attempt"] == "a" and marker["report_key"] == "r/a"
+
+
+def test_a_markers_stats_for_the_html_report_are_kept_once_with_it(ledger: Ledger) -> None:
+    ledger.create_job("j1", SPEC)
+    stats = {"sizes": {"10": 2}, "strategies": {"server-side": 2}}
+    ledger.record_batch("j1", "b1-p1", counts(copied=2), attempt="a", report_key=None, stats=stats)
+    ledger.record_batch(
+        "j1", "b1-p1", counts(copied=2), attempt="b", report_key=None, stats={"sizes": {"99": 1}}
+    )
+    ledger.record_batch("j1", "b2-p1", counts(skipped=1), attempt="a", report_key=None)
+    markers = {m["sk"]: m for m in ledger.batches("j1")}
+    assert markers["BATCH#b1-p1"]["batch_stats"] == stats
+    assert "batch_stats" not in markers["BATCH#b2-p1"]
+    assert markers["BATCH#b1-p1"]["recorded_at"]
+
+
+def test_the_tally_sums_the_markers_and_batches_filter_by_prefix_in_key_order(ledger: Ledger) -> None:
+    ledger.create_job("j1", SPEC)
+    ledger.record_batch("j1", "b2-p1", counts(copied=1, size=7), attempt="a", report_key=None)
+    ledger.record_batch("j1", "b1-p2", counts(skipped=3), attempt="a", report_key=None)
+    ledger.record_batch("j1", "b1-p1", counts(failed=1, pending=2), attempt="a", report_key=None)
+    ledger.create_job("j2", SPEC)
+    ledger.record_batch("j2", "b1-p1", counts(copied=100), attempt="a", report_key=None)
+    tally = ledger.tally("j1")
+    assert tally.batches == 3
+    assert tally.to_dict() == {
+        "objects": 7,
+        "copied": 1,
+        "skipped": 3,
+        "failed": 1,
+        "pending": 2,
+        "bytes_copied": 7,
+        "batches": 3,
+    }
+    assert [m["attempt"] for m in ledger.batches("j1", "b1-")] == ["a", "a"]
+    assert [m["counts"]["skipped"] for m in ledger.batches("j1", "b1-")] == [0, 3]  # p1 before p2
+
+
+def test_failures_are_one_item_per_object_and_the_marker_says_when_they_are_written(ledger: Ledger) -> None:
+    ledger.create_job("j1", SPEC)
+    ledger.record_batch("j1", "b1-p1", counts(failed=2), attempt="a", report_key=None)
+    assert ledger.batch("j1", "b1-p1")["failures_recorded"] is False  # type: ignore[index]
+    failures = [
+        Failure("src", "a/x", "x", "AccessDenied on s3:GetObject", batch="b1-p1"),
+        Failure("src", "a/y", "y", "NoSuchKey", version_id="v1", batch="b1-p1"),
+    ]
+    ledger.put_failures("j1", failures)
+    ledger.put_failures("j1", failures[:1])  # a retried write changes nothing
+    ledger.failures_recorded("j1", "b1-p1")
+    assert ledger.batch("j1", "b1-p1")["failures_recorded"] is True  # type: ignore[index]
+    assert sorted(f.to_dict()["key"] for f in ledger.failures("j1")) == ["a/x", "a/y"]
+    assert {f.key: f.reason for f in ledger.failures("j1")} == {
+        "a/x": "AccessDenied on s3:GetObject",
+        "a/y": "NoSuchKey",
+    }
+    assert list(ledger.failures("other")) == []
+
+
+def test_finish_job_stores_status_report_and_totals(ledger: Ledger) -> None:
+    ledger.create_job("j1", SPEC)
+    ledger.record_batch("j1", "b1-p1", counts(copied=2, failed=1, size=5), attempt="a", report_key=None)
+    ledger.finish_job("j1", "PARTIAL", {"status": "PARTIAL"}, ledger.tally("j1"))
+    job = ledger.job("j1")
+    assert job is not None
+    assert job["status"] == "PARTIAL" and job["finished_at"]
+    assert (job["objects"], job["copied"], job["failed"], job["bytes_copied"], job["batches"]) == (
+        3,
+        2,
+        1,
+        5,
+        1,
+    )
+
+
+def test_checkpoints_are_saved_loaded_replaced_and_deleted(ledger: Ledger) -> None:
+    store = ledger.checkpoints(ttl_days=1)
+    checkpoint = Checkpoint("c1", "upload-1", "stream", "etag", 100, "CRC32C", [(0, 50), (50, 100)])
+    assert store.load("c1") is None
+    store.save(checkpoint)
+    checkpoint.parts[1] = {"ETag": "p1", "ChecksumCRC32C": "AAAA"}
+    store.save(checkpoint)
+    loaded = store.load("c1")
+    assert loaded is not None and loaded.parts == {1: {"ETag": "p1", "ChecksumCRC32C": "AAAA"}}
+    assert loaded.part_bounds == [(0, 50), (50, 100)]
+    store.delete("c1")
+    assert store.load("c1") is None
+
+
+def test_racing_attempts_of_one_pass_record_it_exactly_once(ledger: Ledger) -> None:
+    ledger.create_job("j1", SPEC)
+    results = []
+    start = threading.Barrier(8)
+
+    def attempt(n: int) -> None:
+        start.wait()
+        results.append(
+            ledger.record_batch("j1", "b1-p1", counts(copied=n + 1), attempt=str(n), report_key=None)
+        )
+
+    threads = [threading.Thread(target=attempt, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(r.first for r in results) == 1
+    winner = next(r for r in results if r.first)
+    assert all(r.counts.copied == winner.counts.copied for r in results)
+    assert ledger.tally("j1").counts.copied == winner.counts.copied
