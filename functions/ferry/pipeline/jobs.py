@@ -259,7 +259,7 @@ def finalize(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
     Objects of a lost batch are recorded as failed with the error that lost them; a count
     that still does not add up fails the job with both numbers."""
     job_id = event["job"]["job_id"]
-    ledger, reports = services.ledger, services.reports
+    ledger = services.ledger
     job = ledger.job(job_id)
     if job is None:
         raise ConfigError(f"job {job_id!r} has no record in the ledger")
@@ -268,10 +268,31 @@ def finalize(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
         map_run_records(services.s3, services.settings.report_bucket, f"{job_prefix(job_id)}map-run/")
     )
     lost = _record_lost_batches(runs, spec, services)
+    return settle_job(
+        {**job, "job_id": job_id},
+        services,
+        read=_items_read(runs, services),
+        lost=lost,
+        map_error=event.get("map_error"),
+        map_run=event.get("map"),
+    )
+
+
+def settle_job(
+    job: Mapping[str, Any],
+    services: Services,
+    *,
+    read: int | None,
+    lost: int = 0,
+    map_error: Mapping[str, Any] | None = None,
+    map_run: Any = None,
+) -> dict[str, Any]:
+    """The end of every Finalize (the state machine's and `ferry run`'s): the ledger's tally
+    checked against the `read` items, the report files, the job's status and its cause."""
+    job_id = job["job_id"]
+    ledger, reports = services.ledger, services.reports
     tally = ledger.tally(job_id)
-    read = _items_read(runs, services)
     counts = tally.counts.to_dict()
-    map_error = event.get("map_error")
     mismatch = read is not None and read != counts["objects"]
     summary: dict[str, Any] = {
         "job_id": job_id,
@@ -288,8 +309,8 @@ def finalize(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
     summary["bytes_per_second"] = counts["bytes_copied"] // summary["seconds"] if summary["seconds"] else 0
     if map_error:
         summary["map_error"] = {"error": map_error.get("Error"), "cause": str(map_error.get("Cause"))[:1000]}
-    if event.get("map"):
-        summary["map_run"] = event["map"]
+    if map_run:
+        summary["map_run"] = map_run
     summary_key, failures_key = reports.put_final(job_id, summary, ledger.failures(job_id))
     summary["report"] = reports.url(summary_key)
     summary["failures_report"] = reports.url(failures_key)

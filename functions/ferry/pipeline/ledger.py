@@ -104,6 +104,18 @@ class Failure:
             batch=batch,
         )
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Failure:
+        """A failure as either ledger stores it (the fields `to_dict` writes)."""
+        return cls(
+            bucket=data["bucket"],
+            key=data["key"],
+            dest_key=data["dest_key"],
+            reason=data["reason"],
+            version_id=data.get("version_id"),
+            batch=data.get("batch"),
+        )
+
     def to_dict(self) -> dict[str, Any]:
         data = {
             "bucket": self.bucket,
@@ -362,15 +374,7 @@ class DynamoLedger:
             ExpressionAttributeValues=_item({":pk": _job(job_id), ":fail": "FAIL#"}),
         ):
             for raw in page.get("Items", []):
-                item = _plain(raw)
-                yield Failure(
-                    bucket=item["bucket"],
-                    key=item["key"],
-                    dest_key=item["dest_key"],
-                    reason=item["reason"],
-                    version_id=item.get("version_id"),
-                    batch=item.get("batch"),
-                )
+                yield Failure.from_dict(_plain(raw))
 
     # -- multipart checkpoints ----------------------------------------------------------------
 

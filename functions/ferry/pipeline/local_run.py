@@ -32,8 +32,7 @@ from ferry.errors import ConfigError, FerryError
 from ferry.limits import TiB
 from ferry.pipeline.batches import Services, copy_batch, copy_large_object, record_failure
 from ferry.pipeline.item_reader import batches, read_items
-from ferry.pipeline.job_stats import job_stats
-from ferry.pipeline.jobs import _cause, _put_html, _status, prepare
+from ferry.pipeline.jobs import prepare, settle_job
 from ferry.pipeline.settings import PipelineSettings, WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -236,36 +235,10 @@ def finalize_local(
     """Finalize for a local run: the items the reader listed stand in for DescribeMapRun's
     count (the check that every listed object is in the ledger), then the same report,
     status, cause and HTML page as `jobs.finalize`."""
-    ledger, reports = services.ledger, services.reports
-    job = ledger.job(job_id)
+    job = services.ledger.job(job_id)
     if job is None:
         raise ConfigError(f"job {job_id!r} has no record in the ledger")
-    tally = ledger.tally(job_id)
-    counts = tally.counts.to_dict()
-    mismatch = listed != counts["objects"]
-    summary: dict[str, Any] = {
-        "job_id": job_id,
-        "status": _status(counts, map_error, mismatch),
-        **counts,
-        "batches": tally.batches,
-        "lost_in_unfinished_batches": 0,
-        "objects_read_by_map": listed,
-        "started_at": job.get("started_at"),
-        "source": job["spec"]["source"],
-        "destination": job["spec"]["destination"],
-        **job_stats(ledger, job_id, job.get("started_at")),
-    }
-    summary["bytes_per_second"] = counts["bytes_copied"] // summary["seconds"] if summary["seconds"] else 0
-    if map_error:
-        summary["map_error"] = {"error": map_error.get("Error"), "cause": str(map_error.get("Cause"))[:1000]}
-    summary_key, failures_key = reports.put_final(job_id, summary, ledger.failures(job_id))
-    summary["report"] = reports.url(summary_key)
-    summary["failures_report"] = reports.url(failures_key)
-    summary["report_html"] = reports.url(_put_html(summary, services))
-    ledger.finish_job(job_id, summary["status"], summary, tally)
-    if summary["status"] != "SUCCEEDED":
-        summary["cause"] = _cause(summary)
-    return summary
+    return settle_job({**job, "job_id": job_id}, services, read=listed, map_error=map_error)
 
 
 def job_rows(services: Services, job_id: str) -> Iterator[dict[str, Any]]:

@@ -214,15 +214,7 @@ class SQLiteLedger:
 
     def failures(self, job_id: str) -> Iterator[Failure]:
         for row in self._rows("SELECT data FROM failures WHERE job_id = ? ORDER BY item_id", (job_id,)):
-            data = json.loads(row["data"])
-            yield Failure(
-                bucket=data["bucket"],
-                key=data["key"],
-                dest_key=data["dest_key"],
-                reason=data["reason"],
-                version_id=data.get("version_id"),
-                batch=data.get("batch"),
-            )
+            yield Failure.from_dict(json.loads(row["data"]))
 
     # -- multipart checkpoints ----------------------------------------------------------------
 
