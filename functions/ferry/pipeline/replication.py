@@ -11,6 +11,10 @@ time. For each batch the starter
 3. writes ONE JSON Lines manifest of those keys into the report bucket and starts ONE parent
    execution with it, named from the batch's message ids, so a redelivered batch starts
    nothing twice.
+4. with the replication's deletes on, also reads "Object Deleted" events: where a key's
+   newest event in the batch is a delete, it goes to deletes.apply_deletes (through
+   replication_deletes.run_deletes) instead of the job; a FAILED deletion's message is
+   reported as a batch item failure.
 
 Rows name the key without a version id: the job copies the source's current object. Events
 of one key can sit in different batches whose jobs finish in any order; copying "the latest"
