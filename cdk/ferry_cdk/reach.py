@@ -11,10 +11,12 @@ its full ARN is granted as written.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 
-from ferry.pipeline.settings import PipelineSettings
+from ferry.pipeline.settings import Location, PipelineSettings
 
 
 def secret_arn(stack: cdk.Stack, secret: str) -> str:
@@ -31,22 +33,30 @@ def secret_arn(stack: cdk.Stack, secret: str) -> str:
 def reach_statements(stack: cdk.Stack, settings: PipelineSettings) -> list[iam.PolicyStatement]:
     """What a worker that copies or checks (CopyBatch, the Fargate task, Prepare) needs to
     reach the configured locations: nothing when every location is reached directly."""
+    return location_reach_statements(stack, (*settings.sources, *settings.destinations), settings)
+
+
+def location_reach_statements(
+    stack: cdk.Stack, locations: Iterable[Location], settings: PipelineSettings
+) -> list[iam.PolicyStatement]:
+    """The same grants for `locations` only (a replication starter reaches its own two)."""
+    locations = tuple(locations)
+    role_arns = sorted({loc.role_arn for loc in locations if loc.role_arn})
+    secrets = sorted({loc.credentials_secret for loc in locations if loc.credentials_secret})
     statements = []
-    if settings.role_arns:
+    if role_arns:
         statements.append(
-            iam.PolicyStatement(
-                sid="AssumeLocationRoles", actions=["sts:AssumeRole"], resources=list(settings.role_arns)
-            )
+            iam.PolicyStatement(sid="AssumeLocationRoles", actions=["sts:AssumeRole"], resources=role_arns)
         )
-    if settings.credentials_secrets:
+    if secrets:
         statements.append(
             iam.PolicyStatement(
                 sid="ReadEndpointCredentials",
                 actions=["secretsmanager:GetSecretValue"],
-                resources=[secret_arn(stack, s) for s in settings.credentials_secrets],
+                resources=[secret_arn(stack, s) for s in secrets],
             )
         )
-    if settings.secret_kms_key_arns:
+    if secrets and settings.secret_kms_key_arns:
         statements.append(
             iam.PolicyStatement(
                 sid="DecryptEndpointCredentials",

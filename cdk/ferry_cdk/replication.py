@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from urllib.parse import quote_plus
 
 import aws_cdk as cdk
+from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -32,9 +33,16 @@ from ferry.pipeline.replication_config import MANIFEST_NAME, Replication
 from ferry.pipeline.settings import PipelineSettings
 
 from . import nag
-from .access import statement
+from .access import iam_escape, statement
+from .deletes import deleted_detail_types, deletes_statements
+from .reach import location_reach_statements
 
 STARTER_TIMEOUT_SECONDS = 120  # a manifest of up to 10,000 rows and one StartExecution
+# With deletes on, each deletion is a few sequential requests (HEAD source, HEAD destination,
+# GetItem, DeleteObject, DeleteItem): Lambda's longest timeout. A batch that still runs out
+# returns whole to the queue; every step is safe to repeat (a deleted key is then "already
+# absent"). Keep batch_size modest with deletes on (README, "Deletes").
+STARTER_TIMEOUT_WITH_DELETES_SECONDS = 900
 STARTER_MEMORY_MB = 1024  # a batch's payload is up to 6 MB of JSON (Lambda's invoke limit)
 # AWS recommends a maxReceiveCount of at least 5 for queues Lambda reads, so that a batch
 # throttled or failed a few times does not reach the dead-letter queue (Lambda developer guide,
@@ -48,6 +56,7 @@ class FerryStack(Protocol):
 
     settings: PipelineSettings
     report_bucket: s3.Bucket
+    table: dynamodb.Table
     state_machine: sfn.StateMachine
     functions: dict[str, lambda_.Function]
     retention: logs.RetentionDays
@@ -84,7 +93,8 @@ def add_replications(stack: FerryStack) -> dict[str, ReplicationQueues]:
 
 
 def event_pattern(replication: Replication) -> events.EventPattern:
-    """S3's "Object Created" events of the source bucket, under the source prefix.
+    """S3's "Object Created" events of the source bucket, under the source prefix ("Object
+    Deleted" too when the replication's deletes are on: ferry_cdk.deletes).
 
     S3 writes keys URL-encoded into its events (spaces as '+'), so the prefix is matched in
     that form; the starter checks the decoded key again and fails any event outside it.
@@ -92,7 +102,9 @@ def event_pattern(replication: Replication) -> events.EventPattern:
     detail: dict[str, Any] = {"bucket": {"name": [replication.source.bucket]}}
     if replication.source.prefix:
         detail["object"] = {"key": [{"prefix": quote_plus(replication.source.prefix, safe="/")}]}
-    return events.EventPattern(source=["aws.s3"], detail_type=["Object Created"], detail=detail)
+    return events.EventPattern(
+        source=["aws.s3"], detail_type=["Object Created", *deleted_detail_types(replication)], detail=detail
+    )
 
 
 def _replication(stack: FerryStack, r: Replication) -> ReplicationQueues:
@@ -112,7 +124,7 @@ def _replication(stack: FerryStack, r: Replication) -> ReplicationQueues:
         retention_period=RETENTION,
         # At least six times the function's timeout (plus the batching window): Lambda may
         # retry a throttled batch within it (Lambda developer guide, services-sqs-configure.html).
-        visibility_timeout=cdk.Duration.seconds(6 * STARTER_TIMEOUT_SECONDS + r.batch_window_seconds),
+        visibility_timeout=cdk.Duration.seconds(6 * _timeout(r) + r.batch_window_seconds),
         dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=MAX_RECEIVE_COUNT),
     )
     rule = events.Rule(
@@ -157,9 +169,10 @@ def _starter(stack: FerryStack, scope: Construct, r: Replication) -> lambda_.Fun
         code=stack.lambda_code,
         layers=[stack.lambda_layer],
         memory_size=STARTER_MEMORY_MB,
-        timeout=cdk.Duration.seconds(STARTER_TIMEOUT_SECONDS),
+        timeout=cdk.Duration.seconds(_timeout(r)),
         environment={
-            "FERRY_REPLICATION": r.to_environment(),
+            "FERRY_REPLICATION": r.to_environment(),  # its locations whole: how to reach them too
+            **({"FERRY_TABLE": stack.table.table_name} if r.deletes else {}),  # the copy records
             "FERRY_REPORT_BUCKET": stack.report_bucket.bucket_name,
             "FERRY_STATE_MACHINE_ARN": stack.state_machine.state_machine_arn,
             "POWERTOOLS_SERVICE_NAME": "ferry",
@@ -180,7 +193,42 @@ def _starter(stack: FerryStack, scope: Construct, r: Replication) -> lambda_.Fun
         "function: the dependency layer is built and tested for that Python version.",
     )
     _acknowledge_manifests(stack, starter, r, "writes")
+    if r.deletes:
+        _grant_deletes(stack, starter, r)
     return starter
+
+
+def _timeout(r: Replication) -> int:
+    return STARTER_TIMEOUT_WITH_DELETES_SECONDS if r.deletes else STARTER_TIMEOUT_SECONDS
+
+
+def _grant_deletes(stack: FerryStack, starter: lambda_.Function, r: Replication) -> None:
+    """What apply_deletes needs (ferry_cdk.deletes: the prefixes' objects, listings limited to
+    them, the copy records) and how to reach the two locations (ferry_cdk.reach: their role or
+    secret), acknowledging the two prefix wildcards by name."""
+    for st in (
+        *deletes_statements(r, table_arn=stack.table.table_arn),
+        *location_reach_statements(stack, (r.source, r.destination), stack.settings),  # type: ignore[arg-type]
+    ):
+        starter.add_to_role_policy(st)
+    policy = starter.role.node.try_find_child("DefaultPolicy") if starter.role else None
+    if policy is None:
+        return
+    for side, loc, actions in (
+        ("source", r.source, "reads (is the key back? which version does a delete marker hide?)"),
+        (
+            "destination",
+            r.destination,
+            "reads and deletes (plain deletes: a versioned destination keeps every version)",
+        ),
+    ):
+        flat = nag._flat_sub(f"arn:<AWS::Partition>:s3:::{loc.bucket}/{iam_escape(loc.prefix)}*")
+        nag.ack(
+            policy,
+            f"AwsSolutions-IAM5[Resource::{flat}]",
+            f"Objects under replication {r.name}'s {side} s3://{loc.bucket}/{loc.prefix}: the starter "
+            f"{actions} only keys whose deletion it handles, and a key-prefix ARN is how IAM limits it to that prefix.",
+        )
 
 
 def _manifest_arn(stack: FerryStack, r: Replication) -> str:

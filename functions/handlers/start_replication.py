@@ -10,6 +10,7 @@ import boto3
 
 from ferry.pipeline.replication import handle_batch
 from ferry.pipeline.replication_config import Replication
+from ferry.pipeline.replication_deletes import DeleteServices, delete_services
 
 from .runtime import _RETRIES as RETRIES
 from .runtime import logger, tracer
@@ -20,10 +21,22 @@ def _clients() -> tuple[Any, Any]:
     return boto3.client("s3", config=RETRIES), boto3.client("stepfunctions", config=RETRIES)
 
 
+@functools.cache
+def _delete_services(environment: str) -> DeleteServices:
+    """Clients for the replication's two locations (its roles, regions, endpoints, secrets) and
+    the copy records on the ledger table; made once per process, on the first deletion."""
+    return delete_services(
+        Replication.from_environment(environment),
+        dynamodb=boto3.client("dynamodb", config=RETRIES),
+        table_name=os.environ["FERRY_TABLE"],
+    )
+
+
 @logger.inject_lambda_context(log_event=False, clear_state=True)
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    replication = Replication.from_environment(os.environ["FERRY_REPLICATION"])
+    environment = os.environ["FERRY_REPLICATION"]
+    replication = Replication.from_environment(environment)
     logger.append_keys(replication=replication.name)
     s3, stepfunctions = _clients()
     return handle_batch(
@@ -33,4 +46,5 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         stepfunctions=stepfunctions,
         report_bucket=os.environ["FERRY_REPORT_BUCKET"],
         state_machine_arn=os.environ["FERRY_STATE_MACHINE_ARN"],
+        deletes=functools.partial(_delete_services, environment) if replication.deletes else None,
     )

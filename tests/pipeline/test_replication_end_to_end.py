@@ -20,7 +20,7 @@ from test_parent_workflow import (  # noqa: F401 - parent: the fixture
     parent,
 )
 
-from conftest import PIPELINE_REPORTS, FakeLambdaContext
+from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext
 from handlers import start_replication
 
 REPLICATION = {
@@ -183,3 +183,153 @@ def test_new_objects_reach_the_destination_through_one_job(parent, monkeypatch, 
     again = start_replication.handler({"Records": records}, FakeLambdaContext())
     assert again == {"batchItemFailures": []}
     assert len(parent.sfn.list_executions(stateMachineArn=parent.machine_arn)["executions"]) == 1
+
+
+# -- deletes on ---------------------------------------------------------------------------------
+
+DELETES = {**REPLICATION, "deletes": True}
+
+
+def seq(n: int) -> str:
+    """A sequencer longer than 16 hex digits (S3's grow), increasing with n."""
+    return f"{n:020X}"
+
+
+def send(sqs: Any, queue_url: str, events: list[dict[str, Any]]) -> None:
+    for start in range(0, len(events), 10):
+        entries = [
+            {"Id": str(i), "MessageBody": json.dumps(e)} for i, e in enumerate(events[start : start + 10])
+        ]
+        assert not sqs.send_message_batch(QueueUrl=queue_url, Entries=entries).get("Failed")
+
+
+def created(s3: Any, key: str, body: bytes, n: int) -> dict[str, Any]:
+    put = s3.put_object(Bucket="src", Key=key, Body=body)
+    return s3_event(
+        "src", key, sequencer=seq(n), size=len(body), etag=put["ETag"].strip('"'), version_id=None
+    )
+
+
+def deleted(key: str, n: int) -> dict[str, Any]:
+    # The S3 user guide's "Object Deleted" example on an unversioned bucket: the empty object's
+    # ETag, no version id, deletion-type "Permanently Deleted".
+    event = s3_event(
+        "src",
+        key,
+        sequencer=seq(n),
+        size=0,
+        etag="d41d8cd98f00b204e9800998ecf8427e",
+        detail_type="Object Deleted",
+        version_id=None,
+    )
+    event["detail"]["deletion-type"] = "Permanently Deleted"
+    event["detail"]["reason"] = "DeleteObject"
+    del event["detail"]["object"]["size"]
+    return event
+
+
+def run_batch(machine: Parent, sqs: Any, queue_url: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """The queue's messages through the starter; the execution it started (if any), finished."""
+    before = {
+        e["executionArn"]
+        for e in machine.sfn.list_executions(stateMachineArn=machine.machine_arn)["executions"]
+    }
+    response = start_replication.handler({"Records": drain(sqs, queue_url)}, FakeLambdaContext())
+    new = [
+        e
+        for e in machine.sfn.list_executions(stateMachineArn=machine.machine_arn)["executions"]
+        if e["executionArn"] not in before
+    ]
+    if not new:
+        return response, None
+    (execution,) = new
+    described = wait(machine, execution["executionArn"])
+    assert described["status"] == "SUCCEEDED", described
+    return response, json.loads(described["output"])
+
+
+def test_deletes_remove_only_ferrys_own_copies_and_only_the_newest_event_acts(
+    parent,  # noqa: F811
+    monkeypatch,
+    caplog,
+) -> None:
+    from ferry.pipeline.ledger import DynamoCopyRecords
+
+    s3 = parent.pipeline.s3
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    queue_url = sqs.create_queue(QueueName="ferry-replication-deletes")["QueueUrl"]
+    monkeypatch.setenv("FERRY_REPLICATION", json.dumps(DELETES))
+    monkeypatch.setenv("FERRY_STATE_MACHINE_ARN", parent.machine_arn)
+    start_replication._clients.cache_clear()
+    start_replication._delete_services.cache_clear()
+    records = DynamoCopyRecords(parent.pipeline.dynamodb, PIPELINE_TABLE)
+    names = ["keep", "gone", "theirs", "both", "again"]
+
+    # 1. Objects created -> one job copies them, and (deletes on) records what it wrote.
+    send(
+        sqs,
+        queue_url,
+        [created(s3, f"in/{name}.txt", f"{name} v1\n".encode(), n) for n, name in enumerate(names, 1)],
+    )
+    response, output = run_batch(parent, sqs, queue_url)
+    assert response == {"batchItemFailures": []}
+    assert output is not None and (output["copied"], output["failed"]) == (len(names), 0)
+    for name in names:
+        record = records.get("dst", f"replica/{name}.txt")
+        assert record is not None, name
+        head = s3.head_object(Bucket="dst", Key=f"replica/{name}.txt")
+        assert (record.dest_etag, record.replication, record.sequencer) == (
+            head["ETag"].strip('"'),
+            "photos",
+            seq(names.index(name) + 1),
+        )
+
+    # 2. At the source: gone, theirs and both deleted, again deleted and written anew. At the
+    # destination "someone else" overwrites theirs.
+    for name in ("gone", "theirs", "both", "again"):
+        s3.delete_object(Bucket="src", Key=f"in/{name}.txt")
+    s3.put_object(Bucket="dst", Key="replica/theirs.txt", Body=b"written by someone else")
+    events = [
+        deleted("in/gone.txt", 100),
+        deleted("in/theirs.txt", 101),
+        # both: a create older than its delete, in the same batch (a late redelivery): the delete acts.
+        created(s3, "in/both.txt", b"both v1\n", 4),
+        deleted("in/both.txt", 102),
+        # again: a delete older than the create that followed it: the create acts.
+        deleted("in/again.txt", 103),
+        created(s3, "in/again.txt", b"again v2, after its delete\n", 104),
+        deleted("in/again.txt", 103),  # and delivered twice
+    ]
+    s3.delete_object(Bucket="src", Key="in/both.txt")  # `created` above wrote it back to take its ETag
+    send(sqs, queue_url, events)
+    with caplog.at_level("INFO"):
+        response, output = run_batch(parent, sqs, queue_url)
+
+    assert response == {"batchItemFailures": []}
+    # One job, for again only (both's create was older than its delete).
+    assert output is not None
+    assert {k: output[k] for k in ("objects", "copied", "failed")} == {"objects": 1, "copied": 1, "failed": 0}
+    listed = {o["Key"] for o in s3.list_objects_v2(Bucket="dst").get("Contents", [])}
+    assert listed == {"replica/keep.txt", "replica/theirs.txt", "replica/again.txt"}
+    assert s3.get_object(Bucket="dst", Key="replica/theirs.txt")["Body"].read() == b"written by someone else"
+    assert (
+        s3.get_object(Bucket="dst", Key="replica/again.txt")["Body"].read() == b"again v2, after its delete\n"
+    )
+    assert s3.get_object(Bucket="dst", Key="replica/keep.txt")["Body"].read() == b"keep v1\n"
+    assert records.get("dst", "replica/gone.txt") is None and records.get("dst", "replica/both.txt") is None
+
+    logged = [
+        json.loads(r.getMessage().split(": ", 2)[2])
+        for r in caplog.records
+        if ": delete " in r.getMessage() or "delete kept:" in r.getMessage()
+    ]
+    by_key = {}
+    for entry in logged:
+        by_key.setdefault(entry["key"], []).append(entry)
+    assert [e["status"] for e in by_key["in/gone.txt"]] == ["deleted"]
+    assert [e["status"] for e in by_key["in/both.txt"]] == ["deleted"]
+    (theirs,) = by_key["in/theirs.txt"]
+    assert theirs["status"] == "kept" and "overwritten since Ferry copied it" in theirs["reason"]
+    assert [(e["status"], e["reason"]) for e in by_key["in/again.txt"]] == [
+        ("kept", "a newer event for this key came in the same batch")
+    ] * 2

@@ -11,6 +11,10 @@ time. For each batch the starter
 3. writes ONE JSON Lines manifest of those keys into the report bucket and starts ONE parent
    execution with it, named from the batch's message ids, so a redelivered batch starts
    nothing twice.
+4. with the replication's deletes on, also reads "Object Deleted" events: where a key's
+   newest event in the batch is a delete, it goes to deletes.apply_deletes (through
+   replication_deletes.run_deletes) instead of the job; a FAILED deletion's message is
+   reported as a batch item failure.
 
 Rows name the key without a version id: the job copies the source's current object. Events
 of one key can sit in different batches whose jobs finish in any order; copying "the latest"
@@ -26,7 +30,7 @@ import hashlib
 import json
 import logging
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,8 +39,10 @@ from aws_lambda_powertools.utilities.data_classes import S3EventBridgeNotificati
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from botocore.exceptions import ClientError
 
+from ferry.pipeline.deletes import OBJECT_DELETED, Deletion, sequencer_newer
 from ferry.pipeline.lag import EVENT_TIME_FIELD, REPLICATION_FIELD, parse_event_time
 from ferry.pipeline.replication_config import MANIFEST_NAME, Replication
+from ferry.pipeline.replication_deletes import DeleteServices, run_deletes
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +51,8 @@ _HEX = re.compile(r"^[0-9A-Fa-f]+$")
 
 
 class NotAnEvent(ValueError):
-    """A message that is not an S3 Object Created event for this replication."""
+    """A message that is not an S3 Object Created (or, with deletes on, Object Deleted) event
+    for this replication."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +66,7 @@ class ObjectEvent:
     time: str
     size: int | None = None
     etag: str | None = None
+    deletion: Deletion | None = None  # an "Object Deleted" event (replications with deletes on)
 
     def row(self, replication: str) -> dict[str, Any]:
         """A manifest row as ferry.pipeline.items reads it (plus what the lag needs)."""
@@ -93,8 +101,16 @@ def parse_event(body: str, replication: Replication, message_id: str = "") -> Ob
     if not isinstance(data, dict) or data.get("source") != "aws.s3":
         raise NotAnEvent("the message is not an S3 event sent through EventBridge (source is not aws.s3)")
     event = S3EventBridgeNotificationEvent(data)
-    if event.detail_type != OBJECT_CREATED:
-        raise NotAnEvent(f"detail-type {event.detail_type!r} is not {OBJECT_CREATED!r}")
+    deleted = event.detail_type == OBJECT_DELETED and replication.deletes
+    if event.detail_type != OBJECT_CREATED and not deleted:
+        raise NotAnEvent(
+            f"detail-type {event.detail_type!r} is not {OBJECT_CREATED!r}"
+            + (
+                ' (deletes are off for this replication: "deletes": true)'
+                if event.detail_type == OBJECT_DELETED
+                else ""
+            )
+        )
     try:
         detail = event.detail
         bucket, obj = detail.bucket.name, detail.object
@@ -111,6 +127,12 @@ def parse_event(body: str, replication: Replication, message_id: str = "") -> Ob
         raise NotAnEvent(f"sequencer {sequencer!r} is not a hexadecimal string")
     if parse_event_time(event.get("time")) is None:
         raise NotAnEvent(f"time {event.get('time')!r} is not an ISO 8601 time")
+    if deleted:
+        # An Object Deleted event carries the delete marker's ETag, not the object's (deletes.py):
+        # none is kept.
+        return ObjectEvent(
+            message_id, bucket, key, sequencer, str(event["time"]), deletion=Deletion.from_event(data)
+        )
     return ObjectEvent(
         message_id=message_id,
         bucket=bucket,
@@ -122,27 +144,18 @@ def parse_event(body: str, replication: Replication, message_id: str = "") -> Ob
     )
 
 
-def sequencer_order(sequencers: Sequence[str]) -> list[str]:
-    """Sort keys for sequencers of one object: hex strings of varying length, compared after
-    right-padding the shorter with zeros, as strings (S3 user guide, "Event message structure",
-    on `sequencer`). They can be longer than 16 digits, so they are never read as 64-bit
-    numbers."""
-    width = max((len(s) for s in sequencers), default=0)
-    return [s.upper().ljust(width, "0") for s in sequencers]
-
-
 def latest_per_key(events: Iterable[ObjectEvent]) -> list[ObjectEvent]:
-    """The newest event of each key (greatest sequencer); a duplicate delivery (the same
-    sequencer again) or a stale one (an older sequencer) is dropped. Sorted by key, so one
-    batch always makes the same manifest."""
-    by_key: dict[tuple[str, str], list[ObjectEvent]] = {}
+    """The newest event of each key (greatest sequencer, compared as deletes.sequencer_newer
+    does: hex strings right-padded, never read as numbers); a duplicate delivery (the same
+    sequencer again) or a stale one (an older sequencer) is dropped, whichever its kind: a
+    create older than a delete of the key is dropped, and so is a delete older than a create.
+    Sorted by key, so one batch always makes the same manifest."""
+    newest: dict[tuple[str, str], ObjectEvent] = {}
     for event in events:
-        by_key.setdefault((event.bucket, event.key), []).append(event)
-    latest = []
-    for group in by_key.values():
-        order = sequencer_order([e.sequencer for e in group])
-        latest.append(group[max(range(len(group)), key=lambda i: order[i])])
-    return sorted(latest, key=lambda e: (e.bucket, e.key))
+        current = newest.get((event.bucket, event.key))
+        if current is None or sequencer_newer(event.sequencer, current.sequencer):
+            newest[(event.bucket, event.key)] = event
+    return sorted(newest.values(), key=lambda e: (e.bucket, e.key))
 
 
 def job_id_for(replication: Replication, message_ids: Iterable[str]) -> str:
@@ -196,9 +209,15 @@ def handle_batch(
     stepfunctions: Any,
     report_bucket: str,
     state_machine_arn: str,
+    deletes: Callable[[], DeleteServices] | None = None,
 ) -> dict[str, Any]:
     """The starter's work for one Lambda invocation; returns the partial batch response
-    (`batchItemFailures`: the messages that were not S3 events for this replication).
+    (`batchItemFailures`: the messages that were not S3 events for this replication, and those
+    of deletions that failed).
+
+    Per key only the batch's newest event acts: creates go to the batch's one job, deletions
+    (replications with deletes on; `deletes` makes their clients, only when there are some) to
+    `apply_deletes` (replication_deletes.run_deletes).
 
     A failure to write the manifest or to start the execution raises: the whole batch then
     returns to the queue and is tried again (the same messages make the same execution name).
@@ -218,12 +237,17 @@ def handle_batch(
             )
             raise
 
+    failed: list[str] = []
     with processor(records=list(event.get("Records") or []), handler=parse):
         outcomes = processor.process()
         events = [result for status, result, _ in outcomes if status == "success"]
-        if events:
+        newest = latest_per_key(events)
+        _log_superseded(events, newest, replication)
+        created = {(e.bucket, e.key) for e in newest if e.deletion is None}
+        creates = [e for e in events if e.deletion is None and (e.bucket, e.key) in created]
+        if creates:
             started = start_batch(
-                events,
+                creates,
                 replication,
                 s3=s3,
                 stepfunctions=stepfunctions,
@@ -238,4 +262,39 @@ def handle_batch(
                 started.job_id,
                 "already started by an earlier delivery" if started.already_started else "started",
             )
-    return processor.response()
+        deletions = [(e.message_id, e.deletion) for e in newest if e.deletion is not None]
+        if deletions:
+            if deletes is None:  # a starter wired without its delete clients: never silent
+                raise RuntimeError(
+                    f"replication {replication.name}: deletes are on but the starter has no delete clients"
+                )
+            failed = run_deletes(deletions, replication, deletes)
+    response = processor.response()
+    response["batchItemFailures"] = [*response["batchItemFailures"], *({"itemIdentifier": m} for m in failed)]
+    return response
+
+
+def _log_superseded(
+    events: Sequence[ObjectEvent], newest: Sequence[ObjectEvent], replication: Replication
+) -> None:
+    """One line per deletion that a newer event of its key replaced in this batch (a create
+    older than a delete drops silently into the job's skip-existing, a delete older than a
+    create must say why nothing was deleted)."""
+    acting = {id(e) for e in newest}
+    for event in events:
+        if event.deletion is not None and id(event) not in acting:
+            log.info(
+                "replication %s: delete kept: %s",
+                replication.name,
+                json.dumps(
+                    {
+                        "bucket": event.bucket,
+                        "key": event.key,
+                        "sequencer": event.sequencer,
+                        "message_id": event.message_id,
+                        "status": "kept",
+                        "reason": "a newer event for this key came in the same batch",
+                    },
+                    sort_keys=True,
+                ),
+            )

@@ -17,12 +17,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ferry.errors import ConfigError
 from ferry.jobspec import as_folder, check_not_overlapping, parse_options
-from ferry.pipeline.settings import Location
+from ferry.pipeline.settings import ACCESS_FIELDS, Location
 
 NAME = re.compile(r"^[A-Za-z0-9-]{1,40}$")
 FIELDS = ("name", "source", "destination", "options", "batch_size", "batch_window_seconds", "deletes")
@@ -60,8 +60,10 @@ class Replication:
         where = f"{where} ({name})"
         source = Location.parse(data.get("source"), f"{where}.source")
         destination = Location.parse(data.get("destination"), f"{where}.destination")
-        source = Location(source.bucket, as_folder(source.prefix), source.owner)
-        destination = Location(destination.bucket, as_folder(destination.prefix), destination.owner)
+        # Only the prefix changes: how the location is reached (role, region, endpoint, secret)
+        # stays with it, for the starter's deletes and the workers' copies alike.
+        source = replace(source, prefix=as_folder(source.prefix))
+        destination = replace(destination, prefix=as_folder(destination.prefix))
         if (source.bucket, source.prefix) == (destination.bucket, destination.prefix):
             raise ConfigError(
                 f"{where}.destination: s3://{destination.bucket}/{destination.prefix} is the source itself: "
@@ -107,6 +109,9 @@ class Replication:
             },
             "destination": {"bucket": self.destination.bucket, "prefix": self.destination.prefix},
             "options": {**self.options, "skip_existing": True},
+            # jobspec.ReplicationTag: with deletes on, the copy path writes a copy record per
+            # object, which is what lets a later "Object Deleted" event prove Ferry's copy.
+            "replication": {"name": self.name, "deletes": self.deletes},
         }
 
     def to_environment(self) -> str:
@@ -139,24 +144,48 @@ def parse_replications(
     names = [r.name for r in found]
     for name in sorted({n for n in names if names.count(n) > 1}):
         raise ConfigError(f"replications: the name {name!r} is used twice; each replication needs its own")
-    for r in found:
-        if not any(loc.covers(r.source.bucket, r.source.prefix) for loc in sources):
-            raise ConfigError(
-                f"replications ({r.name}).source: s3://{r.source.bucket}/{r.source.prefix} is not inside "
-                "any of 'sources': add it there too (the workers may read only those)"
-            )
-        if not any(loc.covers(r.destination.bucket, r.destination.prefix) for loc in destinations):
-            raise ConfigError(
-                f"replications ({r.name}).destination: s3://{r.destination.bucket}/{r.destination.prefix} is "
-                "not inside any of 'destinations': add it there too (the workers may write only those)"
-            )
-    return found
+    return tuple(
+        replace(
+            r,
+            source=_reached_as_workers(r.name, "source", r.source, sources),
+            destination=_reached_as_workers(r.name, "destination", r.destination, destinations),
+        )
+        for r in found
+    )
+
+
+def _reached_as_workers(name: str, side: str, loc: Location, configured: tuple[Location, ...]) -> Location:
+    """The replication's location, reached as the workers reach it: they copy its jobs through
+    the configured `sources`/`destinations` entry with the longest prefix covering it
+    (FERRY_LOCATIONS, ferry.pipeline.reach), so the starter's deletes must go the same way.
+    A replication that names no role, region, endpoint or secret takes that entry's; one that
+    names others is refused rather than copied one way and deleted another."""
+    covering = [c for c in configured if c.covers(loc.bucket, loc.prefix)]
+    if not covering:
+        plural = "sources" if side == "source" else "destinations"
+        raise ConfigError(
+            f"replications ({name}).{side}: s3://{loc.bucket}/{loc.prefix} is not inside any of "
+            f"'{plural}': add it there too (the workers may {'read' if side == 'source' else 'write'} only those)"
+        )
+    entry = max(covering, key=lambda c: len(c.prefix))
+    if loc.reached_otherwise and loc.access() != entry.access():
+        plural = "sources" if side == "source" else "destinations"
+        mine, theirs = loc.access(), entry.access()
+        differing = ", ".join(k for k in ACCESS_FIELDS if mine.get(k) != theirs.get(k))
+        raise ConfigError(
+            f"replications ({name}).{side}: {differing} not as on the '{plural}' entry "
+            f"s3://{entry.bucket}/{entry.prefix} the workers copy it through: set them there, not here"
+        )
+    return replace(loc, owner=loc.owner or entry.owner, **entry.access())
 
 
 def _location(loc: Location) -> dict[str, Any]:
+    """Every field of the location (Location.parse reads them all back): its owner and how it
+    is reached, never credentials (only a secret's name)."""
     data: dict[str, Any] = {"bucket": loc.bucket, "prefix": loc.prefix}
     if loc.owner:
         data["owner"] = loc.owner
+    data.update(loc.access())
     return data
 
 
