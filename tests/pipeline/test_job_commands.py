@@ -450,3 +450,49 @@ def test_a_wrong_spec_is_named_before_any_aws_setting_is_needed(monkeypatch: Any
     assert err.startswith("ferry: error: destination: s3://src/in/sub/ is inside the source s3://src/in/")
     code, out, err = ferry("job", "status", "j1")
     assert err == "ferry: error: no AWS region: give --region (the stack's region) or set AWS_REGION\n"
+
+
+def test_retry_sends_a_redrive_the_service_model_accepts_for_an_aborted_job() -> None:
+    """moto has no RedriveExecution, so the request itself is checked against botocore's own
+    Step Functions model (Stubber validates every parameter) on clients that answer as the
+    API reference documents: an ABORTED execution an hour ago, no report, no ledger record."""
+    from botocore.stub import Stubber
+
+    from ferry.cli.job_retry import retry_job
+    from ferry.cli.job_runs import JobClients
+    from ferry.cli.stack_outputs import StackOutputs
+
+    session = boto3.Session(region_name="eu-west-1", aws_access_key_id="k", aws_secret_access_key="s")
+    clients = JobClients(
+        cloudformation=session.client("cloudformation"),
+        stepfunctions=session.client("stepfunctions"),
+        dynamodb=session.client("dynamodb"),
+        s3=session.client("s3"),
+    )
+    outputs = StackOutputs(
+        "Ferry", "arn:aws:states:eu-west-1:123456789012:stateMachine:Ferry-jobs", "Ferry-Ledger", "reports"
+    )
+    arn = outputs.execution_arn("stopped")
+    with (
+        Stubber(clients.stepfunctions) as sfn,
+        Stubber(clients.dynamodb) as ddb,
+        Stubber(clients.s3) as s3,
+    ):
+        ddb.add_response("get_item", {})
+        sfn.add_response(
+            "describe_execution",
+            {
+                "executionArn": arn,
+                "stateMachineArn": outputs.state_machine_arn,
+                "status": "ABORTED",
+                "startDate": NOW - dt.timedelta(hours=2),
+                "stopDate": NOW - dt.timedelta(hours=1),
+                "redriveStatus": "REDRIVABLE",
+            },
+            {"executionArn": arn},
+        )
+        s3.add_client_error("get_object", "NoSuchKey", http_status_code=404)
+        sfn.add_response("redrive_execution", {"redriveDate": NOW}, {"executionArn": arn})
+        outcome = retry_job(clients, outputs, "stopped", now=NOW)
+        sfn.assert_no_pending_responses()
+    assert (outcome.plan.action, outcome.redriven_arn, outcome.started) == (REDRIVE, arn, None)
