@@ -299,6 +299,10 @@ def test_deletes_remove_only_ferrys_own_copies_and_only_the_newest_event_acts(
         deleted("in/again.txt", 103),
         created(s3, "in/again.txt", b"again v2, after its delete\n", 104),
         deleted("in/again.txt", 103),  # and delivered twice
+        # newer: written, then an older version of it deleted (the key still exists): the newer
+        # delete must not keep the new object from being copied.
+        created(s3, "in/newer.txt", b"newer v2\n", 105),
+        deleted("in/newer.txt", 106),
     ]
     s3.delete_object(Bucket="src", Key="in/both.txt")  # `created` above wrote it back to take its ETag
     send(sqs, queue_url, events)
@@ -306,11 +310,18 @@ def test_deletes_remove_only_ferrys_own_copies_and_only_the_newest_event_acts(
         response, output = run_batch(parent, sqs, queue_url)
 
     assert response == {"batchItemFailures": []}
-    # One job, for again only (both's create was older than its delete).
+    # One job for every key created in the batch: again and newer copied; both, deleted at the
+    # source since its event, skipped (nothing to replicate), not failed.
     assert output is not None
-    assert {k: output[k] for k in ("objects", "copied", "failed")} == {"objects": 1, "copied": 1, "failed": 0}
+    assert {k: output[k] for k in ("objects", "copied", "skipped", "failed")} == {
+        "objects": 3,
+        "copied": 2,
+        "skipped": 1,
+        "failed": 0,
+    }
     listed = {o["Key"] for o in s3.list_objects_v2(Bucket="dst").get("Contents", [])}
-    assert listed == {"replica/keep.txt", "replica/theirs.txt", "replica/again.txt"}
+    assert listed == {"replica/keep.txt", "replica/theirs.txt", "replica/again.txt", "replica/newer.txt"}
+    assert s3.get_object(Bucket="dst", Key="replica/newer.txt")["Body"].read() == b"newer v2\n"
     assert s3.get_object(Bucket="dst", Key="replica/theirs.txt")["Body"].read() == b"written by someone else"
     assert (
         s3.get_object(Bucket="dst", Key="replica/again.txt")["Body"].read() == b"again v2, after its delete\n"
@@ -333,3 +344,5 @@ def test_deletes_remove_only_ferrys_own_copies_and_only_the_newest_event_acts(
     assert [(e["status"], e["reason"]) for e in by_key["in/again.txt"]] == [
         ("kept", "a newer event for this key came in the same batch")
     ] * 2
+    (newer,) = by_key["in/newer.txt"]
+    assert newer["status"] == "kept"  # the source key still exists: only an old version went

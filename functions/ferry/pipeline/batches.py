@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from botocore.exceptions import BotoCoreError, ClientError
+
 from ferry.clients import make_client
 from ferry.engine.copier import Copier, deadline_in
 from ferry.jobspec import JobSpec, parse_job_spec
@@ -28,7 +30,7 @@ from ferry.models import CopyPolicy, CopyResult, Endpoint, SourceObject, Status,
 from ferry.pipeline.deletes import record_copies
 from ferry.pipeline.items import Planned, plan_item
 from ferry.pipeline.job_reports import JobReports
-from ferry.pipeline.lag import replication_lags
+from ferry.pipeline.lag import EVENT_TIME_FIELD, replication_lags
 from ferry.pipeline.ledger import (
     BatchCounts,
     DynamoCopyRecords,
@@ -132,6 +134,7 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
     lags: dict[str, list[float]] = {}
     if in_lambda:
         results = _copy_in_lambda(services, spec, in_lambda, deadline)
+        results = _vanished_since_event(services, in_lambda, results)
         _record_copies(services, spec, [(p.item, r) for p, r in zip(in_lambda, results, strict=True)])
         for plan, result in zip(in_lambda, results, strict=True):
             if result.handed_over and pass_no < settings.max_passes:
@@ -309,10 +312,40 @@ def copy_large_object(
                     break
                 if not keep_going():
                     return None
+        result = _vanished_since_event(services, [plan], [result])[0]
         _record_copies(services, spec, [(item, result)])
     _notify(services, [result])
     record(services, job_id, _large_key(batch_id, item), [result])
     return result
+
+
+def _vanished_since_event(
+    services: Services, planned: Sequence[Planned], results: list[CopyResult]
+) -> list[CopyResult]:
+    """A replication row is an S3 event, and S3 delivers events late and out of order: a key
+    deleted after its "Object Created" event is not a failure to copy but nothing left to
+    replicate. A failed row whose key a listing shows absent is counted skipped, with that
+    reason; a listing (not a HEAD) proves absence under prefix-scoped ListBucket too, where a
+    HEAD of a missing key answers 403."""
+    settled = list(results)
+    for index, (plan, result) in enumerate(zip(planned, results, strict=True)):
+        obj = plan.obj
+        if result.status != Status.FAILED or obj is None or not isinstance(plan.item, Mapping):
+            continue
+        if plan.item.get(EVENT_TIME_FIELD) is None or obj.version_id:
+            continue
+        try:
+            client = make_client(services.endpoint("source", obj.bucket, obj.key))
+            listed = client.list_objects_v2(Bucket=obj.bucket, Prefix=obj.key, MaxKeys=1).get("Contents", [])
+        except (ClientError, BotoCoreError):
+            continue  # absence not proved: the failure stands, with its own reason
+        if not listed or listed[0]["Key"] != obj.key:
+            settled[index] = replace(
+                result,
+                status=Status.SKIPPED,
+                reason="deleted at the source since its event: nothing to replicate",
+            )
+    return settled
 
 
 def _record_copies(services: Services, spec: JobSpec, copies: list[tuple[Any, CopyResult]]) -> None:

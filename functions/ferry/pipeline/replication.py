@@ -243,8 +243,10 @@ def handle_batch(
         events = [result for status, result, _ in outcomes if status == "success"]
         newest = latest_per_key(events)
         _log_superseded(events, newest, replication)
-        created = {(e.bucket, e.key) for e in newest if e.deletion is None}
-        creates = [e for e in events if e.deletion is None and (e.bucket, e.key) in created]
+        # Every created key goes to the job, even one a newer delete of the batch follows: that
+        # delete may have removed only an older version (or be a kept lifecycle expiry), and a
+        # key truly gone is counted skipped by the copy (batches._vanished_since_event).
+        creates = [e for e in events if e.deletion is None]
         if creates:
             started = start_batch(
                 creates,
