@@ -96,12 +96,17 @@ def event_pattern(replication: Replication) -> events.EventPattern:
     """S3's "Object Created" events of the source bucket, under the source prefix ("Object
     Deleted" too when the replication's deletes are on: ferry_cdk.deletes).
 
-    S3 writes keys URL-encoded into its events (spaces as '+'), so the prefix is matched in
-    that form; the starter checks the decoded key again and fails any event outside it.
+    S3 URL-encodes keys in its notifications (spaces as '+'), and the starter decodes them
+    (`unquote_plus`, as the issue and Powertools' S3 EventBridge data class do); no AWS page
+    shows an EventBridge key with a character that encoding changes, and a captured event has
+    been seen with ':' left as is. So the prefix is matched in both forms (the same when
+    encoding leaves it alone): a wrong guess must not drop every event under the prefix. The
+    starter checks the decoded key again and fails any event outside it.
     """
     detail: dict[str, Any] = {"bucket": {"name": [replication.source.bucket]}}
     if replication.source.prefix:
-        detail["object"] = {"key": [{"prefix": quote_plus(replication.source.prefix, safe="/")}]}
+        forms = dict.fromkeys([quote_plus(replication.source.prefix, safe="/"), replication.source.prefix])
+        detail["object"] = {"key": [{"prefix": form} for form in forms]}
     return events.EventPattern(
         source=["aws.s3"], detail_type=["Object Created", *deleted_detail_types(replication)], detail=detail
     )
