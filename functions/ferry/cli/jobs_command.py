@@ -37,7 +37,7 @@ from ferry.cli.job_runs import (
     read_failures,
     start_job,
 )
-from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser
+from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, read_json_file
 from ferry.cli.stack_outputs import DEFAULT_STACK, StackOutputs
 from ferry.errors import ConfigError
 from ferry.jobspec import JobSpec, check_not_overlapping, parse_job_spec, parse_options
@@ -173,20 +173,10 @@ def run_job(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
 
 def run_job_validate(path: str, stdout: IO[str]) -> int:
     """`ferry job validate FILE`: the same validation Prepare runs before any fan-out."""
-    data = _read_json(path)
+    data = read_json_file(path)
     spec = parse_job_spec(data, default_job_id="EXECUTION-NAME")
     stdout.write(json.dumps(spec.to_dict(), indent=2) + "\n")
     return EXIT_OK
-
-
-def _read_json(path: str) -> Any:
-    try:
-        with open(path, encoding="utf-8") as file:
-            return json.load(file)
-    except OSError as error:
-        raise ConfigError(f"cannot read {path!r}: {error.strerror}") from error
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"{path!r} is not JSON: {error}") from error
 
 
 # -- start -----------------------------------------------------------------------------------
@@ -198,7 +188,7 @@ def spec_from_args(args: argparse.Namespace, now: dt.datetime | None = None) -> 
     if args.spec and (args.src or args.dst):
         raise ConfigError("give SRC DST or --spec FILE, not both")
     if args.spec:
-        data = _read_json(args.spec)
+        data = read_json_file(args.spec)
         if not isinstance(data, Mapping):
             raise ConfigError(f"{args.spec!r} must hold a JSON object (a job spec)")
         spec = dict(data)

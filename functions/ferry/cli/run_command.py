@@ -23,7 +23,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.copy_command import endpoints
-from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser
+from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, read_json_file
 from ferry.cli.progress import Progress
 from ferry.cli.report import Summary
 from ferry.clients import make_client
@@ -109,7 +109,7 @@ def parse_run_args(argv: list[str]) -> argparse.Namespace:
 
 def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """`ferry run`: Prepare, the Map, the batches, Finalize; then the summary and exit code."""
-    spec = _read_spec(args.spec)
+    spec = read_json_file(args.spec)
     if args.pass_seconds <= 0:
         raise ConfigError("--pass-seconds must be more than 0")
     kms_key = (spec.get("options") or {}).get("kms_key_id") if isinstance(spec, Mapping) else None
@@ -234,16 +234,6 @@ def _write_report(path: str, data: Mapping[str, Any]) -> None:
             file.write(json.dumps({"summary": data["summary"]}) + "\n")
     except OSError as error:
         raise ConfigError(f"cannot write the report {path!r}: {error.strerror}") from error
-
-
-def _read_spec(path: str) -> Any:
-    try:
-        with open(path, encoding="utf-8") as file:
-            return json.load(file)
-    except OSError as error:
-        raise ConfigError(f"cannot read {path!r}: {error.strerror}") from error
-    except json.JSONDecodeError as error:
-        raise ConfigError(f"{path!r} is not JSON: {error}") from error
 
 
 def _size(text: str | None) -> int | None:

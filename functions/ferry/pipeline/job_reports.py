@@ -57,16 +57,7 @@ class JobReports:
 
     def failed_in(self, key: str, batch_key: str) -> Iterator[Failure]:
         """The failures a recorded batch report lists (to finish recording them after a crash)."""
-        for row in self.rows(key):
-            if row.get("status") == "failed":
-                yield Failure(
-                    bucket=row.get("source_bucket", ""),
-                    key=row["key"],
-                    dest_key=row.get("dest_key", ""),
-                    reason=row.get("reason") or "failed",
-                    version_id=row.get("version_id"),
-                    batch=batch_key,
-                )
+        return failed_rows(self.rows(key), batch_key)
 
     def put_final(
         self, job_id: str, summary: Mapping[str, Any], failures: Iterable[Failure]
@@ -123,3 +114,17 @@ class _LinesReader(io.RawIOBase):
         size = min(len(buffer), len(self._pending))
         buffer[:size], self._pending = self._pending[:size], self._pending[size:]
         return size
+
+
+def failed_rows(rows: Iterable[Mapping[str, Any]], batch_key: str) -> Iterator[Failure]:
+    """The failures a batch report lists, whichever store holds it (S3 or a local folder)."""
+    for row in rows:
+        if row.get("status") == "failed":
+            yield Failure(
+                bucket=row.get("source_bucket", ""),
+                key=row["key"],
+                dest_key=row.get("dest_key", ""),
+                reason=row.get("reason") or "failed",
+                version_id=row.get("version_id"),
+                batch=batch_key,
+            )

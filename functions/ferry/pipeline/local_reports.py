@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ferry.models import CopyResult
+from ferry.pipeline.job_reports import failed_rows
 from ferry.pipeline.ledger import Failure
 
 
@@ -59,16 +60,7 @@ class LocalReports:
                     yield json.loads(line)
 
     def failed_in(self, key: str, batch_key: str) -> Iterator[Failure]:
-        for row in self.rows(key):
-            if row.get("status") == "failed":
-                yield Failure(
-                    bucket=row.get("source_bucket", ""),
-                    key=row["key"],
-                    dest_key=row.get("dest_key", ""),
-                    reason=row.get("reason") or "failed",
-                    version_id=row.get("version_id"),
-                    batch=batch_key,
-                )
+        return failed_rows(self.rows(key), batch_key)
 
     def put_final(
         self, job_id: str, summary: Mapping[str, Any], failures: Iterable[Failure]
