@@ -144,6 +144,23 @@ def test_an_inventory_whose_files_list_is_malformed_is_refused(pipeline) -> None
     assert_refused_before_anything_is_written(pipeline, result, "s3://src/inv/manifest.json", "files", "key")
 
 
+def test_an_inventory_whose_data_file_is_gone_is_refused(pipeline) -> None:
+    """A lifecycle rule expired a data file that manifest.json still lists: the ItemReader
+    would stop the Map mid-way at that file, after the files before it were copied."""
+    pipeline.s3.put_object(Bucket="src", Key="inv/data/1.csv.gz", Body=gzip.compress(b"src,a.txt\n"))
+    manifest = {
+        "sourceBucket": "src",
+        "destinationBucket": "arn:aws:s3:::src",
+        "fileFormat": "CSV",
+        "fileSchema": "Bucket, Key",
+        "files": [{"key": "inv/data/1.csv.gz"}, {"key": "inv/data/2.csv.gz"}],
+    }
+    result = start(pipeline, json.dumps(manifest).encode(), "inventory", key="inv/manifest.json")
+    assert_refused_before_anything_is_written(
+        pipeline, result, "s3://src/inv/manifest.json", "s3://src/inv/data/2.csv.gz", "cannot be read"
+    )
+
+
 def test_a_csv_with_a_byte_order_mark_is_read_and_copied(pipeline) -> None:
     """Excel's "CSV UTF-8" starts with a byte-order mark: the first column is still `key`."""
     pipeline.s3.put_object(Bucket="src", Key="photos/a.jpg", Body=b"a")

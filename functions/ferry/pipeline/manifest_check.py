@@ -56,10 +56,10 @@ def check_manifest(s3: Any, bucket: str, key: str, fmt: str, *, seconds: float =
     """Read the whole manifest (or as much as `seconds` allows) and refuse it on the first
     problem that would stop the ItemReader or make its rows unknowable."""
     where = f"s3://{bucket}/{key}"
-    if fmt == "inventory":
-        _check_inventory_files(s3, bucket, key, where)
-        return
     deadline = time.monotonic() + seconds
+    if fmt == "inventory":
+        _check_inventory_files(s3, bucket, key, where, deadline)
+        return
     body = _open(s3, bucket, key, where)
     try:
         lines = _decoded_lines(_split_lines(_pieces(body, key, where), where), where, fmt)
@@ -283,9 +283,10 @@ def _not_json(constant: str) -> Any:
     raise ValueError(f"{constant} is not a JSON value")
 
 
-def _check_inventory_files(s3: Any, bucket: str, key: str, where: str) -> None:
-    """manifest.json's `files`: a list of objects each naming its data file's `key` (the
-    ItemReader reads each from the inventory's destination bucket)."""
+def _check_inventory_files(s3: Any, bucket: str, key: str, where: str, deadline: float) -> None:
+    """manifest.json's `files`: a list of objects each naming its data file's `key`, each of
+    which can be read (a lifecycle rule may have expired data files the manifest still lists;
+    the ItemReader reads them from the inventory's destination bucket, in order)."""
     body = _open(s3, bucket, key, where)
     try:
         manifest = json.loads(body.read(1024 * 1024 * 16))
@@ -305,3 +306,17 @@ def _check_inventory_files(s3: Any, bucket: str, key: str, where: str) -> None:
             "has a `files` list whose entries do not each name a data file's `key`: give the "
             "manifest.json S3 Inventory wrote, unchanged",
         )
+    data_bucket = str(manifest.get("destinationBucket") or bucket).rsplit(":", 1)[-1]
+    for entry in files:
+        if time.monotonic() > deadline:
+            return
+        try:
+            s3.head_object(Bucket=data_bucket, Key=entry["key"])
+        except (ClientError, BotoCoreError) as error:
+            raise _fail(
+                where,
+                None,
+                f"lists s3://{data_bucket}/{entry['key']}, which cannot be read ("
+                + describe(error, side="source", action="s3:GetObject", bucket=data_bucket, key=entry["key"])
+                + "): the inventory is incomplete (data files expired?); give a newer inventory's manifest.json",
+            ) from error
