@@ -144,6 +144,14 @@ def test_an_inventory_whose_files_list_is_malformed_is_refused(pipeline) -> None
     assert_refused_before_anything_is_written(pipeline, result, "s3://src/inv/manifest.json", "files", "key")
 
 
+def test_an_inventory_without_a_key_column_is_refused_naming_the_file(pipeline) -> None:
+    manifest = {"sourceBucket": "src", "fileFormat": "CSV", "fileSchema": "Bucket, Size", "files": []}
+    result = start(pipeline, json.dumps(manifest).encode(), "inventory", key="inv/manifest.json")
+    assert_refused_before_anything_is_written(
+        pipeline, result, "s3://src/inv/manifest.json", "fileSchema", "no Key column", "Bucket, Size"
+    )
+
+
 def test_an_inventory_whose_data_file_is_gone_is_refused(pipeline) -> None:
     """A lifecycle rule expired a data file that manifest.json still lists: the ItemReader
     would stop the Map mid-way at that file, after the files before it were copied."""

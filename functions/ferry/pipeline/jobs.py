@@ -227,8 +227,12 @@ def _check_inventory(s3: Any, bucket: str, key: str) -> None:
         raise AccessCheckFailed(
             f"source.manifest: the inventory is {fmt or 'not an inventory manifest'}; Step Functions reads CSV inventories only (configure the inventory with the CSV format)"
         )
-    if "Key" not in (manifest.get("fileSchema") or ""):
-        raise AccessCheckFailed("source.manifest: the inventory's fileSchema has no Key column")
+    schema = str(manifest.get("fileSchema") or "")
+    if "Key" not in [name.strip() for name in schema.split(",")]:
+        raise AccessCheckFailed(
+            f"source.manifest: s3://{bucket}/{key}: the inventory's fileSchema has no Key column "
+            f"(it reads '{schema[:200]}'): configure the inventory with the Key field, or give another manifest.json"
+        )
 
 
 def _ask(
