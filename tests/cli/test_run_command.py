@@ -312,9 +312,11 @@ def test_a_pass_that_reaches_its_deadline_hands_over_and_the_next_pass_resumes_f
     assert versitygw.open_uploads(dst) == []
 
 
-def test_a_manifest_that_breaks_mid_way_stops_the_job_failed_with_the_readers_error_and_exit_2(
+def test_a_manifest_that_breaks_mid_way_is_refused_before_the_job_starts_with_its_line_and_exit_1(
     versitygw: S3Server, vgw_buckets: tuple[str, str], tmp_path: Path
 ) -> None:
+    """Prepare reads the manifest through before the Map (ferry.pipeline.manifest_check): a line
+    the ItemReader could not read refuses the job in one line, nothing copied, no job record."""
     src, dst = vgw_buckets
     versitygw.client.put_object(Bucket=src, Key="a.txt", Body=b"a")
     versitygw.client.put_object(Bucket=src, Key="l.jsonl", Body=b'{"key": "a.txt"}\n{"key": \n')
@@ -328,11 +330,7 @@ def test_a_manifest_that_breaks_mid_way_stops_the_job_failed_with_the_readers_er
     run = ferry(
         "run", spec, "--endpoint-url", versitygw.url, "--ledger", str(tmp_path / "l.sqlite"), "--json"
     )
-    assert run.returncode == 2
-    summary = json.loads(run.stdout)
-    assert summary["status"] == "FAILED"
-    assert "ferry: error: the Distributed Map stopped: States.ItemReaderFailed" in run.stderr
-    assert (
-        f"line 2 of s3://{src}/l.jsonl is not JSON"
-        in json.loads(Path(summary["report"]).read_text())["map_error"]["cause"]
-    )
+    assert run.returncode == 1
+    assert run.stderr.startswith(f"ferry: error: source.manifest: line 2 of s3://{src}/l.jsonl is not JSON")
+    assert run.stderr.count("\n") == 1 and run.stdout == ""
+    assert versitygw.keys(dst) == []

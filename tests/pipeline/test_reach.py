@@ -243,7 +243,9 @@ def test_keys_from_a_secret_copy_on_a_real_server_and_never_reach_logs_or_report
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-versitygw-key")  # the worker's own identity
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAWORKER")
     pipeline.s3.put_object(
-        Bucket="src", Key="rows.csv", Body="".join(f"{src},in/{n}.bin\n" for n in range(3)).encode()
+        Bucket="src",
+        Key="rows.csv",
+        Body=b"bucket,key\n" + "".join(f"{src},in/{n}.bin\n" for n in range(3)).encode(),
     )
     with_locations(
         pipeline,

@@ -202,9 +202,9 @@ def spec_from_args(args: argparse.Namespace, now: dt.datetime | None = None) -> 
         raise ConfigError("give what to copy: SRC DST (s3://bucket/prefix), or --spec FILE")
     options = given_options(args)
     if options:
-        current = spec.get("options") or {}
-        if not isinstance(current, Mapping):
-            raise ConfigError("options: must be an object")
+        current = spec.get("options", {})
+        if not isinstance(current, Mapping):  # named as Prepare names it, not silently replaced
+            raise ConfigError(f"options: must be an object, not {type(current).__name__}")
         spec["options"] = {**current, **options}
     moment = now or dt.datetime.now(dt.UTC)
     spec["job_id"] = args.job_id or spec.get("job_id") or f"job-{moment:%Y%m%d-%H%M%S}"

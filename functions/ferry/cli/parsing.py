@@ -22,11 +22,29 @@ class Parser(argparse.ArgumentParser):
 
 
 def read_json_file(path: str) -> Any:
-    """A job spec file (or any JSON file the user names), or one sentence saying why not."""
+    """A job spec file (or any JSON file the user names), or one sentence saying why not.
+
+    JSON files are UTF-8 (RFC 8259). A UTF-8 byte-order mark is read past (Notepad writes
+    one); UTF-16, which PowerShell's `>` and Out-File write, and bytes that are not UTF-8 are
+    named with the way to convert the file, not a traceback."""
     try:
-        with open(path, encoding="utf-8") as file:
-            return json.load(file)
+        with open(path, "rb") as file:
+            data = file.read()
     except OSError as error:
         raise ConfigError(f"cannot read {path!r}: {error.strerror}") from error
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in data[:4]:
+        raise ConfigError(
+            f"{path!r} is UTF-16 text; JSON files are UTF-8: save it as UTF-8 (PowerShell: "
+            "Out-File -Encoding utf8; or `iconv -f UTF-16 -t UTF-8`)"
+        )
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ConfigError(
+            f"{path!r} is not UTF-8 (byte 0x{data[error.start]:02x} on line {line}): save it as UTF-8"
+        ) from error
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as error:
         raise ConfigError(f"{path!r} is not JSON: {error}") from error

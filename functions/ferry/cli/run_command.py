@@ -112,7 +112,9 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     spec = read_json_file(args.spec)
     if args.pass_seconds <= 0:
         raise ConfigError("--pass-seconds must be more than 0")
-    kms_key = (spec.get("options") or {}).get("kms_key_id") if isinstance(spec, Mapping) else None
+    options = spec.get("options") if isinstance(spec, Mapping) else None
+    # A spec of the wrong shape is named by Prepare's validator (run_job), field by field.
+    kms_key = options.get("kms_key_id") if isinstance(options, Mapping) else None
     settings = local_settings(
         max_items_per_batch=args.max_items_per_batch,
         max_input_bytes_per_batch=_size(args.max_input_bytes_per_batch),
@@ -126,7 +128,7 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     source, destination = endpoints(args)
     ledger, state_dir = _ledger(args)
     replication = spec.get("replication") if isinstance(spec, Mapping) else None
-    if isinstance(replication, Mapping) and replication.get("deletes") and not args.table:
+    if isinstance(replication, Mapping) and replication.get("deletes") is True and not args.table:
         raise ConfigError(
             "replication.deletes: the copy records deletes rely on live in the DynamoDB ledger: "
             "run with --table NAME, or without replication.deletes"

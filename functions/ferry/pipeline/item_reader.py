@@ -20,6 +20,7 @@ import csv
 import gzip
 import io
 import json
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
@@ -40,7 +41,7 @@ def read_items(s3: Any, job: Mapping[str, Any]) -> Iterator[Any]:
         return
     bucket, key = job["manifest"]["bucket"], job["manifest"]["key"]
     if reader == "csv":
-        yield from csv_items(_text(s3, bucket, key))
+        yield from csv_items(_text(s3, bucket, key), where=f"s3://{bucket}/{key}")
     elif reader == "jsonl":
         yield from jsonl_items(_text(s3, bucket, key), f"s3://{bucket}/{key}")
     elif reader == "inventory":
@@ -62,8 +63,9 @@ def listing_items(s3: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]
         yield {k: v for k, v in item.items() if v is not None}
 
 
-def csv_items(text: str, delimiter: str = ",") -> Iterator[dict[str, str]]:
-    rows = (row for row in csv.reader(io.StringIO(text), delimiter=delimiter) if row)
+def csv_items(text: str, delimiter: str = ",", where: str = "the manifest") -> Iterator[dict[str, str]]:
+    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff")), delimiter=delimiter)
+    rows = _parsed(reader, where)
     header = next(rows, None)
     if header is None:
         return
@@ -73,11 +75,13 @@ def csv_items(text: str, delimiter: str = ",") -> Iterator[dict[str, str]]:
 
 
 def jsonl_items(text: str, where: str) -> Iterator[Any]:
-    for number, line in enumerate(text.splitlines(), 1):
+    # Lines end at "\n" only: str.splitlines would also split at U+2028 or U+0085, which a JSON
+    # string (and so an S3 key) may hold unescaped.
+    for number, line in enumerate(text.split("\n"), 1):
         if line.strip():
             try:
                 yield json.loads(line)
-            except json.JSONDecodeError as error:
+            except (ValueError, RecursionError) as error:
                 raise ConfigError(
                     f"source.manifest: line {number} of {where} is not JSON: {error}"
                 ) from error
@@ -98,7 +102,8 @@ def inventory_items(s3: Any, bucket: str, key: str) -> Iterator[dict[str, str]]:
     data_bucket = str(manifest.get("destinationBucket") or bucket).rsplit(":", 1)[-1]
     for data_file in manifest.get("files", []):
         text = _text(s3, data_bucket, data_file["key"])
-        yield from _as_objects(columns, (row for row in csv.reader(io.StringIO(text)) if row))
+        where = f"s3://{data_bucket}/{data_file['key']}"
+        yield from _as_objects(columns, _parsed(csv.reader(io.StringIO(text)), where))
 
 
 def batches(
@@ -128,6 +133,22 @@ def _size(value: Any) -> int:
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 
 
+def _parsed(reader: Any, where: str) -> Iterator[list[str]]:
+    """The reader's non-empty rows; a row the csv module cannot read (a field over its size
+    limit, say) stops the reader with the line, not with an unexplained csv.Error."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as error:
+            raise ConfigError(
+                f"source.manifest: line {reader.line_num} of {where} cannot be read as CSV: {error}"
+            ) from error
+        if row:
+            yield row
+
+
 def _as_objects(header: list[str], rows: Iterable[list[str]]) -> Iterator[dict[str, str]]:
     for row in rows:
         yield {name: (row[i] if i < len(row) else "") for i, name in enumerate(header)}
@@ -142,8 +163,15 @@ def _text(s3: Any, bucket: str, key: str) -> str:
             + describe(error, side="source", action="s3:GetObject", bucket=bucket, key=key)
         ) from error
     if key.endswith((".gz", ".gzip")):
-        data = gzip.decompress(data)
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as error:  # not gzip, or cut short
+            raise ConfigError(f"source.manifest: s3://{bucket}/{key} cannot be gunzipped: {error}") from error
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
-        raise ConfigError(f"source.manifest: s3://{bucket}/{key} is not UTF-8 text") from error
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ConfigError(
+            f"source.manifest: line {line} of s3://{bucket}/{key} is not UTF-8 "
+            f"(byte 0x{data[error.start]:02x}): save the manifest as UTF-8"
+        ) from error

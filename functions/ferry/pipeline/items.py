@@ -10,6 +10,7 @@ same names), and S3 Inventory rows (`Bucket`, `Key` URL-encoded, `VersionId`, `I
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import Any
 from urllib.parse import unquote_plus
 
 from ferry.jobspec import JobSpec, changes_attributes
+from ferry.limits import MAX_OBJECT_SIZE
 from ferry.listing import matches
 from ferry.models import SourceObject, Target
 
@@ -49,11 +51,12 @@ def plan_item(item: Mapping[str, Any], spec: JobSpec) -> Planned:
     if not bucket:
         return Planned(item, fail="manifest row names no bucket and the job's source.bucket is not set")
     version_id = _field(item, "version_id") or None
+    size, wrong_size = _size(_field(item, "size"))
     obj = SourceObject(
         bucket=str(bucket),
         key=key,
         version_id=str(version_id) if version_id else None,
-        size=_int(_field(item, "size")),
+        size=size,
         etag=(str(_field(item, "etag") or "").strip('"') or None),
         storage_class=_field(item, "storage_class") or None,
         last_modified=_time(_field(item, "last_modified") or _field(item, "last_modified_date")),
@@ -61,6 +64,8 @@ def plan_item(item: Mapping[str, Any], spec: JobSpec) -> Planned:
     relative = key[len(spec.source_prefix) :] if key.startswith(spec.source_prefix) else key
     target = Target(spec.destination_bucket, spec.destination_prefix + relative)
     planned = Planned(item, obj, target)
+    if wrong_size:  # named with the object's bucket and (decoded) key, as a failed copy is
+        return Planned(item, obj, target, fail=f"manifest row: {wrong_size}")
     if inventory and _field(item, "is_delete_marker") in ("true", True):
         return Planned(item, obj, target, skip="delete marker in the inventory: nothing to copy")
     if inventory and _field(item, "is_latest") in ("false", False):
@@ -72,8 +77,14 @@ def plan_item(item: Mapping[str, Any], spec: JobSpec) -> Planned:
     return planned
 
 
-def _norm(name: str) -> str:
-    return name.replace("_", "").replace("-", "").lower()
+def field_name(name: str) -> str:
+    """A column or field name as Ferry matches it: without case, `_`, `-`, surrounding spaces
+    (`bucket, key` as S3 Inventory's fileSchema is written) or a UTF-8 byte-order mark (Excel's
+    "CSV UTF-8" puts one before the first column's name, and the ItemReader may keep it)."""
+    return name.strip().lstrip("\ufeff").strip().replace("_", "").replace("-", "").lower()
+
+
+_norm = field_name
 
 
 def _field(item: Mapping[str, Any], name: str) -> Any:
@@ -84,13 +95,36 @@ def _field(item: Mapping[str, Any], name: str) -> Any:
     return None
 
 
-def _int(value: Any) -> int | None:
-    if value is None or value == "":
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
+def _size(value: Any) -> tuple[int | None, str | None]:
+    """A row's size in bytes, or why the row's size cannot be one. No size (None, "") is fine:
+    CopyBatch reads it from S3. A size that is not a whole number of bytes, is negative, or is
+    over S3's 5 TiB object limit says the row is wrong (shifted columns, a typo, a made-up
+    row): such a row fails alone, before a Fargate task is started for an impossible object."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None, None
+    size: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        size = value
+    elif isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        size = int(value)
+    elif isinstance(value, float) and math.isinf(value):
+        size = MAX_OBJECT_SIZE + 1
+    elif isinstance(value, str) and _WHOLE.fullmatch(value.strip()):
+        text = value.strip()  # more digits than any size: over the limit, not converted
+        size = int(text) if len(text) <= 20 else (-1 if text.startswith("-") else MAX_OBJECT_SIZE + 1)
+    if size is None:
+        return (
+            None,
+            f"size {value!r:.40} is not a whole number of bytes; give the size in bytes, or leave it empty",
+        )
+    if size < 0:
+        return None, f"size {size} is negative; give the size in bytes, or leave it empty"
+    if size > MAX_OBJECT_SIZE:
+        return None, (
+            f"size {value!r:.40} is over S3's 5 TiB object limit: the row is wrong; correct its "
+            "size, or leave it empty for Ferry to read it from S3"
+        )
+    return size, None
 
 
 def _time(value: Any) -> dt.datetime | None:
@@ -121,6 +155,7 @@ def _time(value: Any) -> dt.datetime | None:
 
 
 _EPOCH = re.compile(r"^\d+(\.\d+)?$")
+_WHOLE = re.compile(r"-?[0-9]+")
 
 
 def _from_epoch(seconds: float) -> dt.datetime | None:

@@ -21,6 +21,7 @@ from ferry.jobspec import JobSpec, check_not_overlapping, parse_job_spec
 from ferry.pipeline.batches import Services, record_lost_batch
 from ferry.pipeline.job_reports import job_prefix
 from ferry.pipeline.job_stats import first_failures, job_stats
+from ferry.pipeline.manifest_check import check_manifest
 from ferry.pipeline.map_runs import MapRunRecord, items_read, map_run_records
 from ferry.pipeline.reach import reached_otherwise
 from ferry.report_html import render_report_html
@@ -35,6 +36,8 @@ def prepare(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
     check_not_into_source(spec)
     check_reader_region(spec, services)
     check_access(spec, services)
+    if spec.manifest:  # read through once, so a manifest the ItemReader would choke on is refused now
+        check_manifest(services.s3, spec.manifest.bucket, spec.manifest.key, spec.manifest.format)
     services.ledger.create_job(spec.job_id, spec.to_dict(), execution_arn=event.get("execution_arn"))
     job: dict[str, Any] = {
         "job_id": spec.job_id,
@@ -224,8 +227,12 @@ def _check_inventory(s3: Any, bucket: str, key: str) -> None:
         raise AccessCheckFailed(
             f"source.manifest: the inventory is {fmt or 'not an inventory manifest'}; Step Functions reads CSV inventories only (configure the inventory with the CSV format)"
         )
-    if "Key" not in (manifest.get("fileSchema") or ""):
-        raise AccessCheckFailed("source.manifest: the inventory's fileSchema has no Key column")
+    schema = str(manifest.get("fileSchema") or "")
+    if "Key" not in [name.strip() for name in schema.split(",")]:
+        raise AccessCheckFailed(
+            f"source.manifest: s3://{bucket}/{key}: the inventory's fileSchema has no Key column "
+            f"(it reads '{schema[:200]}'): configure the inventory with the Key field, or give another manifest.json"
+        )
 
 
 def _ask(

@@ -90,7 +90,10 @@ class Failure:
 
     @property
     def item_id(self) -> str:
-        text = json.dumps([self.bucket, self.key, self.version_id, self.dest_key])
+        identity: list[Any] = [self.bucket, self.key, self.version_id, self.dest_key]
+        if not self.key:  # a manifest row that names no object: the reason quotes the row,
+            identity.append(self.reason)  # so two such rows stay two failures, as they are counted
+        text = json.dumps(identity)
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
     @classmethod
