@@ -157,7 +157,10 @@ def _lines(s3: Any, bucket: str, key: str) -> Iterator[str]:
 
 
 class _Raw(io.RawIOBase):
-    """A GetObject body as a raw stream, so io's buffered and text layers can read it."""
+    """A GetObject body as a raw stream, so io's buffered and text layers can read it:
+    StreamingBody.read(amt) reads at most amt bytes from the socket
+    (https://docs.aws.amazon.com/botocore/latest/reference/response.html), all this adapter
+    needs, whatever else a botocore release's StreamingBody offers."""
 
     def __init__(self, body: Any) -> None:
         self._body = body
