@@ -115,3 +115,13 @@ $(PYSPY):
 
 profile: $(BIN)/.installed $(VERSITYGW) $(PYSPY)
 	$(BIN)/python -m bench.profile --versitygw $(VERSITYGW) --py-spy $(PYSPY)
+
+# `make load`: 100,000 small objects through `ferry copy` and `ferry run` on local versitygw, and
+# a million-key manifest through the pipeline's reader; peak RSS and objects/s per minute go to
+# bench/results/load.md (bench/load.py). Options: LOAD_ARGS="--objects 5000 --manifest-keys 10000".
+LOAD_ARGS ?=
+load: $(BIN)/.installed $(VERSITYGW)
+	$(BIN)/python -m bench.load --versitygw $(VERSITYGW) --minio $(MINIO) \
+		--argv "make load$(if $(LOAD_ARGS), LOAD_ARGS=\"$(LOAD_ARGS)\")" $(LOAD_ARGS)
+
+.PHONY: load

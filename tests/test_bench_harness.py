@@ -110,3 +110,135 @@ def test_profile_splits_py_spy_stacks_into_start_up_requests_and_own_code(tmp_pa
         "per object: Ferry's own code": 2,
         "listings (source and destination)": 1,
     }
+
+
+# -- make load (bench/load.py, bench/load_stats.py): the arithmetic and the progress readers ----
+
+from bench.load import key_of, size_of  # noqa: E402
+from bench.load import render as render_load  # noqa: E402
+from bench.load_stats import (  # noqa: E402
+    Minute,
+    Point,
+    ReportLines,
+    Trace,
+    ledger_done,
+    per_minute,
+    proc_memory,
+    rss_at,
+    steadiness,
+)
+
+
+def points(rate: float, seconds: int, rss: int = 80 * MiB) -> list[Point]:
+    return [Point(float(t), rss, rss, int(rate * t)) for t in range(seconds + 1)]
+
+
+def test_per_minute_rates_and_steadiness_leave_out_the_partial_last_minute() -> None:
+    trace = points(100, 150)  # 100 objects/s for two and a half minutes
+    minutes = per_minute(trace)
+    assert [(m.seconds, m.objects) for m in minutes] == [(60, 6000), (60, 6000), (30, 3000)]
+    assert [m.rate for m in minutes] == [100, 100, 100]
+    assert steadiness(minutes) == 1.0
+    uneven = [Minute(0, 60, 6000), Minute(60, 60, 3000), Minute(120, 5, 1)]
+    assert steadiness(uneven) == 0.5  # the 5-second tail does not count
+    assert steadiness([Minute(0, 60, 10)]) is None
+
+
+def test_rss_at_a_share_of_the_job_and_the_peak() -> None:
+    trace = [
+        Point(0, 50 * MiB, 50 * MiB, 0),
+        Point(1, 60 * MiB, 60 * MiB, 10),
+        Point(2, 70 * MiB, 90 * MiB, 50),
+    ]
+    assert rss_at(trace, 100, 0.1) == 60 * MiB
+    assert rss_at(trace, 100, 0.5) == 70 * MiB
+    assert rss_at(trace, 100, 0.9) is None
+    assert Trace(trace).peak_rss == 90 * MiB
+    assert Trace(trace, final_peak=120 * MiB).peak_rss == 120 * MiB
+
+
+def test_report_lines_counts_whole_lines_as_the_report_grows_and_not_the_summary(tmp_path: Path) -> None:
+    report = tmp_path / "r.jsonl"
+    done = ReportLines(report)
+    assert done() == 0  # not written yet
+    report.write_text('{"key": "a"}\n{"key": "b"}\n{"ke')
+    assert done() == 2  # the half-written line waits
+    with open(report, "a") as f:
+        f.write('y": "c"}\n{"summary": {"objects": 3}}\n')
+    assert done() == 3
+
+
+def test_ledger_done_sums_a_jobs_batches_from_the_sqlite_ledger(tmp_path: Path) -> None:
+    from ferry.models import CopyResult, Status
+    from ferry.pipeline.ledger import BatchCounts
+    from ferry.pipeline.sqlite_ledger import SQLiteLedger
+
+    path = tmp_path / "ledger.sqlite"
+    assert ledger_done(path, "j") == 0
+    ledger = SQLiteLedger(path)
+    ledger.create_job("j", {})
+    results = [CopyResult("a", "a", Status.COPIED), CopyResult("b", "b", Status.FAILED, reason="x")]
+    ledger.record_batch("j", "0001", BatchCounts.of(results), attempt="1", report_key=None)
+    ledger.record_batch("j", "0002", BatchCounts.of(results[:1]), attempt="1", report_key=None)
+    assert ledger_done(path, "j") == 3
+    assert ledger_done(path, "other") == 0
+    ledger.close()
+
+
+def test_proc_memory_reads_this_process() -> None:
+    import os
+
+    rss, hwm = proc_memory(os.getpid()) or (0, 0)
+    assert 0 < rss <= hwm
+    assert proc_memory(2**22 + 12345) is None  # no such process
+
+
+def test_seeded_keys_and_sizes_are_fixed_and_the_page_renders() -> None:
+    assert key_of(12345) == "load/0012/obj-0012345"
+    assert size_of(7, 1024, 4096) == size_of(7, 1024, 4096)
+    assert {size_of(i, 1024, 4096) for i in range(100)} <= set(range(1024, 4097))
+    path = {
+        "name": "ferry copy",
+        "command": "ferry copy ...",
+        "ok": True,
+        "seconds": 150.0,
+        "summary": {"copied": 15000, "skipped": 0, "failed": 0},
+        "peak_rss": 90 * MiB,
+        "rss_at": {"10%": 80 * MiB, "50%": 81 * MiB, "90%": 82 * MiB},
+        "minutes": [{"per_second": 100.0}, {"per_second": 100.0}, {"per_second": 100.0}],
+        "steadiness": 1.0,
+        "load_before": "load average 1.0, 1.0, 1.0",
+        "load_after": "load average 2.0, 1.0, 1.0",
+        "checks": {"copied+skipped+failed == objects": True},
+        "listed": (15000, 1),
+        "error": "",
+    }
+    manifest = {
+        "format": "jsonl",
+        "keys": 1000000,
+        "manifest_bytes": 50 * MiB,
+        "items_read": 1000000,
+        "batches": 5000,
+        "seconds": 40.0,
+        "rss_before_reading": 50 * MiB,
+        "peak_rss": 60 * MiB,
+    }
+    page = {
+        "argv": "make load",
+        "date": "today",
+        "commit": "abc",
+        "server": "versitygw",
+        "machine": "Machine: 2 cores",
+        "objects": 15000,
+        "object_sizes": "1024-4096 bytes",
+        "source_bytes": 40 * MiB,
+        "paths": [path],
+        "manifests": [manifest],
+    }
+    text = render_load(page)
+    assert (
+        "| ferry copy | ok | 15,000 copied, 0 skipped, 0 failed | 150 s | 90 MiB | 80 MiB / 81 MiB / 82 MiB |"
+        in text
+    )
+    assert "- ferry copy: 100, 100, 100" in text
+    assert "| jsonl | 1,000,000 | 50 MiB | 1000000 | 5000 | 40.0 | 50 MiB | 60 MiB |" in text

@@ -179,11 +179,11 @@ def run_report(
 ) -> dict[str, Any]:
     """A finished job's report data: `summary` (ferry copy's summary fields, counted from the
     recorded object results, plus the job's id, status, ledger totals and report files) and
-    `objects` (every object's result, as a line of `--report`). `summary`, if given, is the
-    running Summary whose clock started with the job; it is filled here."""
+    `objects` (every object's result, as a line of `--report`: an iterator that reads the
+    batch reports again, so no list of a job's objects is ever held). `summary`, if given, is
+    the running Summary whose clock started with the job; it is filled here."""
     summary = summary or Summary()
-    objects = list(job_rows(services, job_id))
-    for row in objects:
+    for row in job_rows(services, job_id):
         summary.add(_result_of(row))
     summary.finish()
     data = summary.to_dict()
@@ -199,7 +199,7 @@ def run_report(
     ):
         if name in final:
             data[name] = final[name]
-    return {"summary": data, "objects": objects}
+    return {"summary": data, "objects": job_rows(services, job_id)}
 
 
 def _result_of(row: Mapping[str, Any]) -> CopyResult:

@@ -11,7 +11,8 @@ so CopyBatch sees on this machine exactly what it sees on AWS:
 - a JSON Lines manifest (`InputType: JSONL`): one JSON value per line;
 - an S3 Inventory (`InputType: MANIFEST`): the `manifest.json`'s CSV `files` (gzipped), each
   row keyed by the `fileSchema` names, every value a string.
-Listings are read page by page; a manifest is read whole, as the ItemReader does.
+Listings are read page by page and manifests line by line, as the object streams in: a
+manifest of millions of keys costs the memory of one read buffer, not of its whole text.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import io
 import json
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import IO, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -41,9 +42,9 @@ def read_items(s3: Any, job: Mapping[str, Any]) -> Iterator[Any]:
         return
     bucket, key = job["manifest"]["bucket"], job["manifest"]["key"]
     if reader == "csv":
-        yield from csv_items(_text(s3, bucket, key), where=f"s3://{bucket}/{key}")
+        yield from csv_items(_lines(s3, bucket, key), where=f"s3://{bucket}/{key}")
     elif reader == "jsonl":
-        yield from jsonl_items(_text(s3, bucket, key), f"s3://{bucket}/{key}")
+        yield from jsonl_items(_lines(s3, bucket, key), f"s3://{bucket}/{key}")
     elif reader == "inventory":
         yield from inventory_items(s3, bucket, key)
     else:
@@ -63,9 +64,12 @@ def listing_items(s3: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]
         yield {k: v for k, v in item.items() if v is not None}
 
 
-def csv_items(text: str, delimiter: str = ",", where: str = "the manifest") -> Iterator[dict[str, str]]:
-    reader = csv.reader(io.StringIO(text.removeprefix("\ufeff")), delimiter=delimiter)
-    rows = _parsed(reader, where)
+def csv_items(
+    text: str | Iterable[str], delimiter: str = ",", where: str = "the manifest"
+) -> Iterator[dict[str, str]]:
+    """CSV rows keyed by the header; `text` is the whole text or its lines as they stream in."""
+    lines = io.StringIO(text) if isinstance(text, str) else iter(text)
+    rows = _parsed(csv.reader(_without_bom(lines), delimiter=delimiter), where)
     header = next(rows, None)
     if header is None:
         return
@@ -74,10 +78,12 @@ def csv_items(text: str, delimiter: str = ",", where: str = "the manifest") -> I
     yield from _as_objects(header, rows)
 
 
-def jsonl_items(text: str, where: str) -> Iterator[Any]:
+def jsonl_items(text: str | Iterable[str], where: str) -> Iterator[Any]:
+    """One JSON value per line; `text` is the whole text or its lines as they stream in."""
     # Lines end at "\n" only: str.splitlines would also split at U+2028 or U+0085, which a JSON
-    # string (and so an S3 key) may hold unescaped.
-    for number, line in enumerate(text.split("\n"), 1):
+    # string (and so an S3 key) may hold unescaped (the stream's lines split as io does: \n, \r).
+    lines = text.split("\n") if isinstance(text, str) else text
+    for number, line in enumerate(lines, 1):
         if line.strip():
             try:
                 yield json.loads(line)
@@ -101,9 +107,8 @@ def inventory_items(s3: Any, bucket: str, key: str) -> Iterator[dict[str, str]]:
     columns = [name.strip() for name in str(manifest.get("fileSchema", "")).split(",")]
     data_bucket = str(manifest.get("destinationBucket") or bucket).rsplit(":", 1)[-1]
     for data_file in manifest.get("files", []):
-        text = _text(s3, data_bucket, data_file["key"])
         where = f"s3://{data_bucket}/{data_file['key']}"
-        yield from _as_objects(columns, _parsed(csv.reader(io.StringIO(text)), where))
+        yield from _as_objects(columns, _parsed(csv.reader(_lines(s3, data_bucket, data_file["key"])), where))
 
 
 def batches(
@@ -149,19 +154,75 @@ def _parsed(reader: Any, where: str) -> Iterator[list[str]]:
             yield row
 
 
+def _without_bom(lines: Iterator[str]) -> Iterator[str]:
+    """The lines with a UTF-8 byte-order mark (as Excel writes) dropped from the first."""
+    first = next(lines, None)
+    if first is None:
+        return
+    yield first.removeprefix("\ufeff")
+    yield from lines
+
+
 def _as_objects(header: list[str], rows: Iterable[list[str]]) -> Iterator[dict[str, str]]:
     for row in rows:
         yield {name: (row[i] if i < len(row) else "") for i, name in enumerate(header)}
 
 
-def _text(s3: Any, bucket: str, key: str) -> str:
+def _lines(s3: Any, bucket: str, key: str) -> Iterator[str]:
+    """The object's text line by line (gunzipped if its key ends .gz), read as it streams in:
+    memory stays one buffer whatever the size. Lines keep their ends (csv needs them; JSON
+    ignores them); a line ends at \\n, \\r\\n or \\r."""
+    body = _open(s3, bucket, key)
+    raw: IO[bytes] = io.BufferedReader(_Raw(body), 256 * 1024)
+    if key.endswith((".gz", ".gzip")):
+        raw = gzip.GzipFile(fileobj=raw, mode="rb")
     try:
-        data = s3.get_object(Bucket=bucket, Key=key)["Body"].read()
+        yield from io.TextIOWrapper(raw, encoding="utf-8", newline="")
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"source.manifest: s3://{bucket}/{key} is not UTF-8 text") from error
+    except (ClientError, BotoCoreError) as error:  # the connection broke mid-way
+        raise _unreadable(error, bucket, key) from error
+    except (EOFError, zlib.error, gzip.BadGzipFile) as error:  # not gzip, or cut short
+        raise ConfigError(f"source.manifest: s3://{bucket}/{key} cannot be gunzipped: {error}") from error
+    finally:
+        body.close()
+
+
+class _Raw(io.RawIOBase):
+    """A GetObject body as a raw stream, so io's buffered and text layers can read it:
+    StreamingBody.read(amt) reads at most amt bytes from the socket
+    (https://docs.aws.amazon.com/botocore/latest/reference/response.html), all this adapter
+    needs, whatever else a botocore release's StreamingBody offers."""
+
+    def __init__(self, body: Any) -> None:
+        self._body = body
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._body.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+def _open(s3: Any, bucket: str, key: str) -> Any:
+    try:
+        return s3.get_object(Bucket=bucket, Key=key)["Body"]
     except (ClientError, BotoCoreError) as error:
-        raise ConfigError(
-            f"source.manifest: cannot read s3://{bucket}/{key}: "
-            + describe(error, side="source", action="s3:GetObject", bucket=bucket, key=key)
-        ) from error
+        raise _unreadable(error, bucket, key) from error
+
+
+def _unreadable(error: ClientError | BotoCoreError, bucket: str, key: str) -> ConfigError:
+    return ConfigError(
+        f"source.manifest: cannot read s3://{bucket}/{key}: "
+        + describe(error, side="source", action="s3:GetObject", bucket=bucket, key=key)
+    )
+
+
+def _text(s3: Any, bucket: str, key: str) -> str:
+    """A small object's whole text (an inventory's manifest.json)."""
+    data = _open(s3, bucket, key).read()
     if key.endswith((".gz", ".gzip")):
         try:
             data = gzip.decompress(data)
