@@ -17,6 +17,8 @@ from ferry.limits import DEFAULT_MULTIPART_THRESHOLD, MAX_SINGLE_COPY, check_par
 CHECKSUM_ALGORITHMS = ("CRC32C", "CRC32", "CRC64NVME", "SHA256", "SHA1")
 ARCHIVE_CLASSES = frozenset({"GLACIER", "DEEP_ARCHIVE"})
 RESTORE_TIERS = {"bulk": "Bulk", "standard": "Standard", "expedited": "Expedited"}
+# Where Ferry marks its own multipart uploads in each destination bucket (engine/upload_marks.py).
+DEFAULT_MARKS_PREFIX = ".ferry/uploads/"
 
 
 class Mode(StrEnum):
