@@ -119,6 +119,9 @@ class CopyPolicy:
     restore: str | None = None
     restore_days: int = 7
     dry_run: bool = False
+    # Where each destination bucket holds the marks of Ferry's open uploads (engine/upload_marks.py);
+    # None: no marks, so a copy killed mid-way is neither resumed nor cleaned by Ferry.
+    marks_prefix: str | None = DEFAULT_MARKS_PREFIX
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", Mode(self.mode))

@@ -53,6 +53,8 @@ class TransferContext:
     dest_tags_kept: threading.Event = field(default_factory=threading.Event)
     # The sentence every object with tags fails with, once the destination proved it drops them.
     dest_tags_refused: str | None = None
+    # The pipeline job this run belongs to, written into upload marks (None for the CLI).
+    job_id: str | None = None
 
     def __post_init__(self) -> None:
         # Part buffers are reused, and the pool keeps no more than the memory limit.

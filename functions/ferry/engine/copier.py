@@ -95,6 +95,7 @@ class Copier:
         dest_client: Any = None,
         reusable_kms_keys: Collection[str] | None = None,
         single_request_rate: int = DEFAULT_SINGLE_REQUEST_RATE,
+        job_id: str | None = None,
     ) -> None:
         if single_request_rate <= 0:
             raise ValueError(
@@ -117,6 +118,7 @@ class Copier:
             memory=ByteBudget(memory_limit),
             checkpoints=checkpoints,
             reusable_kms_keys=frozenset(reusable_kms_keys) if reusable_kms_keys is not None else None,
+            job_id=job_id,
         )
         self._server_side_denied = threading.Event()
         self._server_side_off: str | None = None  # why server-side copies stopped, if they did

@@ -1,8 +1,10 @@
 """One multipart upload from start to finish, shared by server-side and streaming copies.
 
-It owns the upload's life: create it (or resume it from a checkpoint), run parts under a
-gate and a deadline, save a checkpoint when time runs out, complete it, or abort it. An
-upload is never left open unless a checkpoint names it for a later call to finish.
+It owns the upload's life: create it (or resume it from a checkpoint, or from the upload a
+crashed run left, found by its mark), run parts under a gate and a deadline, save a
+checkpoint when time runs out, complete it, or abort it. Each upload Ferry creates is marked
+in the destination bucket (upload_marks.py) until it is completed or aborted, so a process
+killed mid-copy leaves an upload that the next run can find and finish.
 """
 
 from __future__ import annotations
@@ -10,9 +12,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from ferry.engine.checkpoints import Checkpoint, CheckpointStore, copy_id
@@ -20,6 +23,14 @@ from ferry.engine.checksums import default_type
 from ferry.engine.context import TransferContext
 from ferry.engine.degradations import is_not_implemented
 from ferry.engine.source import SourceInfo
+from ferry.engine.upload_marks import (
+    FerryUpload,
+    UploadMark,
+    abort_ferry_upload,
+    delete_mark,
+    key_uploads,
+    write_mark,
+)
 from ferry.engine.verify import PartProof
 from ferry.errors import CopyFailed, describe
 from ferry.limits import Part
@@ -42,6 +53,9 @@ class Gate(Protocol):
 
 
 PartWork = Callable[[Part, str], PartProof]
+# Checks parts a crashed run left in an upload against the source: given (planned part, the
+# part as ListParts gave it), returns proofs for those that match; the others are sent again.
+PartCheck = Callable[[Sequence[tuple[Part, dict[str, Any]]]], list[PartProof]]
 
 
 @dataclass
@@ -61,14 +75,26 @@ class MultipartUpload:
     upload_id: str | None = None
     done: dict[int, PartProof] = field(default_factory=dict)
     resumed_parts: int = 0
+    # Marks (upload_marks.py): None turns them off (no mark written, no marked upload resumed).
+    marks_prefix: str | None = None
+    source_bucket: str = ""
+    source_key: str = ""
+    source_version: str | None = None
+    job_id: str | None = None
+    check_parts: PartCheck | None = None
+    on_unmarked: Callable[[str], None] | None = None  # told once a mark could not be written
+    resumed_from_mark: bool = False
 
     def start(self) -> None:
-        """Resume the checkpointed upload if it still matches the source, else create one."""
+        """Resume the checkpointed upload if it still matches the source; else the marked
+        upload a crashed run left for this key and source; else create one (and mark it)."""
         checkpoint = self.store.load(self.copy_id) if self.store else None
         if checkpoint is not None:
             if self._matches(checkpoint) and self._adopt(checkpoint):
                 return
             self._discard(checkpoint)
+        elif self.marks_prefix is not None and self._resume_marked():
+            return
         checksum_args = (
             {"ChecksumAlgorithm": self.algorithm, "ChecksumType": self.checksum_type}
             if self.algorithm
@@ -83,6 +109,126 @@ class MultipartUpload:
                 describe(error, side="destination", action="s3:PutObject", bucket=self.bucket, key=self.key)
             ) from error
         self.upload_id = response["UploadId"]
+        self._write_mark()
+
+    def _bounds(self) -> list[tuple[int, int]]:
+        return [(p.start, p.end) for p in self.plan]
+
+    def _write_mark(self) -> None:
+        """Mark the new upload as Ferry's. Without its mark a crash leaves an upload that
+        only a lifecycle rule removes: the copy goes on, and the run says so once."""
+        if self.marks_prefix is None or self.upload_id is None:
+            return
+        mark = UploadMark(
+            dest_key=self.key,
+            upload_id=self.upload_id,
+            job_id=self.job_id,
+            source_bucket=self.source_bucket,
+            source_key=self.source_key,
+            source_version=self.source_version,
+            source_etag=self.source_etag,
+            source_size=self.source_size,
+            strategy=self.strategy,
+            algorithm=self.algorithm,
+            part_bounds=tuple(self._bounds()),
+            created=datetime.now(UTC),
+        )
+        try:
+            write_mark(self.client, self.bucket, mark, marks_prefix=self.marks_prefix)
+        except Exception as error:
+            log.warning(
+                "could not mark upload %s of s3://%s/%s: %s", self.upload_id, self.bucket, self.key, error
+            )
+            if self.on_unmarked:
+                self.on_unmarked(
+                    f"multipart uploads could not be marked under s3://{self.bucket}/{self.marks_prefix} "
+                    f"({describe(error, side='destination', action='s3:PutObject', bucket=self.bucket)}): "
+                    "a copy killed mid-way starts again and leaves its upload to a lifecycle rule"
+                )
+
+    def _mark_matches(self, mark: UploadMark) -> bool:
+        return (
+            mark.source_bucket == self.source_bucket
+            and mark.source_key == self.source_key
+            and mark.source_version == self.source_version
+            and mark.source_etag == self.source_etag
+            and mark.source_size == self.source_size
+            and mark.strategy == self.strategy
+            and mark.algorithm == self.algorithm
+            and list(mark.part_bounds) == self._bounds()
+        )
+
+    def _resume_marked(self) -> bool:
+        """Adopt the newest of Ferry's open uploads of this key made for this very source and
+        plan; abort Ferry's other uploads of the key (stale: another source, plan or
+        algorithm, or a duplicate). Uploads without a mark are someone else's: untouched.
+
+        A part is kept only if it checks out against the source's range (check_parts); the
+        rest are sent again. Any failure to look merely means a new upload.
+        """
+        try:
+            found = sorted(
+                key_uploads(self.client, self.bucket, self.key, marks_prefix=self.marks_prefix or ""),
+                key=lambda u: u.initiated,
+                reverse=True,
+            )
+        except Exception as error:
+            log.warning(
+                "could not look for uploads to resume at s3://%s/%s: %s", self.bucket, self.key, error
+            )
+            return False
+        chosen: tuple[FerryUpload, dict[int, dict[str, Any]]] | None = None
+        for upload in found:
+            if chosen is None and self._mark_matches(upload.mark):
+                try:
+                    chosen = (upload, self._listed_parts(upload.upload_id))
+                    continue
+                except Exception as error:  # gone since the listing: nothing to resume
+                    log.info("upload %s could not be listed (%s): not resumed", upload.upload_id, error)
+            self._abort_marked(upload)
+        if chosen is None:
+            return False
+        upload, listed = chosen
+        self.upload_id = upload.upload_id
+        self.resumed_from_mark = True
+        candidates = [
+            (part, listed[part.number])
+            for part in self.plan
+            if part.number in listed and listed[part.number].get("Size") == part.size
+        ]
+        proofs = self.check_parts(candidates) if self.check_parts and candidates else []
+        self.done = {proof.number: proof for proof in proofs}
+        self.resumed_parts = len(self.done)
+        log.info(
+            "resuming upload %s of s3://%s/%s: %d of %d listed parts check out",
+            upload.upload_id,
+            self.bucket,
+            self.key,
+            len(proofs),
+            len(listed),
+        )
+        return True
+
+    def _listed_parts(self, upload_id: str) -> dict[int, dict[str, Any]]:
+        """Every part S3 holds for the upload (ListParts, paginated), by number."""
+        parts: dict[int, dict[str, Any]] = {}
+        paginator = self.client.get_paginator("list_parts")
+        for page in paginator.paginate(Bucket=self.bucket, Key=self.key, UploadId=upload_id):
+            for part in page.get("Parts", []) or []:
+                parts[part["PartNumber"]] = part
+        return parts
+
+    def _abort_marked(self, upload: FerryUpload) -> None:
+        try:
+            abort_ferry_upload(self.client, self.bucket, upload, marks_prefix=self.marks_prefix or "")
+        except Exception as error:
+            log.warning(
+                "could not abort stale upload %s of s3://%s/%s: %s",
+                upload.upload_id,
+                self.bucket,
+                self.key,
+                error,
+            )
 
     def _matches(self, checkpoint: Checkpoint) -> bool:
         bounds = [(p.start, p.end) for p in self.plan]
@@ -123,6 +269,7 @@ class MultipartUpload:
 
     def _discard(self, checkpoint: Checkpoint) -> None:
         self._abort_quietly(checkpoint.upload_id)
+        self._delete_mark(checkpoint.upload_id)
         if self.store:
             self.store.delete(self.copy_id)
 
@@ -246,6 +393,23 @@ class MultipartUpload:
     def _forget(self) -> None:
         if self.store:
             self.store.delete(self.copy_id)
+        if self.upload_id:
+            self._delete_mark(self.upload_id)
+
+    def _delete_mark(self, upload_id: str) -> None:
+        """The upload ended: its mark goes. One left behind is removed by `ferry clean-uploads`."""
+        if self.marks_prefix is None:
+            return
+        try:
+            delete_mark(self.client, self.bucket, self.key, upload_id, marks_prefix=self.marks_prefix)
+        except Exception as error:
+            log.warning(
+                "could not delete the mark of upload %s of s3://%s/%s: %s",
+                upload_id,
+                self.bucket,
+                self.key,
+                error,
+            )
 
     def _abort_quietly(self, upload_id: str) -> None:
         try:
@@ -265,8 +429,10 @@ def open_upload(
     algorithm: str | None,
     strategy: str,
     create_args: dict[str, Any],
+    check_parts: PartCheck | None = None,
 ) -> MultipartUpload:
-    """Start (or resume from its checkpoint) the upload of one source into one target."""
+    """Start (or resume from its checkpoint or its mark) the upload of one source into one
+    target. `check_parts` proves parts found in a crashed run's upload; without it none is kept."""
     upload = MultipartUpload(
         client=ctx.dest_client,
         bucket=target.bucket,
@@ -280,6 +446,13 @@ def open_upload(
         source_size=info.size,
         copy_id=copy_id(info.obj.bucket, info.obj.key, info.obj.version_id, target.bucket, target.key),
         store=ctx.checkpoints,
+        marks_prefix=ctx.policy.marks_prefix,
+        source_bucket=info.obj.bucket,
+        source_key=info.obj.key,
+        source_version=info.obj.version_id,
+        job_id=ctx.job_id,
+        check_parts=check_parts,
+        on_unmarked=ctx.degradations.add,
     )
     try:
         upload.start()

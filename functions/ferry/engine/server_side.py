@@ -17,8 +17,10 @@ from ferry.engine.context import TransferContext
 from ferry.engine.degradations import NotImplementedByServer, is_not_implemented
 from ferry.engine.multipart import open_upload
 from ferry.engine.outcome import Outcome
+from ferry.engine.resume_parts import part_check
 from ferry.engine.source import SourceInfo, confirm, guess_layout, learn_layout
-from ferry.engine.streaming import STALE, check_tags_kept, discard_copy
+from ferry.engine.streaming import STALE, check_tags_kept, discard_copy, read_into
+from ferry.engine.upload_marks import key_uploads
 from ferry.engine.verify import PartProof, verify_server_copy
 from ferry.errors import CopyFailed, CopySourceDenied, ListingWasStale, describe, error_code, is_access_denied
 from ferry.limits import (
@@ -209,14 +211,39 @@ def _copy_multipart(
 
 
 def _saved_without_checksums(ctx: TransferContext, info: SourceInfo, target: Target) -> bool:
-    """A checkpoint of this copy saved without checksums (by a process that learned the
-    endpoint refuses them) is resumed without them, not discarded by a first try with one."""
-    if ctx.checkpoints is None:
-        return False
-    saved = ctx.checkpoints.load(
-        copy_id(info.obj.bucket, info.obj.key, info.obj.version_id, target.bucket, target.key)
+    """A checkpoint or a marked upload of this copy saved without checksums (by a process that
+    learned the endpoint refuses them) is resumed without them, not discarded by a first try
+    with one."""
+    saved = (
+        ctx.checkpoints.load(
+            copy_id(info.obj.bucket, info.obj.key, info.obj.version_id, target.bucket, target.key)
+        )
+        if ctx.checkpoints is not None
+        else None
     )
-    return saved is not None and saved.algorithm is None and saved.strategy == Strategy.COPY_MULTIPART
+    if saved is not None:
+        return saved.algorithm is None and saved.strategy == Strategy.COPY_MULTIPART
+    return _marked_without_checksums(ctx, info, target)
+
+
+def _marked_without_checksums(ctx: TransferContext, info: SourceInfo, target: Target) -> bool:
+    """A crashed run's marked upload of this source, made without part checksums."""
+    if ctx.policy.marks_prefix is None:
+        return False
+    try:
+        uploads = list(
+            key_uploads(ctx.dest_client, target.bucket, target.key, marks_prefix=ctx.policy.marks_prefix)
+        )
+    except Exception as error:  # no resume then; the copy itself says what is wrong, if anything
+        log.info("could not list uploads of s3://%s/%s: %s", target.bucket, target.key, error)
+        return False
+    return any(
+        u.mark.algorithm is None
+        and u.mark.strategy == Strategy.COPY_MULTIPART
+        and (u.mark.source_bucket, u.mark.source_key, u.mark.source_etag)
+        == (info.obj.bucket, info.obj.key, info.etag)
+        for u in uploads
+    )
 
 
 def _copy_parts(
@@ -236,6 +263,14 @@ def _copy_parts(
         algorithm=algorithm,
         strategy=Strategy.COPY_MULTIPART,
         create_args=create_args,
+        check_parts=part_check(
+            ctx,
+            lambda part, view: read_into(ctx.source_client, info, part, view),
+            algorithm=algorithm,
+            algorithms=[],
+            keep_md5=False,
+            keep_listed_checksum=True,
+        ),
     )
 
     def copy_part(part: Part, upload_id: str) -> PartProof:

@@ -30,6 +30,7 @@ from ferry.engine.context import TransferContext
 from ferry.engine.degradations import is_not_implemented
 from ferry.engine.multipart import open_upload
 from ferry.engine.outcome import Outcome
+from ferry.engine.resume_parts import part_check
 from ferry.engine.source import SourceInfo, confirm, guess_layout, learn_layout
 from ferry.engine.verify import (
     PartProof,
@@ -353,6 +354,13 @@ def _stream_multipart(
         algorithm=algorithm,
         strategy=Strategy.STREAM_MULTIPART,
         create_args=args,
+        check_parts=part_check(
+            ctx,
+            lambda part, view: read_into(ctx.source_client, info, part, view),
+            algorithm=algorithm,
+            algorithms=algorithms,
+            keep_md5=part_md5,
+        ),
     )
     ordered = OrderedMd5() if needs_whole_md5(info) and not upload.done else None
 
