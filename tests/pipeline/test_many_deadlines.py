@@ -22,8 +22,9 @@ from typing import Any
 import pytest
 
 from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext
+from ferry.engine.upload_marks import list_marks
 from ferry.pipeline.ledger import DynamoLedger
-from handlers import copy_batch, prepare
+from handlers import copy_batch, finalize, prepare
 
 MiB = 1024 * 1024
 PART = 5 * MiB
@@ -94,7 +95,7 @@ def timed(pipeline, monkeypatch) -> Requests:
     monkeypatch.setattr(copier, "make_client", lambda *a, **k: requests.watch(real_make_client(*a, **k)))
     # One object at a time, so which objects a pass starts depends on the clock alone.
     monkeypatch.setattr(copier, "default_concurrency", lambda *a, **k: 1)
-    # Room for two 5 MiB parts at a time (as a small Lambda has), and passes enough to finish.
+    # Room for one 5 MiB part at a time, and passes enough to finish.
     monkeypatch.setenv("FERRY_MEMORY_LIMIT", str(PART))
     monkeypatch.setenv("FERRY_MAX_PASSES", "400")
     pipeline.services.cache_clear()
@@ -247,3 +248,28 @@ def test_many_short_deadlines_end_as_one_uninterrupted_pass(pipeline, timed) -> 
     for key, body in data.items():
         assert copied[key]["body"] == body, key
         assert copied[key] == reference[key], key
+
+
+def test_an_upload_the_job_gave_up_on_is_aborted_by_its_finalize(pipeline, timed, monkeypatch) -> None:
+    """A multipart copy still unfinished at the last pass is failed by the pipeline, and its
+    upload (checkpointed, marked with the job) stays open: Finalize aborts it, no later job
+    resumes it, nothing keeps costing storage."""
+    monkeypatch.setenv("FERRY_MAX_PASSES", "2")
+    pipeline.services.cache_clear()
+    pipeline.s3.put_object(Bucket="src", Key="big/a.bin", Body=os.urandom(3 * PART))
+    job = start_job("gave-up", "out/")
+    margin_ms = pipeline.settings.deadline_margin_seconds * 1000
+
+    passes = run_passes(job, listing_items(pipeline.s3), margin_ms + int(PASS_SECONDS * 1000))
+
+    assert [out["counts"]["failed"] for out in passes] == [0, 1], "failed at its last pass"
+    (upload,) = pipeline.s3.list_multipart_uploads(Bucket="dst")["Uploads"]
+    (mark,) = list_marks(pipeline.s3, "dst")
+    assert (mark.dest_key, mark.upload_id, mark.job_id) == ("out/big/a.bin", upload["UploadId"], "gave-up")
+
+    summary = finalize.handler({"job": job, "map": {}}, FakeLambdaContext())
+
+    assert summary["abandoned_uploads_aborted"] == 1
+    assert (summary["status"], summary["failed"]) == ("FAILED", 1)
+    assert pipeline.s3.list_multipart_uploads(Bucket="dst").get("Uploads", []) == []
+    assert list(list_marks(pipeline.s3, "dst")) == []

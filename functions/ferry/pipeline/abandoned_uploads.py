@@ -24,7 +24,6 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ferry.engine.upload_marks import FerryUpload, abort_ferry_upload, list_ferry_uploads
 from ferry.errors import describe
 from ferry.jobspec import JobSpec
-from ferry.models import DEFAULT_MARKS_PREFIX
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +38,7 @@ class AbandonedUploads:
 
 def marks_prefix_of(spec: JobSpec) -> str | None:
     """Where the job's workers mark their uploads (None: they do not mark them)."""
-    return getattr(spec.options.policy, "marks_prefix", DEFAULT_MARKS_PREFIX)
+    return spec.options.policy.marks_prefix
 
 
 def abandoned_uploads(client: Any, spec: JobSpec, *, now: datetime | None = None) -> Iterator[FerryUpload]:
