@@ -151,7 +151,11 @@ def listing_items(s3: Any) -> list[dict[str, Any]]:
 def run_passes(job: dict[str, Any], items: list[dict[str, Any]], remaining_ms: int) -> list[dict[str, Any]]:
     """CopyBatch in passes, each fed as the child workflow's NextPass feeds it, until nothing is
     handed over. Returns every pass's output."""
-    event: dict[str, Any] = {"job": job, "items": items, "pass": 1}
+    return run_passes_from({"job": job, "items": items, "pass": 1}, remaining_ms)
+
+
+def run_passes_from(event: dict[str, Any], remaining_ms: int) -> list[dict[str, Any]]:
+    """The passes from `event` on (a first pass, or a retried one)."""
     outputs = []
     while True:
         out = copy_batch.handler(json.loads(json.dumps(event)), FakeLambdaContext(remaining_ms))
@@ -273,3 +277,64 @@ def test_an_upload_the_job_gave_up_on_is_aborted_by_its_finalize(pipeline, timed
     assert (summary["status"], summary["failed"]) == ("FAILED", 1)
     assert pipeline.s3.list_multipart_uploads(Bucket="dst").get("Uploads", []) == []
     assert list(list_marks(pipeline.s3, "dst")) == []
+
+
+class LambdaKilled(BaseException):
+    """The Lambda's timeout: the process ends where it stands, with no handler, cleanup or
+    checkpoint after it (a BaseException: no `except Exception` in the engine catches it)."""
+
+
+def killed_at_checkpoint(monkeypatch: pytest.MonkeyPatch, nth: int) -> None:
+    """The `nth` checkpoint a pass would save is never saved: the Lambda is killed first."""
+    from ferry.pipeline.ledger import DynamoCheckpointStore
+
+    real = DynamoCheckpointStore.save
+    calls = 0
+
+    def save(self: Any, checkpoint: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == nth:
+            raise LambdaKilled(f"killed before checkpoint {nth} was saved")
+        real(self, checkpoint)
+
+    monkeypatch.setattr(DynamoCheckpointStore, "save", save)
+
+
+@pytest.mark.parametrize(
+    "nth", [1, 2], ids=["killed-before-any-checkpoint", "killed-after-an-earlier-checkpoint"]
+)
+def test_a_pass_killed_hard_is_retried_and_resumes_from_s3(pipeline, timed, monkeypatch, nth) -> None:
+    """A pass killed by the Lambda timeout records nothing and saves no checkpoint; Step
+    Functions retries the same pass (Sandbox.Timedout, statemachine/copy_batch.asl.json). The
+    retry finds the upload the killed pass left, by its mark, and sends no part again that S3
+    already holds, whether or not an earlier pass had checkpointed the copy."""
+    data = os.urandom(3 * PART)
+    pipeline.s3.put_object(Bucket="src", Key="big/a.bin", Body=data)
+    job = start_job("killed", "out/")
+    killed_at_checkpoint(monkeypatch, nth)
+    remaining_ms = pipeline.settings.deadline_margin_seconds * 1000 + int(PASS_SECONDS * 1000)
+    event: dict[str, Any] = {"job": job, "items": listing_items(pipeline.s3), "pass": 1}
+    for _ in range(nth - 1):  # the passes before the killed one hand the copy over as usual
+        out = copy_batch.handler(json.loads(json.dumps(event)), FakeLambdaContext(remaining_ms))
+        event = {**event, "items": out["remaining"], "pass": out["next_pass"], "batch_id": out["batch_id"]}
+
+    with pytest.raises(LambdaKilled):
+        copy_batch.handler(json.loads(json.dumps(event)), FakeLambdaContext(remaining_ms))
+    sent_before = timed.of("UploadPart", "out/")
+    assert sum(sent_before.values()) == nth, "the killed pass had sent its part"
+    assert pipeline.s3.list_multipart_uploads(Bucket="dst")["Uploads"], "the killed pass left its upload"
+
+    retried = run_passes_from(event, remaining_ms)
+
+    assert retried[-1]["counts"]["copied"] == 1
+    assert timed.of("UploadPart", "out/") == Counter({("out/big/a.bin", n): 1 for n in (1, 2, 3)}), (
+        "a part S3 held when the pass was killed was sent again"
+    )
+    rows = report_rows(pipeline.s3, "killed")
+    assert [(r["key"], r["status"]) for r in rows] == [("big/a.bin", "copied")]
+    assert pipeline.s3.get_object(Bucket="dst", Key="out/big/a.bin")["Body"].read() == data
+    assert pipeline.s3.list_multipart_uploads(Bucket="dst").get("Uploads", []) == []
+    assert list(list_marks(pipeline.s3, "dst")) == []
+    tally = DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).tally("killed").to_dict()
+    assert (tally["objects"], tally["copied"], tally["failed"]) == (1, 1, 0)
