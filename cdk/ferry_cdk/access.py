@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 
+from ferry.models import DEFAULT_MARKS_PREFIX
 from ferry.pipeline.settings import Location
 
 SOURCE_READ = (
@@ -60,6 +61,13 @@ LEDGER_READ_WRITE = (
 BATCH_REPORTS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject")
 
 
+# Upload marks (ferry.engine.upload_marks): a small object per open multipart upload, written
+# after CreateMultipartUpload, read to resume after a crash, deleted after Complete or Abort.
+UPLOAD_MARKS = ("s3:PutObject", "s3:GetObject", "s3:DeleteObject")
+# Finding a crashed run's upload of a key: ListMultipartUploads is a bucket action.
+FIND_UPLOADS = ("s3:ListBucketMultipartUploads",)
+
+
 def iam_escape(text: str) -> str:
     """A key prefix as an IAM ARN or StringLike pattern matches it literally."""
     return "".join({"*": "${*}", "?": "${?}", "$": "${$}"}.get(c, c) for c in text)
@@ -71,6 +79,15 @@ def bucket_arn(bucket: str) -> str:
 
 def object_arns(locations: Iterable[Location]) -> list[str]:
     return sorted({f"{bucket_arn(loc.bucket)}/{iam_escape(loc.prefix)}*" for loc in locations})
+
+
+def marks_arns(locations: Iterable[Location], marks_prefix: str = DEFAULT_MARKS_PREFIX) -> list[str]:
+    """The marks prefix of each destination bucket (marks live outside the configured prefix)."""
+    return sorted({f"{bucket_arn(loc.bucket)}/{iam_escape(marks_prefix)}*" for loc in locations})
+
+
+def bucket_arns(locations: Iterable[Location]) -> list[str]:
+    return sorted({bucket_arn(loc.bucket) for loc in locations})
 
 
 def list_bucket_statements(locations: Iterable[Location], *, sid: str) -> list[iam.PolicyStatement]:

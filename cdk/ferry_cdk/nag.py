@@ -22,6 +22,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_s3 as s3
 from constructs import IConstruct
 
+from ferry.models import DEFAULT_MARKS_PREFIX
 from ferry.pipeline.settings import PipelineSettings
 
 from .access import iam_escape
@@ -120,6 +121,13 @@ def _acknowledge_wildcards(stack: FerryStack) -> None:
                 f"'{kind}s'): a key-prefix ARN is how IAM limits object actions to that prefix, and only "
                 "the object actions this role's code calls are granted on it."
             )
+    for loc in s.destinations:
+        arn = f"arn:<AWS::Partition>:s3:::{loc.bucket}/{iam_escape(DEFAULT_MARKS_PREFIX)}*"
+        known[_flat_sub(arn)] = (
+            f"Ferry's upload marks in destination bucket {loc.bucket} (prefix {DEFAULT_MARKS_PREFIX}): one "
+            "small object per open multipart upload, named by hashes of the key and the upload id at run "
+            "time, so a copy killed mid-way can be resumed; only Put/Get/DeleteObject are granted on it."
+        )
     reports = _flatten(stack.resolve(f"{stack.report_bucket.bucket_arn}/jobs/*"))
     known[reports] = (
         "Job reports under jobs/ in Ferry's own report bucket: one object per batch and per job, "

@@ -265,6 +265,9 @@ class FerryStack(cdk.Stack):
             *access.list_bucket_statements(s.sources, sid="ListSources"),
             statement("WriteDestinations", DESTINATION_WRITE, destinations),
             *access.list_bucket_statements(s.destinations, sid="ListDestinations"),
+            # A copy killed mid-way is resumed from its upload's mark (ferry.engine.upload_marks).
+            statement("MarkUploads", access.UPLOAD_MARKS, access.marks_arns(s.destinations)),
+            statement("FindUploadsToResume", access.FIND_UPLOADS, access.bucket_arns(s.destinations)),
             statement("Ledger", LEDGER_READ_WRITE, table),
             statement("Reports", BATCH_REPORTS, reports),
             *reach_statements(self, s),  # roles to assume, credential secrets (ferry_cdk.reach)

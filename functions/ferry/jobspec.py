@@ -15,7 +15,7 @@ from typing import Any
 
 from ferry.errors import ConfigError
 from ferry.limits import DEFAULT_MULTIPART_THRESHOLD, parse_size
-from ferry.models import CHECKSUM_ALGORITHMS, RESTORE_TIERS, Compare, CopyPolicy, Mode
+from ferry.models import CHECKSUM_ALGORITHMS, DEFAULT_MARKS_PREFIX, RESTORE_TIERS, Compare, CopyPolicy, Mode
 
 MANIFEST_FORMATS = ("csv", "jsonl", "inventory")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
@@ -241,6 +241,7 @@ OPTION_FIELDS = (
     "part_size",
     "multipart_threshold",
     "dry_run",
+    "marks_prefix",
     "abort_uploads_after_seconds",
 )
 MAX_ABORT_AFTER_SECONDS = 365 * 24 * 3600
@@ -306,6 +307,7 @@ def parse_options(data: Any, name: Callable[[str], str] | None = None) -> JobOpt
             restore=choice("restore_tier", list(RESTORE_TIERS), None),
             restore_days=restore_days,
             dry_run=_bool(get("dry_run", False), label("dry_run")),
+            marks_prefix=_marks_prefix(get("marks_prefix", DEFAULT_MARKS_PREFIX), label("marks_prefix")),
         )
     except SpecError:
         raise
@@ -339,9 +341,19 @@ def options_to_dict(options: JobOptions) -> dict[str, Any]:
         "part_size": p.part_size,
         "multipart_threshold": p.multipart_threshold,
         "dry_run": p.dry_run,
+        "marks_prefix": p.marks_prefix,
         "abort_uploads_after_seconds": options.abort_uploads_after_seconds,
     }
     return {k: v for k, v in data.items() if v is not None}
+
+
+def _marks_prefix(value: Any, name: str) -> str:
+    """Where upload marks live in each destination bucket: a folder (`ops/marks` means `ops/marks/`)."""
+    if not isinstance(value, str) or not value or value.startswith("/"):
+        raise SpecError(
+            f"{name}: {value!r} must be a folder in the destination bucket, such as .ferry/uploads/"
+        )
+    return as_folder(value)
 
 
 def _field_of(message: str, label: Callable[[str], str]) -> str:

@@ -343,6 +343,7 @@ def allowed_arns(built: SimpleNamespace) -> dict[str, set[str]]:
     return {
         "sources": objects(s.sources),
         "destinations": objects(s.destinations),
+        "marks": {f"arn:aws:s3:::{loc.bucket}/.ferry/uploads/*" for loc in s.destinations},
         "manifests": objects(s.manifests),
         "reports": {reports},
         "buckets": {f"arn:aws:s3:::{loc.bucket}" for loc in (*s.sources, *s.destinations)}
@@ -367,20 +368,24 @@ def test_no_wildcard_actions_and_no_star_resource_on_data(built: SimpleNamespace
 
 def test_s3_grants_name_only_the_configured_prefixes(built: SimpleNamespace) -> None:
     arns = allowed_arns(built)
-    data = arns["sources"] | arns["destinations"] | arns["manifests"] | arns["reports"]
+    data = arns["sources"] | arns["destinations"] | arns["manifests"] | arns["reports"] | arns["marks"]
     seen: set[str] = set()
     for lid, st in statements(built.template):
         for action in (a for a in as_list(st["Action"]) if a.startswith("s3:")):
             targets = set(as_list(st["Resource"]))
             seen |= targets
-            if action == "s3:ListBucket":
+            if action in ("s3:ListBucket", "s3:ListBucketMultipartUploads"):
                 assert targets <= arns["buckets"], (lid, targets)
                 continue
             assert targets <= data, (lid, action, targets - data)
             if action in SOURCE_ONLY:
                 assert targets <= arns["sources"], (lid, action, targets)
             if action in WRITES:
-                assert targets <= arns["destinations"] | arns["reports"], (lid, action, targets)
+                assert targets <= arns["destinations"] | arns["reports"] | arns["marks"], (
+                    lid,
+                    action,
+                    targets,
+                )
     assert data <= seen  # and every configured location is granted somewhere
 
 
@@ -439,12 +444,18 @@ def test_each_role_gets_what_its_code_does(built: SimpleNamespace) -> None:
         "s3:GetObjectVersion",
         "s3:DeleteObjectVersion",
     }
+    dest_buckets = {f"arn:aws:s3:::{loc.bucket}" for loc in built.settings.destinations}
     for role in ("CopyBatchRole", "CopyTaskRole"):
         assert actions_on(role, arns["sources"]) == copy, role
         assert actions_on(role, arns["destinations"]) == write, role
+        # Upload marks, and finding a crashed run's uploads to resume (ferry.engine.upload_marks).
+        assert actions_on(role, arns["marks"]) == {"s3:PutObject", "s3:GetObject", "s3:DeleteObject"}, role
+        assert "s3:ListBucketMultipartUploads" in actions_on(role, dest_buckets), role
         assert actions_on(role, arns["reports"]) == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}, role
     assert actions_on("PrepareRole", arns["sources"]) == set()  # lists them, reads no object
     assert actions_on("PrepareRole", arns["destinations"]) == {"s3:PutObject", "s3:AbortMultipartUpload"}
+    for role in ("RecordFailureRole", "FinalizeRole", "PrepareRole"):
+        assert actions_on(role, arns["marks"]) == set(), role
     for role in ("RecordFailureRole", "FinalizeRole"):
         assert actions_on(role, arns["sources"] | arns["destinations"]) == set(), role
     assert actions_on("StateMachineRole", arns["sources"] | arns["destinations"]) == set()

@@ -6,6 +6,7 @@ away (as a killed process loses it), so the second copy has only what the bucket
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -22,7 +23,7 @@ from engine.test_deadline import (
     copier_for,
     make_source,
 )
-from ferry import Copier, SourceObject, Status, Target
+from ferry import Copier, CopyPolicy, SourceObject, Status, Target
 from ferry.engine.checkpoints import MemoryCheckpointStore
 from ferry.engine.upload_marks import UploadMark, key_uploads, mark_key, read_mark, write_mark
 
@@ -117,3 +118,81 @@ def test_written_mark_names_the_source_and_plan(versitygw, vgw_buckets, monkeypa
     # write_mark is the engine's only writer: a mark written again is read back the same.
     write_mark(versitygw.client, dst, mark)
     assert read_mark(versitygw.client, dst, "obj", upload_id) == mark
+
+
+def _put_sha256_parts(client: Any, bucket: str, data: bytes) -> None:
+    """A multipart source whose parts carry SHA256 checksums (a COMPOSITE object checksum)."""
+    upload = client.create_multipart_upload(Bucket=bucket, Key="obj", ChecksumAlgorithm="SHA256")["UploadId"]
+    parts = []
+    for number, offset in enumerate(range(0, len(data), PART), start=1):
+        response = client.upload_part(
+            Bucket=bucket,
+            Key="obj",
+            UploadId=upload,
+            PartNumber=number,
+            Body=data[offset : offset + PART],
+            ChecksumAlgorithm="SHA256",
+        )
+        parts.append(
+            {"PartNumber": number, "ETag": response["ETag"], "ChecksumSHA256": response["ChecksumSHA256"]}
+        )
+    client.complete_multipart_upload(
+        Bucket=bucket, Key="obj", UploadId=upload, MultipartUpload={"Parts": parts}
+    )
+
+
+@pytest.mark.parametrize("name", ["minio", "versitygw"])
+def test_parts_settled_by_the_sources_own_part_checksums_are_not_read(name, request, monkeypatch):
+    """MinIO gives the source's part checksums (GetObjectAttributes and HEAD with PartNumber):
+    resumed parts are judged without reading them. versitygw gives neither: they are read."""
+    versitygw = request.getfixturevalue(name)  # either server
+    src, dst = versitygw.bucket("src"), versitygw.bucket("dst")
+    data = os.urandom(PARTS * PART)
+    _put_sha256_parts(versitygw.client, src, data)
+    policy = CopyPolicy(mode="stream", multipart_threshold=PART, checksum_algorithm="SHA256")
+
+    def copier(store: Any) -> Copier:
+        return Copier(
+            versitygw.endpoint,
+            versitygw.endpoint,
+            policy,
+            part_concurrency=1,
+            memory_limit=PART,
+            checkpoints=store,
+        )
+
+    clock_runs_out_after(monkeypatch, 2)
+    with copier(MemoryCheckpointStore()) as first_copier:
+        first = first_copier.copy(
+            SourceObject(src, "obj"), Target(dst, "obj"), deadline=time.monotonic() + 600
+        )
+    monkeypatch.undo()
+    assert first.status == Status.PENDING, first.reason
+    (upload,) = key_uploads(versitygw.client, dst, "obj")
+    assert upload.mark.algorithm == "SHA256"
+    versitygw.client.upload_part(  # part 2 now holds other bytes: its checksum differs
+        Bucket=dst,
+        Key="obj",
+        UploadId=upload.upload_id,
+        PartNumber=2,
+        Body=b"y" * PART,
+        ChecksumAlgorithm="SHA256",
+    )
+
+    reads: list[str] = []
+    with copier(MemoryCheckpointStore()) as second_copier:
+        second_copier.ctx.source_client.meta.events.register(
+            "before-call.s3.GetObject",
+            lambda params, **_: reads.append(params["headers"].get("Range", "all")),
+        )
+        parts = PartCounter(second_copier, "UploadPart")
+        second = second_copier.copy(SourceObject(src, "obj"), Target(dst, "obj"))
+
+    assert second.status == Status.COPIED, second.reason
+    assert second.parts_resumed == 1  # part 1, proved by the source's own SHA256 of part 1
+    assert sorted(parts.numbers) == [2, 3, 4]
+    read = (
+        (1, 2, 3) if name == "minio" else (0, 1, 1, 2, 3)
+    )  # versitygw: parts 1-2 read to check, 2 again to send
+    assert sorted(reads) == sorted(f"bytes={n * PART}-{(n + 1) * PART - 1}" for n in read)
+    assert versitygw.client.get_object(Bucket=dst, Key="obj")["Body"].read() == data

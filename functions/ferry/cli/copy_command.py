@@ -64,6 +64,10 @@ def add_copy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPa
     how.add_argument("--multipart-threshold", default="16MiB", help="stream objects above this in parts")
     how.add_argument("--memory-limit", default="256MiB", help="object bytes held in memory by streaming")
     how.add_argument("--checksum-algorithm", type=str.upper, choices=CHECKSUM_ALGORITHMS)
+    how.add_argument(
+        "--marks-prefix",
+        help="where the destination bucket holds the marks that let a crashed copy resume (default .ferry/uploads/)",
+    )
     what = copy.add_argument_group("what to copy")
     what.add_argument("--include", action="append", default=[], metavar="GLOB")
     what.add_argument("--exclude", action="append", default=[], metavar="GLOB")
@@ -148,6 +152,7 @@ def options_from(args: argparse.Namespace) -> JobOptions:
         "restore_tier": args.restore,
         "restore_days": args.restore_days,
         "dry_run": args.dry_run,
+        "marks_prefix": args.marks_prefix,
         "include": args.include,
         "exclude": args.exclude,
     }

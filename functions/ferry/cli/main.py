@@ -16,6 +16,7 @@ from typing import IO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ferry.cli.clean_uploads import add_clean_uploads_parser, run_clean_uploads
 from ferry.cli.copy_command import add_copy_parser, run_copy
 from ferry.cli.demo import run_demo
 from ferry.cli.estimate import add_estimate_parser, run_estimate
@@ -37,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_policy_parser(commands)
 
     add_job_parser(commands)
+    add_clean_uploads_parser(commands)
 
     demo = commands.add_parser("demo", help="run a copy on an embedded S3 endpoint (no AWS account)")
     demo.add_argument("--objects", type=int, default=300, help="small objects to create")
@@ -63,6 +65,8 @@ def main(
             return run_run(args, stdout, stderr)
         if args.command == "policy":
             return run_policy(args, stdout, stderr)
+        if args.command == "clean-uploads":
+            return run_clean_uploads(args, stdout, stderr)
         return run_copy(args, stdout, stderr)
     except FerryError as error:
         stderr.write(f"ferry: error: {error}\n")

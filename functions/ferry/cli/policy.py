@@ -24,7 +24,7 @@ from typing import IO, Any
 
 from ferry.cli.parsing import EXIT_OK
 from ferry.errors import ConfigError
-from ferry.models import Endpoint
+from ferry.models import DEFAULT_MARKS_PREFIX, Endpoint
 from ferry.pipeline.settings import Location, PipelineSettings
 
 VERSION = "2012-10-17"
@@ -49,6 +49,10 @@ DESTINATION_WRITE = [
     "s3:GetObjectVersion",
     "s3:DeleteObjectVersion",
 ]
+# Upload marks in each destination bucket (engine/upload_marks.py), and finding the upload a
+# crashed copy left (ListMultipartUploads, a bucket action), so the next run resumes it.
+UPLOAD_MARKS = ["s3:PutObject", "s3:GetObject", "s3:DeleteObject"]
+FIND_UPLOADS = ["s3:ListBucketMultipartUploads"]
 KMS_SOURCE = ["kms:Decrypt"]
 KMS_DESTINATION = ["kms:GenerateDataKey", "kms:Decrypt", "kms:Encrypt"]
 FORWARD_ROLE = "ferry-forward-s3-events"
@@ -164,7 +168,7 @@ def documents(settings: PipelineSettings, ferry: Ferry) -> Iterator[tuple[str, d
                 "also set its Object Ownership to BucketOwnerEnforced (aws s3api "
                 f"put-bucket-ownership-controls --bucket {loc.bucket} --ownership-controls "
                 "'Rules=[{ObjectOwnership=BucketOwnerEnforced}]') so that account owns every copy",
-                bucket_policy(ferry, loc, DESTINATION_WRITE, "Write"),
+                with_marks(ferry, [loc], bucket_policy(ferry, loc, DESTINATION_WRITE, "Write")),
             )
     keys = [(arn, KMS_SOURCE, "Decrypt") for arn in settings.source_kms_key_arns] + [
         (arn, KMS_DESTINATION, "Encrypt") for arn in settings.destination_kms_key_arns
@@ -206,6 +210,17 @@ def bucket_policy(ferry: Ferry, loc: Location, actions: list[str], verb: str) ->
     }
 
 
+def with_marks(ferry: Ferry, destinations: Sequence[Location], document: dict[str, Any]) -> dict[str, Any]:
+    """A destination's document plus what resuming a crashed copy needs there."""
+    buckets = sorted({f"arn:{ferry.partition}:s3:::{loc.bucket}" for loc in destinations})
+    marks = [f"{b}/{iam_escape(DEFAULT_MARKS_PREFIX)}*" for b in buckets]
+    document["Statement"] += [
+        ferry.statement("FerryWriteMarks", UPLOAD_MARKS, marks if len(marks) > 1 else marks[0]),
+        ferry.statement("FerryFindUploads", FIND_UPLOADS, buckets if len(buckets) > 1 else buckets[0]),
+    ]
+    return document
+
+
 def trust_statement(ferry: Ferry) -> dict[str, Any]:
     statement = ferry.statement("FerryWorkersAssume", ["sts:AssumeRole"], "*")
     del statement["Resource"]  # a trust policy names no resource: the role is the resource
@@ -239,6 +254,17 @@ def role_permissions(settings: PipelineSettings, role_arn: str, ferry: Ferry) ->
             }
         )
         statements.extend(list_statements(mine, f"Ferry{side}List", ferry.partition))
+        if side == "Write":
+            buckets = sorted({f"arn:{ferry.partition}:s3:::{loc.bucket}" for loc in mine})
+            statements += [
+                {
+                    "Sid": "FerryWriteMarks",
+                    "Effect": "Allow",
+                    "Action": UPLOAD_MARKS,
+                    "Resource": [f"{b}/{iam_escape(DEFAULT_MARKS_PREFIX)}*" for b in buckets],
+                },
+                {"Sid": "FerryFindUploads", "Effect": "Allow", "Action": FIND_UPLOADS, "Resource": buckets},
+            ]
         if keys:
             statements.append(
                 {

@@ -17,7 +17,7 @@ from ferry.engine.context import TransferContext
 from ferry.engine.degradations import NotImplementedByServer, is_not_implemented
 from ferry.engine.multipart import open_upload
 from ferry.engine.outcome import Outcome
-from ferry.engine.resume_parts import part_check
+from ferry.engine.resume_parts import part_check, source_part_checksums
 from ferry.engine.source import SourceInfo, confirm, guess_layout, learn_layout
 from ferry.engine.streaming import STALE, check_tags_kept, discard_copy, read_into
 from ferry.engine.upload_marks import key_uploads
@@ -270,6 +270,9 @@ def _copy_parts(
             algorithms=[],
             keep_md5=False,
             keep_listed_checksum=True,
+            source_sums=lambda numbers: source_part_checksums(
+                ctx.source_client, info, algorithm, plan, numbers
+            ),
         ),
     )
 

@@ -30,7 +30,7 @@ from ferry.engine.context import TransferContext
 from ferry.engine.degradations import is_not_implemented
 from ferry.engine.multipart import open_upload
 from ferry.engine.outcome import Outcome
-from ferry.engine.resume_parts import part_check
+from ferry.engine.resume_parts import part_check, source_part_checksums
 from ferry.engine.source import SourceInfo, confirm, guess_layout, learn_layout
 from ferry.engine.verify import (
     PartProof,
@@ -360,6 +360,9 @@ def _stream_multipart(
             algorithm=algorithm,
             algorithms=algorithms,
             keep_md5=part_md5,
+            source_sums=lambda numbers: source_part_checksums(
+                ctx.source_client, info, algorithm, plan, numbers
+            ),
         ),
     )
     ordered = OrderedMd5() if needs_whole_md5(info) and not upload.done else None

@@ -45,6 +45,7 @@ __all__ = [
     "list_orphan_marks",
     "mark_key",
     "read_mark",
+    "scan_marks",
     "write_mark",
 ]
 
@@ -254,26 +255,28 @@ def list_marks(
                 yield mark
 
 
-def _scan(
-    client: Any, bucket: str, key_prefix: str, marks_prefix: str
-) -> Iterator[tuple[UploadMark, dict[str, Any] | None]]:
-    """Each mark with its open upload, or None when the upload no longer exists."""
+def scan_marks(
+    client: Any, bucket: str, *, key_prefix: str = "", marks_prefix: str = DEFAULT_MARKS_PREFIX
+) -> Iterator[tuple[UploadMark, FerryUpload | None]]:
+    """Each mark (destination key starting with `key_prefix`) with its open upload, or None
+    when that upload no longer exists: one pass for a cleaner that handles both."""
     by_key: dict[str, list[UploadMark]] = {}
     for mark in list_marks(client, bucket, key_prefix=key_prefix, marks_prefix=marks_prefix):
         by_key.setdefault(mark.dest_key, []).append(mark)
     for key in sorted(by_key):
         open_by_id = {u["UploadId"]: u for u in _open_uploads(client, bucket, key)}
         for mark in by_key[key]:
-            yield mark, open_by_id.get(mark.upload_id)
+            upload = open_by_id.get(mark.upload_id)
+            yield mark, (FerryUpload(key, mark.upload_id, _initiated(upload), mark) if upload else None)
 
 
 def list_ferry_uploads(
     client: Any, bucket: str, *, key_prefix: str = "", marks_prefix: str = DEFAULT_MARKS_PREFIX
 ) -> Iterator[FerryUpload]:
     """Ferry's open multipart uploads whose key starts with `key_prefix`, each with its mark."""
-    for mark, upload in _scan(client, bucket, key_prefix, marks_prefix):
+    for _, upload in scan_marks(client, bucket, key_prefix=key_prefix, marks_prefix=marks_prefix):
         if upload is not None:
-            yield FerryUpload(mark.dest_key, mark.upload_id, _initiated(upload), mark)
+            yield upload
 
 
 def list_orphan_marks(
@@ -281,7 +284,7 @@ def list_orphan_marks(
 ) -> Iterator[UploadMark]:
     """Marks whose upload no longer exists (completed, aborted or expired by a lifecycle
     rule while nobody could delete the mark)."""
-    for mark, upload in _scan(client, bucket, key_prefix, marks_prefix):
+    for mark, upload in scan_marks(client, bucket, key_prefix=key_prefix, marks_prefix=marks_prefix):
         if upload is None:
             yield mark
 
