@@ -5,7 +5,8 @@ The task runs as a real process with the environment the ECS task definition giv
 (PipelineSettings.worker_environment(fargate=True), the ledger table, the report bucket and
 the object in FERRY_JOB_ID / FERRY_BATCH_ID / FERRY_ITEM), its AWS services on this machine:
 S3 on versitygw, the DynamoDB ledger on moto's server, reached through boto3's
-AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL_DYNAMODB. Only the link is slowed (each part request
+AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL_DYNAMODB ("Service-specific endpoints", AWS SDKs and
+Tools reference guide, feature-ss-endpoints.html). Only the link is slowed (each part request
 waits first: tests/pipeline/slow_copy_large.py), so the copy lasts long enough to be cut.
 
 - SIGTERM (a Spot interruption, StopTask): the task stops at the end of its pass, saves a

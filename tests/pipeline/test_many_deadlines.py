@@ -239,6 +239,7 @@ def test_many_short_deadlines_end_as_one_uninterrupted_pass(pipeline, timed) -> 
     assert sent_parts == Counter({(f"cut/{k}", n): 1 for k in LARGE for n in range(1, parts[k] + 1)})
     assert timed.of("PutObject", "cut/") == Counter({(f"cut/{k}", None): 1 for k in data if k not in LARGE})
     assert pipeline.s3.list_multipart_uploads(Bucket="dst").get("Uploads", []) == []
+    assert list(list_marks(pipeline.s3, "dst")) == [], "every upload's mark went with it"
     checkpoints = pipeline.dynamodb.scan(
         TableName=PIPELINE_TABLE,
         FilterExpression="begins_with(pk, :ckpt)",
