@@ -92,6 +92,7 @@ PUT_CLASS = frozenset(
         "CompleteMultipartUpload",
         "ListObjectsV2",
         "ListParts",
+        "ListMultipartUploads",
     }
 )
 GET_CLASS = frozenset({"GetObject", "HeadObject", "GetObjectTagging"})
@@ -227,7 +228,16 @@ def object_requests(
         return c
     listed = storage_class in LISTING_CLASSES
     c.update(_copy_requests(size, a, source_parts, crc, listed=listed))
+    if c["CreateMultipartUpload"]:
+        c.update(mark_requests(a))
     return c
+
+
+def mark_requests(a: Assumptions) -> Counter[str]:
+    """What a multipart copy adds to resume after a crash (engine/upload_marks.py): one
+    ListMultipartUploads of its key (two server-side: one asks whether a crashed run's upload
+    was made without part checksums), its mark written (PutObject) and deleted at the end."""
+    return Counter({"ListMultipartUploads": 2 if a.server_side else 1, "PutObject": 1, "DeleteObject": 1})
 
 
 def _copy_requests(size: int, a: Assumptions, parts: int, crc: bool, *, listed: bool) -> Counter[str]:

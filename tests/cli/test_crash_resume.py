@@ -45,7 +45,10 @@ def _listed_parts(server: Any, bucket: str) -> dict[int, int]:
     for upload in server.client.list_multipart_uploads(Bucket=bucket, Prefix=KEY).get("Uploads", []):
         if upload["Key"] != KEY:
             continue
-        listing = server.client.list_parts(Bucket=bucket, Key=KEY, UploadId=upload["UploadId"])
+        try:
+            listing = server.client.list_parts(Bucket=bucket, Key=KEY, UploadId=upload["UploadId"])
+        except server.client.exceptions.NoSuchUpload:
+            continue  # ended since it was listed (MinIO: the upload whose part copies were refused)
         parts.update({p["PartNumber"]: p["Size"] for p in listing.get("Parts", [])})
     return parts
 
