@@ -35,6 +35,14 @@ def test_a_prefix_job_is_normalised() -> None:
     assert again == spec, "the normalised spec passed to batches reads back the same"
 
 
+def test_abort_uploads_after_seconds_defaults_to_finalize_and_reads_back() -> None:
+    base = {"source": {"bucket": "src"}, "destination": {"bucket": "dst"}}
+    assert parse_job_spec(base, default_job_id="j").options.abort_uploads_after_seconds == 0
+    spec = parse_job_spec({**base, "options": {"abort_uploads_after_seconds": 3600}}, default_job_id="j")
+    assert spec.options.abort_uploads_after_seconds == 3600
+    assert parse_job_spec(spec.to_dict()) == spec
+
+
 def test_a_manifest_job_keeps_its_format_and_optional_bucket() -> None:
     spec = parse_job_spec(
         {
@@ -60,6 +68,10 @@ def test_a_manifest_job_keeps_its_format_and_optional_bucket() -> None:
         ({"restore_tier": "now"}, "options.restore_tier: 'now' is not one of bulk, standard, expedited"),
         ({"restore_days": 0}, "options.restore_days:"),
         ({"speed": 1}, "options.speed: unknown option"),
+        ({"abort_uploads_after_seconds": "1h"}, "options.abort_uploads_after_seconds: '1h' must be a whole"),
+        ({"abort_uploads_after_seconds": -1}, "options.abort_uploads_after_seconds: -1 must be a whole"),
+        ({"abort_uploads_after_seconds": True}, "options.abort_uploads_after_seconds: True must be"),
+        ({"abort_uploads_after_seconds": 10**9}, "options.abort_uploads_after_seconds: 1000000000 must"),
     ],
 )
 def test_a_wrong_option_is_named(options, message) -> None:

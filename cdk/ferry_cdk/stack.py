@@ -26,7 +26,7 @@ from constructs import Construct
 from ferry.errors import ConfigError
 from ferry.pipeline.settings import Location, PipelineSettings
 
-from . import access, bundling, monitoring, nag, replication, schedules
+from . import abandoned_uploads, access, bundling, monitoring, nag, replication, schedules
 from .access import BATCH_REPORTS, DESTINATION_WRITE, LEDGER_READ_WRITE, SOURCE_READ, statement
 from .definition import parent_definition
 from .reach import reach_statements
@@ -253,6 +253,9 @@ class FerryStack(cdk.Stack):
         for st in access.list_bucket_statements(
             [Location(self.report_bucket.bucket_name)], sid="ListReports"
         ):
+            finalize.add_to_role_policy(st)
+        # ... and aborts the job's own uploads a crash left open (ferry_cdk.abandoned_uploads).
+        for st in abandoned_uploads.finalize_statements(self, s):
             finalize.add_to_role_policy(st)
 
     def _copy_statements(

@@ -38,6 +38,9 @@ class JobOptions:
     policy: CopyPolicy = field(default_factory=CopyPolicy)
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    # Finalize aborts the job's own marked uploads still open at least this old (a crash left
+    # them); 0: every one, since no batch of the job is running any more.
+    abort_uploads_after_seconds: int = 0
 
 
 @dataclass(frozen=True)
@@ -239,7 +242,9 @@ OPTION_FIELDS = (
     "multipart_threshold",
     "dry_run",
     "marks_prefix",
+    "abort_uploads_after_seconds",
 )
+MAX_ABORT_AFTER_SECONDS = 365 * 24 * 3600
 
 
 def parse_options(data: Any, name: Callable[[str], str] | None = None) -> JobOptions:
@@ -275,6 +280,16 @@ def parse_options(data: Any, name: Callable[[str], str] | None = None) -> JobOpt
         raise SpecError(
             f"{label('restore_days')}: {restore_days!r} must be a whole number of days, 1 or more"
         )
+    abort_after = get("abort_uploads_after_seconds", 0)
+    if (
+        isinstance(abort_after, bool)
+        or not isinstance(abort_after, int)
+        or not 0 <= abort_after <= MAX_ABORT_AFTER_SECONDS
+    ):
+        raise SpecError(
+            f"{label('abort_uploads_after_seconds')}: {abort_after!r} must be a whole number of "
+            f"seconds from 0 (abort at Finalize) to {MAX_ABORT_AFTER_SECONDS} (a year)"
+        )
     try:
         policy = CopyPolicy(
             mode=Mode(choice("mode", [m.value for m in Mode], "auto")),
@@ -302,6 +317,7 @@ def parse_options(data: Any, name: Callable[[str], str] | None = None) -> JobOpt
         policy=policy,
         include=_globs(get("include", []), label("include")),
         exclude=_globs(get("exclude", []), label("exclude")),
+        abort_uploads_after_seconds=abort_after,
     )
 
 
@@ -326,6 +342,7 @@ def options_to_dict(options: JobOptions) -> dict[str, Any]:
         "multipart_threshold": p.multipart_threshold,
         "dry_run": p.dry_run,
         "marks_prefix": p.marks_prefix,
+        "abort_uploads_after_seconds": options.abort_uploads_after_seconds,
     }
     return {k: v for k, v in data.items() if v is not None}
 

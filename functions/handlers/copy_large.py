@@ -22,6 +22,14 @@ from .runtime import logger, publish_lags, services
 EXIT_OK, EXIT_FAILED, EXIT_STOPPED = 0, 1, 75
 
 
+def pass_seconds() -> float:
+    """Seconds per pass (FERRY_LARGE_OBJECT_PASS_SECONDS, default 90): each pass ends at a
+    checkpoint and a stop request takes effect there, so a pass plus the parts in flight must
+    fit in the task's stopTimeout (120 s, Spot's warning). A SIGKILL mid-pass loses no
+    finished part either: the retry resumes the marked upload (engine/upload_marks.py)."""
+    return float(os.environ.get("FERRY_LARGE_OBJECT_PASS_SECONDS", "90"))
+
+
 def main() -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -29,7 +37,14 @@ def main() -> int:
     item = json.loads(os.environ["FERRY_ITEM"])
     logger.append_keys(job_id=job_id, batch_id=batch_id)
     try:
-        result = copy_large_object(job_id, batch_id, item, services(), keep_going=lambda: not stop.is_set())
+        result = copy_large_object(
+            job_id,
+            batch_id,
+            item,
+            services(),
+            keep_going=lambda: not stop.is_set(),
+            pass_seconds=pass_seconds(),
+        )
     except Exception:
         logger.exception("large object copy failed; the state machine retries, then records it")
         return EXIT_FAILED

@@ -69,8 +69,10 @@ def grants(template: dict[str, Any], prefix: str) -> dict[str, set[str]]:
 def test_workers_may_assume_exactly_the_configured_roles(built: SimpleNamespace) -> None:
     for role in COPIERS:
         assert grants(built.template, role)["sts:AssumeRole"] == {SOURCE_ROLE, DEST_ROLE}, role
-    for role in ("RecordFailureRole", "FinalizeRole", "StateMachineRole"):
+    for role in ("RecordFailureRole", "StateMachineRole"):
         assert "sts:AssumeRole" not in grants(built.template, role), role
+    # Finalize aborts its job's abandoned uploads where the workers wrote them: destinations only.
+    assert grants(built.template, "FinalizeRole")["sts:AssumeRole"] == {DEST_ROLE}
 
 
 def test_workers_read_exactly_the_configured_secrets(built: SimpleNamespace) -> None:
@@ -88,8 +90,10 @@ def test_workers_read_exactly_the_configured_secrets(built: SimpleNamespace) -> 
     assert decrypts[0]["Condition"] == {
         "StringEquals": {"kms:ViaService": f"secretsmanager.{REGION}.amazonaws.com"}
     }
-    for role in ("RecordFailureRole", "FinalizeRole", "StateMachineRole"):
+    for role in ("RecordFailureRole", "StateMachineRole"):
         assert not any(a.startswith("secretsmanager:") for a in grants(built.template, role)), role
+    finalize = grants(built.template, "FinalizeRole")
+    assert finalize["secretsmanager:GetSecretValue"] == {by_name}, "the destination's secret only"
 
 
 def test_kms_grants_stay_exact_with_the_secret_key(built: SimpleNamespace) -> None:

@@ -121,6 +121,8 @@ def test_each_schedule_fires_the_starter_with_its_spec_in_skip_existing_mode(bui
                 "preserve_tags": True,
                 "multipart_threshold": 16 * 1024 * 1024,
                 "dry_run": False,
+                "marks_prefix": ".ferry/uploads/",
+                "abort_uploads_after_seconds": 0,
             },
         },
     }

@@ -408,6 +408,8 @@ def test_list_bucket_is_limited_to_the_prefixes(built: SimpleNamespace) -> None:
         prefixes = condition["s3:prefix"]
         if bucket == "arn:aws:s3:::src-bucket":
             assert sorted(prefixes) == ["data/*", "odd${*}${?}${$}/*"], lid
+        elif lid.startswith("FinalizeRole"):  # it lists the upload marks, nothing else
+            assert prefixes == [".ferry/uploads/*"], lid
         else:
             assert prefixes == ["backup/*"], lid
 
@@ -454,10 +456,14 @@ def test_each_role_gets_what_its_code_does(built: SimpleNamespace) -> None:
         assert actions_on(role, arns["reports"]) == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}, role
     assert actions_on("PrepareRole", arns["sources"]) == set()  # lists them, reads no object
     assert actions_on("PrepareRole", arns["destinations"]) == {"s3:PutObject", "s3:AbortMultipartUpload"}
-    for role in ("RecordFailureRole", "FinalizeRole", "PrepareRole"):
+    for role in ("RecordFailureRole", "PrepareRole"):
         assert actions_on(role, arns["marks"]) == set(), role
-    for role in ("RecordFailureRole", "FinalizeRole"):
-        assert actions_on(role, arns["sources"] | arns["destinations"]) == set(), role
+    assert actions_on("RecordFailureRole", arns["sources"] | arns["destinations"]) == set()
+    assert actions_on("FinalizeRole", arns["sources"]) == set()
+    # Finalize aborts its job's abandoned uploads and deletes their marks (abandoned_uploads.py).
+    assert actions_on("FinalizeRole", arns["destinations"]) == {"s3:AbortMultipartUpload"}
+    assert actions_on("FinalizeRole", arns["marks"]) == {"s3:GetObject", "s3:DeleteObject"}
+    assert "s3:ListBucketMultipartUploads" in actions_on("FinalizeRole", dest_buckets)
     assert actions_on("StateMachineRole", arns["sources"] | arns["destinations"]) == set()
     assert actions_on("StateMachineRole", arns["manifests"]) == {"s3:GetObject"}  # ItemReader
     assert actions_on("PrepareRole", arns["manifests"]) == {"s3:GetObject"}  # checks it first

@@ -241,14 +241,16 @@ class MultipartUpload:
         )
 
     def _adopt(self, checkpoint: Checkpoint) -> bool:
-        """Keep only parts S3 still holds with the ETag the checkpoint recorded."""
+        """Keep the parts S3 still holds with the ETag the checkpoint recorded, and the parts
+        S3 holds beyond it once they check out against the source (check_parts): a run killed
+        after this checkpoint (a Lambda timeout) sent them but saved no newer one."""
         try:
-            listed = self._list_parts(checkpoint.upload_id)
+            listed = self._listed_parts(checkpoint.upload_id)
         except Exception:
             return False  # the upload is gone (completed, aborted or expired): start again
         self.upload_id = checkpoint.upload_id
         for number, saved in checkpoint.parts.items():
-            if listed.get(number) == saved["etag"]:
+            if listed.get(number, {}).get("ETag") == saved["etag"]:
                 self.done[number] = PartProof(
                     number=number,
                     size=saved["size"],
@@ -256,16 +258,18 @@ class MultipartUpload:
                     md5=bytes.fromhex(saved["md5"]) if saved.get("md5") else None,
                     etag=saved["etag"],
                 )
+        later = [
+            (part, listed[part.number])
+            for part in self.plan
+            if part.number not in self.done
+            and part.number in listed
+            and listed[part.number].get("Size") == part.size
+        ]
+        if later and self.check_parts:
+            for proof in self.check_parts(later):
+                self.done[proof.number] = proof
         self.resumed_parts = len(self.done)
         return True
-
-    def _list_parts(self, upload_id: str) -> dict[int, str]:
-        parts: dict[int, str] = {}
-        paginator = self.client.get_paginator("list_parts")
-        for page in paginator.paginate(Bucket=self.bucket, Key=self.key, UploadId=upload_id):
-            for part in page.get("Parts", []):
-                parts[part["PartNumber"]] = part["ETag"]
-        return parts
 
     def _discard(self, checkpoint: Checkpoint) -> None:
         self._abort_quietly(checkpoint.upload_id)

@@ -91,13 +91,21 @@ class Services:
         return self.source if side == "source" else self.destination
 
     def copier(
-        self, policy: CopyPolicy, source: Endpoint | None = None, destination: Endpoint | None = None
+        self,
+        policy: CopyPolicy,
+        source: Endpoint | None = None,
+        destination: Endpoint | None = None,
+        *,
+        job_id: str | None = None,
     ) -> Copier:
+        """A Copier for one job: its uploads' marks name `job_id`, so the job's Finalize can
+        tell the uploads a crash left for it from any other job's (abandoned_uploads.py)."""
         checkpoints = self.ledger.checkpoints(ttl_days=self.settings.checkpoint_ttl_days)
         return Copier(
             source or self.source,
             destination or self.destination,
             policy,
+            job_id=job_id,
             memory_limit=self.settings.memory_limit,
             checkpoints=checkpoints,
             # The workers hold only kms:Decrypt on source keys: a source key is reused only
@@ -203,7 +211,7 @@ def _copy_in_lambda(
         groups.setdefault(services.endpoint("source", obj.bucket, obj.key), []).append(index)
     results: dict[int, CopyResult] = {}
     for source, indexes in groups.items():
-        with services.copier(spec.options.policy, source, destination) as copier:
+        with services.copier(spec.options.policy, source, destination, job_id=spec.job_id) as copier:
             pairs = [(planned[i].obj, planned[i].target) for i in indexes]
             for index, result in zip(
                 indexes,
@@ -305,7 +313,7 @@ def copy_large_object(
     else:
         source = services.endpoint("source", plan.obj.bucket, plan.obj.key)  # type: ignore[union-attr]
         destination = services.endpoint("destination", spec.destination_bucket, spec.destination_prefix)
-        with services.copier(spec.options.policy, source, destination) as copier:
+        with services.copier(spec.options.policy, source, destination, job_id=spec.job_id) as copier:
             while True:
                 result = copier.copy(plan.obj, plan.target, deadline=deadline_in(pass_seconds))  # type: ignore[arg-type]
                 if not result.handed_over:

@@ -18,6 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ferry.clients import make_client
 from ferry.errors import ConfigError, describe, explain_bare
 from ferry.jobspec import JobSpec, check_not_overlapping, parse_job_spec
+from ferry.pipeline.abandoned_uploads import AbandonedUploads, abort_abandoned_uploads
 from ferry.pipeline.batches import Services, record_lost_batch
 from ferry.pipeline.job_reports import job_prefix
 from ferry.pipeline.job_stats import first_failures, job_stats
@@ -298,6 +299,7 @@ def settle_job(
     checked against the `read` items, the report files, the job's status and its cause."""
     job_id = job["job_id"]
     ledger, reports = services.ledger, services.reports
+    cleanup = _abort_abandoned_uploads(job, services)
     tally = ledger.tally(job_id)
     counts = tally.counts.to_dict()
     mismatch = read is not None and read != counts["objects"]
@@ -308,12 +310,15 @@ def settle_job(
         "batches": tally.batches,
         "lost_in_unfinished_batches": lost,
         "objects_read_by_map": read,
+        "abandoned_uploads_aborted": cleanup.aborted,
         "started_at": job.get("started_at"),
         "source": job["spec"]["source"],
         "destination": job["spec"]["destination"],
         **job_stats(ledger, job_id, job.get("started_at")),
     }
     summary["bytes_per_second"] = counts["bytes_copied"] // summary["seconds"] if summary["seconds"] else 0
+    if cleanup.error:
+        summary["abandoned_uploads_error"] = cleanup.error
     if map_error:
         summary["map_error"] = {"error": map_error.get("Error"), "cause": str(map_error.get("Cause"))[:1000]}
     if map_run:
@@ -326,6 +331,13 @@ def settle_job(
     if summary["status"] != "SUCCEEDED":
         summary["cause"] = _cause(summary)
     return summary
+
+
+def _abort_abandoned_uploads(job: Mapping[str, Any], services: Services) -> AbandonedUploads:
+    """The job's own uploads a crash left open, aborted with the identity the workers wrote
+    them with (see abandoned_uploads.py)."""
+    spec = parse_job_spec(job["spec"])
+    return abort_abandoned_uploads(destination_client(spec, services), spec)
 
 
 def _put_html(summary: Mapping[str, Any], services: Services) -> str:
