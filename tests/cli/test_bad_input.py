@@ -502,3 +502,27 @@ def test_ferry_run_names_a_destination_endpoint_that_is_down(
     assert len(error_lines(err)) == 1, err
     assert f"127.0.0.1:{port}" in err and "destination" in err, err
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("denied", ["source", "destination"])
+def test_ferry_run_names_access_denied_on_either_side_and_writes_nothing(
+    iam_gateway: IamGateway, profiles: None, tmp_path: Path, denied: str
+) -> None:
+    server = iam_gateway.server
+    src = iam_gateway.bucket_of(ACCESS_KEY if denied == "source" else ALICE, "src")
+    dst = iam_gateway.bucket_of(ACCESS_KEY if denied == "destination" else ALICE, "dst")
+    server.client.put_object(Bucket=src, Key="a", Body=b"a")
+    path = write_spec(tmp_path, {"source": {"bucket": src}, "destination": {"bucket": dst}})
+    code, out, err = ferry(
+        "run", path, "--endpoint-url", server.url, "--source-profile", "alice", "--dest-profile", "alice",
+        "--ledger", str(tmp_path / "l.sqlite"), "--quiet",
+    )  # fmt: skip
+    expected = {
+        "source": f"ferry: error: source: cannot list s3://{src}/: AccessDenied on s3:ListBucket s3://{src}: "
+        f"grant the source identity s3:ListBucket on s3://{src}",
+        "destination": f"ferry: error: destination: cannot write s3://{dst}/: AccessDenied on s3:PutObject "
+        f"s3://{dst}/.ferry-write-check: grant the destination identity s3:PutObject on s3://{dst}/.ferry-write-check",
+    }[denied]
+    assert code == 1, out + err
+    assert error_lines(err) == [expected], err
+    assert_nothing_written(server, dst)
