@@ -13,12 +13,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ferry.bucket_names import bucket_name_problem
 from ferry.errors import ConfigError
+from ferry.kms_keys import kms_key_problem
 from ferry.limits import DEFAULT_MULTIPART_THRESHOLD, parse_size
 from ferry.models import CHECKSUM_ALGORITHMS, DEFAULT_MARKS_PREFIX, RESTORE_TIERS, Compare, CopyPolicy, Mode
 
 MANIFEST_FORMATS = ("csv", "jsonl", "inventory")
-_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-]{1,61}[a-z0-9]$")
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,79}$")
 
 
@@ -290,18 +291,22 @@ def parse_options(data: Any, name: Callable[[str], str] | None = None) -> JobOpt
             f"{label('abort_uploads_after_seconds')}: {abort_after!r} must be a whole number of "
             f"seconds from 0 (abort at Finalize) to {MAX_ABORT_AFTER_SECONDS} (a year)"
         )
+    threshold = _size(get("multipart_threshold"), label("multipart_threshold"))
+    kms_key_id = _optional_string(get("kms_key_id"), label("kms_key_id"))
+    kms_problem = kms_key_problem(kms_key_id, None) if kms_key_id is not None else None
+    if kms_problem:  # the key's form; its region is checked where the destination's is known
+        raise SpecError(f"{label('kms_key_id')}: {kms_problem}")
     try:
         policy = CopyPolicy(
             mode=Mode(choice("mode", [m.value for m in Mode], "auto")),
             part_size=_size(get("part_size"), label("part_size")),
-            multipart_threshold=_size(get("multipart_threshold"), label("multipart_threshold"))
-            or DEFAULT_MULTIPART_THRESHOLD,
+            multipart_threshold=DEFAULT_MULTIPART_THRESHOLD if threshold is None else threshold,
             checksum_algorithm=algorithm.upper() if algorithm else None,
             storage_class=storage_class,
             metadata=_string_map(get("metadata"), label("metadata")),
             tags=_string_map(get("tags"), label("tags")),
             preserve_tags=_bool(get("preserve_tags", True), label("preserve_tags")),
-            dest_kms_key_id=_optional_string(get("kms_key_id"), label("kms_key_id")),
+            dest_kms_key_id=kms_key_id,
             skip_existing=_bool(get("skip_existing", True), label("skip_existing")),
             compare=Compare(choice("compare", [c.value for c in Compare], "checksum")),
             restore=choice("restore_tier", list(RESTORE_TIERS), None),
@@ -381,10 +386,9 @@ def _no_unknown(data: Mapping[str, Any], known: set[str], where: str) -> None:
 def _bucket(value: Any, where: str) -> str:
     if not isinstance(value, str) or not value:
         raise SpecError(f"{where}: give a bucket name")
-    if not _BUCKET.match(value):
-        raise SpecError(
-            f"{where}: {value!r} is not a valid bucket name (3-63 lowercase letters, digits, '.', '-')"
-        )
+    problem = bucket_name_problem(value)
+    if problem:  # the pipeline takes today's names only, old us-east-1 ones included
+        raise SpecError(f"{where}: {problem.sentence(value)}")
     return value
 
 

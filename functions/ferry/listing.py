@@ -14,6 +14,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from ferry.bucket_names import bucket_name_problem
 from ferry.errors import ConfigError, describe, error_code, explain_bare
 from ferry.jobspec import JobOptions, as_folder, check_not_overlapping
 from ferry.models import SourceObject, Target
@@ -32,6 +33,9 @@ def parse_s3_url(text: str, what: str) -> S3Url:
     if not text.startswith("s3://") or not text[5:].split("/", 1)[0]:
         raise ConfigError(f"{what} {text!r} is not an S3 URL: write s3://bucket or s3://bucket/prefix")
     bucket, _, key = text[5:].partition("/")
+    problem = bucket_name_problem(bucket)
+    if problem and not problem.legacy:  # no S3 has such a bucket: say so before any request
+        raise ConfigError(f"{what} {text!r}: {problem.sentence(bucket)}")
     return S3Url(bucket, key)
 
 
@@ -47,6 +51,10 @@ def check_bucket(client: Any, bucket: str, side: str) -> None:
         if error is None:
             raise ConfigError(_head_refused_but_listed(bare, bucket, side)) from bare
         code = error_code(error)
+        problem = bucket_name_problem(bucket)
+        if problem and code in ("400", "404", "NoSuchBucket", "NotFound", "InvalidBucketName"):
+            # A name only an old us-east-1 bucket could have, and the endpoint has no such bucket.
+            raise ConfigError(f"{side} bucket {problem.sentence(bucket)}") from error
         if code in ("404", "NoSuchBucket", "NotFound"):
             raise ConfigError(
                 f"{side} bucket {bucket!r} does not exist (check the name, --{_flag(side)}-region and the endpoint)"

@@ -13,12 +13,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser
 from ferry.cli.progress import Progress
+from ferry.cli.ranges import check_count, check_kms_region, memory_limit
 from ferry.cli.report import ReportWriter, Summary, report_for_html
 from ferry.clients import make_client
 from ferry.engine.copier import Copier
 from ferry.errors import ConfigError, FerryError
 from ferry.jobspec import JobOptions, parse_options
-from ferry.limits import parse_size
 from ferry.listing import check_bucket, check_overlap, parse_s3_url, plan_pairs
 from ferry.models import CHECKSUM_ALGORITHMS, CopyResult, Endpoint, Status
 from ferry.report_html import render_report_html
@@ -162,12 +162,12 @@ def options_from(args: argparse.Namespace) -> JobOptions:
 def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """`ferry copy`: validate everything, then copy, report and summarise."""
     options = options_from(args)
-    for flag in ("concurrency", "part_concurrency"):
-        value = getattr(args, flag)
-        if value is not None and value < 1:
-            raise ConfigError(f"--{flag.replace('_', '-')} must be at least 1")
+    check_count(args.concurrency, "--concurrency")
+    check_count(args.part_concurrency, "--part-concurrency")
+    memory = memory_limit(args.memory_limit)
     src, dst = parse_s3_url(args.src, "SRC"), parse_s3_url(args.dst, "DST")
     source, destination = endpoints(args)
+    check_kms_region(options.policy.dest_kms_key_id, destination.region, "--kms-key-id")
     source_client = make_client(source)
     dest_client = make_client(destination)
     check_bucket(source_client, src.bucket, "source")
@@ -196,7 +196,7 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
                 options.policy,
                 concurrency=args.concurrency,
                 part_concurrency=args.part_concurrency,
-                memory_limit=parse_size(args.memory_limit),
+                memory_limit=memory,
             )
         )
         failures: list[CopyResult] = []

@@ -1,11 +1,12 @@
 """What every `ferry` command shares: its exit codes, and an argument parser that keeps
-exit code 2 for failed objects."""
+exit code 2 for failed objects and answers a usage error in three short lines."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from ferry.errors import ConfigError
@@ -13,12 +14,58 @@ from ferry.errors import ConfigError
 EXIT_OK, EXIT_USAGE, EXIT_FAILED, EXIT_PENDING = 0, 1, 2, 3
 
 
+# Where a subcommand's parser leaves itself in the namespace, so that the root parser can
+# report an unknown argument as that subcommand's error (argparse reports it as the root's).
+_COMMAND_PARSER = "_ferry_command_parser"
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse exits 2 on usage errors; Ferry keeps 2 for failed objects, so usage is 1."""
+    """Every `ferry` parser (subparsers inherit it through `parser_class`).
+
+    A usage error is three lines on stderr: a short usage line (`usage: ferry copy SRC DST
+    [options]`), the error, and `see ferry copy --help`; argparse's own usage line lists every
+    option, which buries the error. Exit code 1: argparse's 2 is Ferry's "some object failed".
+    `--help` still prints argparse's full usage and option list.
+    """
 
     def error(self, message: str) -> NoReturn:
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"ferry: error: {message}\n")
+        sys.stderr.write(self.format_usage())
+        self.exit(EXIT_USAGE, f"ferry: error: {message}\nsee {self.prog} --help\n")
+
+    def format_usage(self) -> str:
+        """The positionals and required options only; the rest is `[options]`."""
+        shown = [a for a in self._actions if not a.option_strings or a.required]
+        formatter = self._get_formatter()
+        formatter.add_usage(self.usage, shown, [])
+        usage = formatter.format_help().rstrip("\n")
+        options = [a for a in self._actions if not isinstance(a, argparse._HelpAction)]
+        if any(a.option_strings and not a.required for a in options):
+            usage += " [options]"
+        return usage + "\n"
+
+    def add_subparsers(self, **kwargs: Any) -> argparse._SubParsersAction:
+        """`COMMAND` in usage lines and errors (not the dest's name, or every choice)."""
+        kwargs.setdefault("metavar", "COMMAND")
+        return super().add_subparsers(**kwargs)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if not hasattr(parsed, _COMMAND_PARSER):  # the innermost command's parser returns first
+            setattr(parsed, _COMMAND_PARSER, self)
+        return parsed, extras
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        """An unknown argument is the innermost command's error: `see ferry job start --help`."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        command = getattr(parsed, _COMMAND_PARSER, self)
+        delattr(parsed, _COMMAND_PARSER)
+        if extras:
+            command.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
 
 
 def read_json_file(path: str) -> Any:

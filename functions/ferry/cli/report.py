@@ -25,6 +25,8 @@ class Summary(Counts):
     # What the run learned an endpoint lacks and what it did instead, each said once.
     degradations: list[str] = field(default_factory=list)
     failure_reasons: Counter[str] = field(default_factory=Counter)
+    # Archived sources skipped because no --restore was asked: said, not silently counted.
+    needs_restore: int = 0
     started: float = field(default_factory=time.monotonic)
     seconds: float = 0.0
     # For the HTML report's charts: fixed-size counters, nothing kept per object.
@@ -40,6 +42,8 @@ class Summary(Counts):
                 self.verified_by[result.verified_by or "unverified"] += 1
             elif result.status == Status.FAILED:
                 self.failure_reasons[result.reason or ""] += 1
+            elif result.status == Status.SKIPPED and (result.reason or "").startswith("needs restore"):
+                self.needs_restore += 1
             self.stats.add(result)
             self.timeline.add(time.time(), 1, result.bytes if result.status == Status.COPIED else 0)
             self.seconds = time.monotonic() - self.started
@@ -74,6 +78,11 @@ class Summary(Counts):
             how = ", ".join(f"{k} {v}" for k, v in self.strategies.most_common())
             proof = ", ".join(f"{k} {v}" for k, v in self.verified_by.most_common())
             lines += [f"  copied by: {how}", f"  verified by: {proof}"]
+        if self.needs_restore:
+            lines.append(
+                f"  skipped: {self.needs_restore} archived objects (an archive storage class): "
+                "restore first, or run with --restore bulk|standard|expedited"
+            )
         lines += [f"  note: {sentence}" for sentence in self.degradations]
         return "\n".join(lines)
 

@@ -25,6 +25,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ferry.cli.copy_command import endpoints
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, read_json_file
 from ferry.cli.progress import Progress
+from ferry.cli.ranges import check_kms_region, memory_limit
 from ferry.cli.report import Summary
 from ferry.clients import make_client
 from ferry.errors import ConfigError, error_code
@@ -121,11 +122,12 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
         concurrency=args.batch_concurrency,
         large_object_threshold=_size(args.large_object_threshold),
         max_passes=args.max_passes,
-        memory_limit=parse_size(args.memory_limit),
+        memory_limit=memory_limit(args.memory_limit),
         kms_key_ids=(kms_key,) if isinstance(kms_key, str) and kms_key else (),
         table_name=args.table or "",
     )
     source, destination = endpoints(args)
+    check_kms_region(kms_key if isinstance(kms_key, str) else None, destination.region, "options.kms_key_id")
     ledger, state_dir = _ledger(args)
     replication = spec.get("replication") if isinstance(spec, Mapping) else None
     if isinstance(replication, Mapping) and replication.get("deletes") is True and not args.table:

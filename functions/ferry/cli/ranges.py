@@ -1,0 +1,43 @@
+"""Numbers on the command line that Ferry refuses before any request: counts of threads,
+the memory limit, and a KMS key's region against the destination's.
+
+Why bounds at all: `--concurrency` and `--part-concurrency` each become threads and pooled
+connections. urllib3 fills a connection pool's queue with one slot per allowed connection
+when the pool is made (urllib3/connectionpool.py, HTTPConnectionPool.__init__), so 100
+million hung the command before its first request; 1024 is far above what one machine's
+network uses (the defaults are 8 per CPU, at most 64).
+"""
+
+from __future__ import annotations
+
+from ferry.errors import ConfigError
+from ferry.kms_keys import kms_key_problem
+from ferry.limits import MIN_PART_SIZE, format_size, parse_size
+
+MAX_CONCURRENCY = 1024
+
+
+def check_count(value: int | None, flag: str, maximum: int = MAX_CONCURRENCY) -> None:
+    """A thread count given on the command line: 1 to `maximum` (None: Ferry chooses)."""
+    if value is None:
+        return
+    if value < 1:
+        raise ConfigError(f"{flag} must be at least 1")
+    if value > maximum:
+        raise ConfigError(f"{flag} {value} is more than {maximum}: give 1 to {maximum}")
+
+
+def memory_limit(text: str, flag: str = "--memory-limit") -> int:
+    """The streaming memory budget: a part's whole buffer is granted at once, so a budget
+    below the smallest part (5 MiB) could not be kept; it is refused, not silently exceeded."""
+    size = parse_size(text)
+    if size < MIN_PART_SIZE:
+        raise ConfigError(f"{flag} {format_size(size)} is less than one part: give at least 5MiB")
+    return size
+
+
+def check_kms_region(key: str | None, dest_region: str | None, label: str) -> None:
+    """A key ARN in another region than the destination's given region cannot encrypt there."""
+    problem = kms_key_problem(key, dest_region) if key else None
+    if problem:
+        raise ConfigError(f"{label}: {problem}")
