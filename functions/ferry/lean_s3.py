@@ -207,12 +207,18 @@ class LeanBody(StreamingBody):
         self._response.close()
 
 
+@functools.lru_cache(maxsize=64)
+def _members_by_xml_name(shape: Any) -> dict[str, tuple[str, Any]]:
+    """A structure's members by the element name they arrive under (made once per shape)."""
+    return {m.serialization.get("name", n): (n, m) for n, m in shape.members.items()}
+
+
 def _xml_value(element: Any, shape: Any, parse_time: Callable[[Any], Any]) -> Any:
     """An element as botocore's rest-xml parser gives it, for the shapes these outputs use."""
     kind = shape.type_name
     if kind == "structure":
         out: dict[str, Any] = {}
-        by_name = {m.serialization.get("name", n): (n, m) for n, m in shape.members.items()}
+        by_name = _members_by_xml_name(shape)
         for child in element:
             tag = child.tag.rpartition("}")[2]
             if tag in by_name:

@@ -265,3 +265,77 @@ def test_the_option_turns_the_lean_path_off(monkeypatch, versitygw):
     assert not isinstance(make_client(versitygw.endpoint, lean=False), LeanClient)
     monkeypatch.delenv("FERRY_LEAN_REQUESTS")
     assert lean_requests_enabled()
+
+
+@pytest.fixture(scope="module")
+def tls_versitygw(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """versitygw over https with a self-signed certificate for 127.0.0.1: (url, cert path)."""
+    import ipaddress
+    import os
+    import subprocess
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    from conftest import ACCESS_KEY, SECRET_KEY, free_port, server_binary, wait_for_port
+
+    root = tmp_path_factory.mktemp("tls-vgw")
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = root / "cert.pem", root / "key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    (root / "data").mkdir()
+    port = free_port()
+    env = dict(os.environ, ROOT_ACCESS_KEY_ID=ACCESS_KEY, ROOT_SECRET_ACCESS_KEY=SECRET_KEY)
+    command = [server_binary("versitygw"), "--port", f"127.0.0.1:{port}", "--cert", str(cert_path)]
+    command += ["--key", str(key_path), "posix", str(root / "data")]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, env=env)
+    try:
+        wait_for_port(port)
+        yield f"https://127.0.0.1:{port}", str(cert_path)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def test_tls_is_verified_with_the_clients_ca_bundle(tls_versitygw, monkeypatch):
+    """Over https the lean path trusts what botocore trusts: the server's certificate is
+    accepted with AWS_CA_BUNDLE naming it, and refused without (botocore then refuses too,
+    with its own SSLError): the lean path never sends over an unverified connection."""
+    from botocore.exceptions import SSLError
+
+    url, cert = tls_versitygw
+    endpoint = Endpoint(endpoint_url=url, region="us-east-1")
+    monkeypatch.setenv("AWS_CA_BUNDLE", cert)
+    trusting = make_client(endpoint, lean=True)
+    trusting.create_bucket(Bucket="tls")
+    trusting.put_object(Bucket="tls", Key="k", Body=b"over tls")
+    assert trusting.get_object(Bucket="tls", Key="k")["Body"].read() == b"over tls"
+    assert (trusting.sent, trusting.fallbacks) == (2, 0)
+    monkeypatch.delenv("AWS_CA_BUNDLE")
+    untrusting = make_client(endpoint, lean=True)
+    with pytest.raises(SSLError):
+        untrusting.head_object(Bucket="tls", Key="k")
+    assert (untrusting.sent, untrusting.fallbacks) == (0, 1)
