@@ -181,29 +181,34 @@ class LeanBody(StreamingBody):
     """botocore's StreamingBody over an http.client response: reads are checked against
     Content-Length as botocore checks them; a timeout or broken connection raises botocore's
     own exceptions (the engine retries reading on those). A body closed before its end closes
-    the connection, which cannot carry another request with unread bytes in it."""
+    its connection (from whichever thread closes it): a connection with unread bytes in it
+    cannot carry another request; the thread that owns it opens a new one next time."""
 
     def __init__(
-        self, response: http.client.HTTPResponse, length: int, owner: _Connections, url: str
+        self,
+        response: http.client.HTTPResponse,
+        length: int,
+        connection: http.client.HTTPConnection,
+        url: str,
     ) -> None:
         super().__init__(response, length)
         self._response = response
-        self._owner = owner
+        self._connection = connection
         self._url = url
 
     def read(self, amt: int | None = None) -> bytes:
         try:
             return super().read(amt)
         except TimeoutError as error:
-            self._owner.discard()
+            self._connection.close()
             raise ReadTimeoutError(endpoint_url=self._url, error=error) from error
         except (OSError, http.client.HTTPException) as error:
-            self._owner.discard()
+            self._connection.close()
             raise ResponseStreamingError(error=error) from error
 
     def close(self) -> None:
         if not self._response.isclosed():
-            self._owner.discard()
+            self._connection.close()
         self._response.close()
 
 
@@ -270,21 +275,12 @@ class _Connections:
             pool[key] = connection
             with self._lock:
                 self._all.append(connection)
-        self._local.current = key
-        if connection.sock is None:
+        if connection.sock is None:  # new, closed after a broken or abandoned answer, or by the server
             connection.connect()
             connection.sock.settimeout(self._read_timeout)
             connection.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             connection.sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         return connection
-
-    def discard(self) -> None:
-        """Close this thread's current connection (a broken one, or one with unread bytes)."""
-        pool = getattr(self._local, "pool", None)
-        key = getattr(self._local, "current", None)
-        connection = pool.pop(key, None) if pool and key else None
-        if connection is not None:
-            connection.close()
 
     def close(self) -> None:
         with self._lock:
@@ -461,7 +457,7 @@ class LeanClient:
             if answered is not None:
                 http, parsed = answered
                 return self._finish(op, http, parsed, context)
-        status, headers, response, raw = self._exchange(op, request, target)
+        status, headers, response, raw, connection = self._exchange(op, request, target)
         if status in FINAL_ERRORS or 200 <= status < 300:
             self._report(op, request, status, headers)
         if status in FINAL_ERRORS:
@@ -473,7 +469,7 @@ class LeanClient:
                 response.read()
             self.fallbacks += 1
             raise _Fallback(f"HTTP {status}")
-        parsed = self._parse(op, status, headers, response, raw, request["url"])
+        parsed = self._parse(op, status, headers, response, raw, request["url"], connection)
         self.sent += 1
         event = f"after-call.s3.{op.name}"
         later = self._later_handlers(event)
@@ -629,8 +625,9 @@ class LeanClient:
 
     def _exchange(
         self, op: _Operation, request: dict[str, Any], target: _Target
-    ) -> tuple[int, dict[str, str], Any, bytes | None]:
-        """Send one request; (status, lower-case headers, open response, body if answered by a hook)."""
+    ) -> tuple[int, dict[str, str], Any, bytes | None, Any]:
+        """Send one request: (status, lower-case headers, open response, body if a hook
+        answered, connection)."""
         for value in request["headers"].values():
             if not value.isascii():
                 raise Unsupported("a header that is not ASCII")
@@ -650,8 +647,9 @@ class LeanClient:
         )[1]
         if answered is not None:  # moto's in-process mock, or a test's hook
             status, out = answered.status_code, {k.lower(): v for k, v in answered.headers.items()}
-            return status, out, None, answered.content
+            return status, out, None, answered.content, None
         target_path = request["url_path"] + (f"?{request['query_string']}" if request["query_string"] else "")
+        connection = None
         try:
             connection = self._connections.get(target.scheme, target.host, target.port)
             connection.putrequest(request["method"], target_path, skip_host=True, skip_accept_encoding=True)
@@ -661,15 +659,17 @@ class LeanClient:
             if data:
                 connection.send(data)
             response = connection.getresponse()
-        except (OSError, http.client.HTTPException) as error:
-            self._connections.discard()
+        except (OSError, http.client.HTTPException, ValueError) as error:
+            # ValueError: a header http.client refuses to send (botocore then raises its own error)
+            if connection is not None:
+                connection.close()
             self.fallbacks += 1
             raise _Fallback(f"connection: {error}") from error
         out_headers: dict[str, str] = {}
         for name, value in response.getheaders():
             name = name.lower()
             out_headers[name] = f"{out_headers[name]}, {value}" if name in out_headers else value
-        return response.status, out_headers, response, None
+        return response.status, out_headers, response, None, connection
 
     def _report(self, op: _Operation, request: dict[str, Any], status: int, headers: dict[str, str]) -> None:
         """needs-retry, to every handler, for an answer nothing retries (2xx, 404, 412, 304):
@@ -705,7 +705,14 @@ class LeanClient:
         return parsed
 
     def _parse(
-        self, op: _Operation, status: int, headers: dict[str, str], response: Any, raw: bytes | None, url: str
+        self,
+        op: _Operation,
+        status: int,
+        headers: dict[str, str],
+        response: Any,
+        raw: bytes | None,
+        url: str,
+        connection: Any,
     ) -> dict[str, Any]:
         parsed: dict[str, Any] = {
             "ResponseMetadata": {
@@ -750,7 +757,7 @@ class LeanClient:
                 body: Any = StreamingBody(io.BytesIO(raw or b""), len(raw or b""))
             else:
                 length = int(headers.get("content-length", "0"))
-                body = LeanBody(response, length, self._connections, url)
+                body = LeanBody(response, length, connection, url)
             parsed["Body"] = body
             return parsed
         data = raw if raw is not None else response.read()
