@@ -571,6 +571,7 @@ class LeanClient:
         url_query = "&".join([op.query_suffix] * bool(op.query_suffix) + [f"{k}={v}" for k, v in query])
         body = params.get(op.payload) if op.payload else None
         return {
+            "operation": op.name,
             "url_path": path,
             "query_string": url_query,
             "canonical_query": canonical_query,
