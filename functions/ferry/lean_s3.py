@@ -21,7 +21,7 @@ What stays botocore's, so nothing is re-invented:
   with an error body" and ClientError shapes. The resend is safe: Ferry's writes are
   conditional or idempotent (CopyObject with x-amz-copy-source-if-match, PutObject of the
   same bytes to the same key, reads), so a request that did reach S3 and is sent again
-  writes the same object or is refused. Only 404, 304 and 412, which botocore neither
+  writes the same object or is refused. Only 404, 304, 412 and 501, which botocore neither
   retries nor redirects, are answered here, parsed by botocore's own parser (a HEAD of a key
   not there yet is the common case: sending it twice would double its cost);
 - events: hooks registered on the client after it was made (tests counting requests, the
@@ -51,6 +51,7 @@ from botocore import handlers as botocore_handlers
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.exceptions import ReadTimeoutError, ResponseStreamingError
 from botocore.response import StreamingBody
+from botocore.retries import standard as standard_retries
 
 LEAN_ENV = "FERRY_LEAN_REQUESTS"
 # Client method -> operation sent on the lean path.
@@ -62,7 +63,12 @@ LEAN_OPERATIONS = {
     "get_object_tagging": "GetObjectTagging",
 }
 # Answers botocore neither retries nor redirects: parsed here rather than sent twice.
-FINAL_ERRORS = frozenset({304, 404, 412})
+FINAL_ERRORS = frozenset({304, 404, 412, 501})
+# Error codes botocore retries whatever the status (standard and adaptive modes): never final.
+RETRIED_CODES = frozenset(
+    getattr(standard_retries.ThrottledRetryableChecker, "_THROTTLED_ERROR_CODES", [])
+    + getattr(standard_retries.TransientRetryableChecker, "_TRANSIENT_ERROR_CODES", [])
+)
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
 # Not signed, as botocore does not sign them (SIGNED_HEADERS_BLACKLIST) or sets them later.
@@ -458,13 +464,17 @@ class LeanClient:
                 http, parsed = answered
                 return self._finish(op, http, parsed, context)
         status, headers, response, raw, connection = self._exchange(op, request, target)
-        if status in FINAL_ERRORS or 200 <= status < 300:
-            self._report(op, request, status, headers)
         if status in FINAL_ERRORS:
             parsed = self._parse_error(op, status, headers, raw if raw is not None else response.read())
-            http = AWSResponse(request["url"], status, headers, None)
-            return self._finish(op, http, parsed, context)
-        if not 200 <= status < 300:
+            if parsed.get("Error", {}).get("Code") not in RETRIED_CODES:
+                self._report(op, request, status, headers)
+                http = AWSResponse(request["url"], status, headers, None)
+                return self._finish(op, http, parsed, context)
+            self.fallbacks += 1
+            raise _Fallback(f"HTTP {status} {parsed['Error']['Code']}")
+        if 200 <= status < 300:
+            self._report(op, request, status, headers)
+        else:
             if response is not None:
                 response.read()
             self.fallbacks += 1
@@ -673,7 +683,7 @@ class LeanClient:
         return response.status, out_headers, response, None, connection
 
     def _report(self, op: _Operation, request: dict[str, Any], status: int, headers: dict[str, str]) -> None:
-        """needs-retry, to every handler, for an answer nothing retries (2xx, 404, 412, 304):
+        """needs-retry, to every handler, for an answer nothing retries (2xx, 404, 412, 304, 501):
         the adaptive rate limiter measures the send rate from it and recovers after throttling.
         Other answers are not reported here: botocore reports its own resend of them."""
         http = _StatusOnly(status, headers)
