@@ -37,9 +37,11 @@ def category(stack: str) -> str:
         if any(marker in stack for marker in markers):
             return name
     if "Copier.copy (" in stack:
-        return (
-            "per object: botocore requests" if "_make_api_call" in stack else "per object: Ferry's own code"
-        )
+        if "_make_api_call" in stack:
+            return "per object: botocore requests"
+        if "lean_s3.py" in stack:
+            return "per object: lean requests (ferry/lean_s3.py)"
+        return "per object: Ferry's own code"
     return "other: threads, results, the report"
 
 

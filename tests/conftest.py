@@ -429,3 +429,37 @@ S3_COMPATIBLE = ("versitygw", "minio", "garage")
 def s3_compatible(request: pytest.FixtureRequest) -> S3Server:
     """Each real S3-compatible server in turn (session servers: started once, shared)."""
     return request.getfixturevalue(request.param)
+
+
+# -- the two request paths: the lean one (ferry.lean_s3, the default) and botocore alone --
+
+# Every test runs on the lean request path, as Ferry runs by default. The tests in these
+# modules run a second time with it off (FERRY_LEAN_REQUESTS=0, every request botocore's):
+# the S3 behaviours that reach the hot requests (awkward keys, encryption headers, versions
+# and requester pays, provisional evidence and its hooks, other stores' quirks, integrity).
+# Running every module twice would add about as much again to `make test`.
+BOTH_REQUEST_PATHS = frozenset(
+    {
+        "test_keys",
+        "test_encryption",
+        "test_versions_and_payer",
+        "test_source_evidence",
+        "test_server_quirks",
+        "test_integrity",
+    }
+)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    module = metafunc.module.__name__.rpartition(".")[2]
+    if "request_path" in metafunc.fixturenames and module in BOTH_REQUEST_PATHS:
+        metafunc.parametrize("request_path", ["lean", "botocore"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def request_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Which request path the clients Ferry makes in this test use ("lean" unless the module
+    runs on both: see BOTH_REQUEST_PATHS)."""
+    path = getattr(request, "param", "lean")
+    monkeypatch.setenv("FERRY_LEAN_REQUESTS", "1" if path == "lean" else "0")
+    return str(path)

@@ -27,6 +27,7 @@ from botocore.loaders import Loader
 from botocore.utils import parse_timestamp
 
 from ferry.errors import ConfigError
+from ferry.lean_s3 import lean_requests_enabled, make_lean
 from ferry.models import Endpoint
 
 MAX_ATTEMPTS = 8
@@ -258,13 +259,24 @@ def expect_owners(client: Any, owners: Mapping[str, str]) -> None:
         client.meta.events.register("before-parameter-build.s3", handler)
 
 
-def make_client(endpoint: Endpoint, pool_size: int = 64) -> Any:
+def make_client(endpoint: Endpoint, pool_size: int = 64, *, lean: bool | None = None) -> Any:
+    """One side's S3 client. With `lean` (default: on unless FERRY_LEAN_REQUESTS=0), the hot
+    small-object requests take ferry.lean_s3's path, signed with this session's credentials;
+    everything else, and every answer but a clean one, is botocore's. The lean path is put in
+    front before Ferry's own hooks are registered, so it calls them as botocore does."""
     session = session_for(endpoint)
     client = session.client(
         "s3", endpoint_url=endpoint.endpoint_url, config=client_config(endpoint, pool_size)
     )
+    if lean is None:
+        lean = lean_requests_enabled()
+    front = client
+    if lean:
+        front = make_lean(
+            client, session.get_credentials(), timestamp_parser=fast_timestamp, user_agent=_user_agent()
+        )
     if endpoint.requester_pays:
         # Every request of this side, of every operation, agrees to pay: one hook, no forgotten call.
         client.meta.events.register("before-call.s3", _add_request_payer)
     expect_owners(client, dict(endpoint.bucket_owners))
-    return client
+    return front

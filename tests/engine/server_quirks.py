@@ -24,6 +24,7 @@ when its `with` block ends, or by itself after `lifetime` seconds.
 
 from __future__ import annotations
 
+import copy
 import http.client
 import threading
 import time
@@ -70,7 +71,29 @@ class HideResponseHeader:
     header: str
 
 
-Rule = Refuse | DropTags | HideResponseHeader
+@dataclass
+class AnswerFirst:
+    """Answer the first `times` requests that match with `status` and `body` instead of
+    forwarding them (S3's throttling 503 SlowDown; a CopyObject that fails after S3 started
+    answering 200, whose error then comes in the body). Later requests are forwarded."""
+
+    status: int
+    body: str
+    match: Refuse
+    times: int = 1
+
+
+Rule = Refuse | DropTags | HideResponseHeader | AnswerFirst
+
+SLOW_DOWN_BODY = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
+    "<Message>Please reduce your request rate.</Message><RequestId>ferry-quirk</RequestId></Error>"
+)
+COPY_ERROR_IN_200_BODY = (
+    '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InternalError</Code>'
+    "<Message>We encountered an internal error. Please try again.</Message>"
+    "<RequestId>ferry-quirk</RequestId></Error>"
+)
 
 QUIRKS: dict[str, tuple[Rule, ...]] = {
     "tagging-directive": (Refuse(method="PUT", header="x-amz-tagging-directive"),),
@@ -82,6 +105,14 @@ QUIRKS: dict[str, tuple[Rule, ...]] = {
     "drops-tags": (DropTags(),),
     "refuses-write-tags": (Refuse(header="x-amz-tagging"),),
     "head-part-number": (Refuse(method="HEAD", query="partNumber"),),
+    # One throttled CopyObject, then S3 as usual.
+    "copy-slowdown-once": (
+        AnswerFirst(503, SLOW_DOWN_BODY, Refuse(method="PUT", header="x-amz-copy-source")),
+    ),
+    # One CopyObject answered "200 OK" with an error in its body, then S3 as usual.
+    "copy-200-error-once": (
+        AnswerFirst(200, COPY_ERROR_IN_200_BODY, Refuse(method="PUT", header="x-amz-copy-source")),
+    ),
 }
 
 
@@ -158,6 +189,15 @@ def _handler(proxy: QuirkProxy, idle_timeout: float) -> type[BaseHTTPRequestHand
             body = self._body()
             entry = Seen(self.command, unquote(split.path), query, headers)
             rules = proxy.rules
+            for rule in rules:
+                if isinstance(rule, AnswerFirst) and rule.match.matches(self.command, query, headers):
+                    with proxy._lock:
+                        due, rule.times = rule.times > 0, rule.times - 1
+                    if due:
+                        entry.status, entry.refused = rule.status, True
+                        proxy.record(entry)
+                        self._answer(rule.status, rule.body.encode())
+                        return
             if any(isinstance(r, Refuse) and r.matches(self.command, query, headers) for r in rules):
                 entry.status, entry.refused = 501, True
                 proxy.record(entry)
@@ -204,6 +244,13 @@ def _handler(proxy: QuirkProxy, idle_timeout: float) -> type[BaseHTTPRequestHand
             finally:
                 connection.close()
 
+        def _answer(self, status: int, payload: bytes) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
         def _answer_not_implemented(self, path: str) -> None:
             payload = NOT_IMPLEMENTED_BODY.format(resource=path).encode()
             self.send_response(501, "Not Implemented")
@@ -235,7 +282,8 @@ def quirk_proxy(
     idle_timeout: float = 30.0,
 ) -> Iterator[QuirkProxy]:
     """A proxy on 127.0.0.1 in front of `upstream` behaving as the named QUIRKS."""
-    rules = tuple(rule for name in quirks for rule in QUIRKS[name])
+    # AnswerFirst counts down: each proxy gets its own copy of every rule.
+    rules = tuple(copy.copy(rule) for name in quirks for rule in QUIRKS[name])
     proxy = QuirkProxy(upstream=upstream, rules=rules, untag=untag_client)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(proxy, idle_timeout))
     server.daemon_threads = True

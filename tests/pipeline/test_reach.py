@@ -20,6 +20,7 @@ from botocore.signers import RequestSigner
 from conftest import ACCESS_KEY, PIPELINE_REPORTS, SECRET_KEY, FakeLambdaContext, S3Server
 from ferry import clients
 from ferry.clients import make_client
+from ferry.lean_s3 import LeanClient
 from ferry.models import Endpoint
 from ferry.pipeline.settings import Location, PipelineSettings
 from handlers import copy_batch, prepare
@@ -111,6 +112,19 @@ def signatures(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str, Any
         return original(self, operation_name, request, *args, **kwargs)
 
     monkeypatch.setattr(RequestSigner, "sign", recording)
+
+    # The lean request path (ferry.lean_s3) signs its requests itself, with the same credentials.
+    lean_sign = LeanClient._sign
+
+    def lean_recording(self: Any, request: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
+        url = urlsplit(request["url"])
+        host = url.hostname or ""
+        bucket = host.split(".s3")[0] if ".s3" in host else url.path.lstrip("/").split("/")[0]
+        seen.append((request["operation"], bucket, self._credentials.access_key, self._credentials))
+        owners_sent.setdefault(bucket, set()).add(request["headers"].get("x-amz-expected-bucket-owner"))
+        return lean_sign(self, request, *args, **kwargs)
+
+    monkeypatch.setattr(LeanClient, "_sign", lean_recording)
     return seen
 
 

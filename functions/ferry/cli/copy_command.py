@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from collections.abc import Sequence
 from contextlib import ExitStack
 from typing import IO
@@ -19,6 +20,7 @@ from ferry.clients import make_client
 from ferry.engine.copier import Copier
 from ferry.errors import ConfigError, FerryError
 from ferry.jobspec import JobOptions, parse_options
+from ferry.lean_s3 import LEAN_ENV
 from ferry.listing import check_bucket, check_overlap, parse_s3_url, plan_pairs
 from ferry.models import CHECKSUM_ALGORITHMS, CopyResult, Endpoint, Status
 from ferry.report_html import render_report_html
@@ -58,6 +60,12 @@ def add_copy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPa
     how.add_argument("--mode", choices=["auto", "server-side", "stream"], default="auto")
     how.add_argument("--concurrency", type=int, help="objects copied at once (default: from CPUs and sizes)")
     how.add_argument("--part-concurrency", type=int, help="parts in flight across all objects")
+    how.add_argument(
+        "--no-lean-requests",
+        action="store_true",
+        help="send every request through botocore (default: the lean path for small-object requests; "
+        "also FERRY_LEAN_REQUESTS=0)",
+    )
     how.add_argument(
         "--part-size", help="multipart part size, e.g. 8MiB (default: the source's layout, else chosen)"
     )
@@ -168,6 +176,9 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     src, dst = parse_s3_url(args.src, "SRC"), parse_s3_url(args.dst, "DST")
     source, destination = endpoints(args)
     check_kms_region(options.policy.dest_kms_key_id, destination.region, "--kms-key-id")
+    if args.no_lean_requests:
+        # For the whole run: every client this process makes (the Copier's too) reads it.
+        os.environ[LEAN_ENV] = "0"
     source_client = make_client(source)
     dest_client = make_client(destination)
     check_bucket(source_client, src.bucket, "source")
