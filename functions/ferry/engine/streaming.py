@@ -17,6 +17,7 @@ from typing import Any
 from botocore.exceptions import (
     ConnectionClosedError,
     EndpointConnectionError,
+    FlexibleChecksumError,
     IncompleteReadError,
     ReadTimeoutError,
     ResponseStreamingError,
@@ -59,6 +60,7 @@ READ_ATTEMPTS = 5
 STALE = ("PreconditionFailed", "412", "InvalidObjectState")
 _READ_ERRORS = (
     TruncatedBody,
+    FlexibleChecksumError,  # botocore found the body unlike the checksum S3 stored: damaged on the way
     ResponseStreamingError,
     IncompleteReadError,
     ReadTimeoutError,
