@@ -22,7 +22,7 @@ At configurable rates it injects, per request:
 - `flip`: one byte of a GET body flipped, the response otherwise intact.
 
 Decisions are reproducible: each request's fault is drawn from a random generator seeded
-with (seed, the request's identity: method, path, sorted query without upload ids and
+with (seed, the request's identity: method, key (not bucket), sorted query without upload ids and
 signatures, Range; and how many times that identity was seen before), so the same run meets
 the same faults in whatever order its threads happen to send. The proxy counts every request
 and every fault it injected, per request kind, so a test can assert that each fault fired.
@@ -207,8 +207,11 @@ class FaultProxy:
 
 
 def _identity(method: str, path: str, query: Mapping[str, str], headers: Mapping[str, str]) -> str:
+    """What names a request across runs: not its bucket (tests make fresh ones with random
+    names), nor upload ids and signatures."""
+    key = path.lstrip("/").partition("/")[2]
     stable = sorted((k, v) for k, v in query.items() if k not in _VOLATILE)
-    return f"{method} {path} {stable} {headers.get('range', '')}"
+    return f"{method} {key} {stable} {headers.get('range', '')}"
 
 
 def _handler(proxy: FaultProxy, idle_timeout: float) -> type[BaseHTTPRequestHandler]:
@@ -297,14 +300,17 @@ def _handler(proxy: FaultProxy, idle_timeout: float) -> type[BaseHTTPRequestHand
         def _reset_answer(
             self, status: int, reason: str, headers: list[tuple[str, str]], payload: bytes, rng: random.Random
         ) -> None:
-            """The server acted; its answer is cut by a reset after the headers, mid-body."""
-            self.send_response(status, reason)
-            for name, value in headers:
-                if name.lower() not in HOP_BY_HOP and name.lower() != "content-length":
-                    self.send_header(name, value)
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            if payload and self.command != "HEAD":
+            """The server acted; its answer is cut by a reset: mid-body when it has one, else
+            mid-headers (a complete bodiless answer would already be an answer)."""
+            if not payload or self.command == "HEAD":
+                self.wfile.write(f"HTTP/1.1 {status} {reason}\r\n".encode())
+            else:
+                self.send_response(status, reason)
+                for name, value in headers:
+                    if name.lower() not in HOP_BY_HOP and name.lower() != "content-length":
+                        self.send_header(name, value)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
                 self.wfile.write(payload[: rng.randrange(len(payload))])
             self.wfile.flush()
             self._send_rst()

@@ -2,10 +2,14 @@
 nothing corrupt, nothing left open, and a re-run copies exactly what is still missing.
 
 Each server (versitygw, MinIO) gets one source bucket of 1,000 small objects (half stored with a
-CRC32, half with only their MD5 ETag), a few of 1-3 MiB, and 16 multipart ones (a 5 MiB part and a small one).
-Each mode (streamed, server-side) copies it through the proxy into a fresh bucket, faults on,
-then once more with the faults off. The test reads the results back from the server directly,
-never through the proxy.
+CRC32, half with only their MD5 ETag), a few of 1-3 MiB, and 16 multipart ones (a 5 MiB part and
+a small one). Each mode (streamed, server-side) copies it through the proxy into a fresh bucket,
+faults on, then once more with the faults off. The test reads the results back from the server
+directly, never through the proxy.
+
+Slow (marked): about 2 minutes per server and mode on a 2-core machine under a load average of
+30, most of it the Python proxy and the servers sharing those cores; `-m "not slow"` leaves it
+out. tests/faults/test_lost_replies.py and test_flipped_reads.py check single faults in seconds.
 """
 
 from __future__ import annotations
@@ -194,6 +198,7 @@ def _assert_consistent(run: Run, source: Source) -> None:
             assert result.get("reason"), (key, result)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["stream", "server-side"])
 def test_copy_through_faults(server: S3Server, source: Source, mode: str, tmp_path: Path) -> None:
     dst = server.bucket(f"faults-{mode}")

@@ -11,7 +11,10 @@ is right for every S3 request Ferry sends but two, whose first send may have don
   recognises the object the first send made, from the part ETags, so the copy is not failed
   (and counted failed) while the destination holds it.
 
-Both are found by tests/faults/test_lost_replies.py, through a proxy that cuts the reply after
+botocore retries connection errors and 5xx answers and reports how many times it did in
+`ResponseMetadata.RetryAttempts` (boto3 guide, retries.html, "How to validate if your client
+performs a retry attempt"); that is how a possibly lost first send is known. Both are found by
+tests/faults/test_lost_replies.py, through a proxy that cuts the reply after
 the server acted. Neither can be settled by botocore's retry configuration: the retry itself is
 what makes the second upload, and a NoSuchUpload is an answer, not a fault to retry.
 """
