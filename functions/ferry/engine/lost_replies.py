@@ -25,6 +25,7 @@ import datetime
 import hashlib
 import logging
 import re
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -37,6 +38,16 @@ _MD5_HEX = re.compile(r"^[0-9a-f]{32}$")
 def retried(response: dict[str, Any]) -> bool:
     """botocore sent the request more than once (its ResponseMetadata says how many retries)."""
     return bool(response.get("ResponseMetadata", {}).get("RetryAttempts"))
+
+
+def create_upload(client: Any, bucket: str, key: str, **args: Any) -> dict[str, Any]:
+    """CreateMultipartUpload; if botocore had to send it more than once, the uploads the
+    earlier sends made are aborted (abort_lost_creates)."""
+    started = time.monotonic()
+    response = client.create_multipart_upload(Bucket=bucket, Key=key, **args)
+    if retried(response):
+        abort_lost_creates(client, bucket, key, response["UploadId"], time.monotonic() - started)
+    return response
 
 
 def abort_lost_creates(client: Any, bucket: str, key: str, upload_id: str, elapsed: float) -> list[str]:

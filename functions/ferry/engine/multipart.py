@@ -19,7 +19,7 @@ from ferry.engine.checkpoints import Checkpoint, CheckpointStore, copy_id
 from ferry.engine.checksums import default_type
 from ferry.engine.context import TransferContext
 from ferry.engine.degradations import is_not_implemented
-from ferry.engine.lost_replies import abort_lost_creates, completed_already, retried
+from ferry.engine.lost_replies import completed_already, create_upload
 from ferry.engine.source import SourceInfo
 from ferry.engine.verify import PartProof
 from ferry.errors import CopyFailed, describe
@@ -75,18 +75,13 @@ class MultipartUpload:
             if self.algorithm
             else {}
         )
-        started = time.monotonic()
         try:
-            response = self.client.create_multipart_upload(
-                Bucket=self.bucket, Key=self.key, **checksum_args, **self.create_args
-            )
+            response = create_upload(self.client, self.bucket, self.key, **checksum_args, **self.create_args)
         except Exception as error:
             raise CopyFailed(
                 describe(error, side="destination", action="s3:PutObject", bucket=self.bucket, key=self.key)
             ) from error
         self.upload_id = response["UploadId"]
-        if retried(response):  # an earlier send may have made an upload whose id never came back
-            abort_lost_creates(self.client, self.bucket, self.key, self.upload_id, time.monotonic() - started)
 
     def _matches(self, checkpoint: Checkpoint) -> bool:
         bounds = [(p.start, p.end) for p in self.plan]
