@@ -29,6 +29,7 @@ from ferry.engine.attributes import new_object_args, tagging_string
 from ferry.engine.buffers import request_body
 from ferry.engine.context import TransferContext
 from ferry.engine.degradations import is_not_implemented
+from ferry.engine.layout_etag import LayoutEtag
 from ferry.engine.multipart import open_upload
 from ferry.engine.outcome import Outcome
 from ferry.engine.source import SourceInfo, confirm, guess_layout, learn_layout
@@ -357,6 +358,7 @@ def _stream_multipart(
         create_args=args,
     )
     ordered = OrderedMd5() if needs_whole_md5(info) and not upload.done else None
+    layout_etag = _layout_etag(ctx, info, reproduced, algorithms) if not upload.done else None
 
     def copy_part(part: Part, upload_id: str) -> PartProof:
         buffer = ctx.buffers.take(part.size)
@@ -386,10 +388,14 @@ def _stream_multipart(
                     ) from error
                 if ordered is not None:
                     ordered.feed(part.number, data)
+                if layout_etag is not None:
+                    layout_etag.feed(part.number, data)
             return PartProof(part.number, part.size, sums, md5, response["ETag"])
         except BaseException:
             if ordered is not None:
                 ordered.cancel()
+            if layout_etag is not None:
+                layout_etag.cancel()
             raise
         finally:
             ctx.buffers.give(buffer)
@@ -410,6 +416,8 @@ def _stream_multipart(
     )
     try:
         verified_by = verify_stream(info, proof)
+        if verified_by == "size" and layout_etag is not None:
+            verified_by = _prove_by_layout_etag(info, layout_etag)
     except VerificationFailed:
         upload.abort()
         raise
@@ -429,6 +437,31 @@ def _stream_multipart(
         encryption=response.get("ServerSideEncryption"),
         note=None if reproduced else _layout_note(ctx, info, plan, verified_by),
     )
+
+
+def _layout_etag(
+    ctx: TransferContext, info: SourceInfo, reproduced: bool, algorithms: list[str]
+) -> LayoutEtag | None:
+    """The source's ETag recomputed over its own parts, when streamed in other parts and
+    nothing stronger can prove it (its ETag is its only evidence, and its layout is known)."""
+    src = info.checksum
+    if reproduced or not info.is_multipart or not info.etag_is_md5:
+        return None
+    if src is not None and src.is_full_object and src.algorithm in algorithms:
+        return None  # the full-object CRC proves it
+    layout = learn_layout(ctx.source_client, info)
+    return LayoutEtag(layout) if layout else None
+
+
+def _prove_by_layout_etag(info: SourceInfo, layout_etag: LayoutEtag) -> str:
+    local = layout_etag.etag()
+    if local is None:
+        return "size"
+    if local != info.etag:
+        raise VerificationFailed(
+            f"verification failed: ETag of the bytes read (in the source's parts) is {local}, the source's is {info.etag}"
+        )
+    return "etag"
 
 
 def _layout_note(ctx: TransferContext, info: SourceInfo, plan: list[Part], verified_by: str) -> str | None:
