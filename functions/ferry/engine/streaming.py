@@ -464,9 +464,17 @@ def _prove_by_layout_etag(info: SourceInfo, layout_etag: LayoutEtag) -> str:
     return "etag"
 
 
+def _proof_words(verified_by: str) -> str:
+    if verified_by == "etag":
+        return "verified by the source's ETag over its own parts, but the copy's ETag differs"
+    return "verified by size only"
+
+
 def _layout_note(ctx: TransferContext, info: SourceInfo, plan: list[Part], verified_by: str) -> str | None:
-    """Say why a learned layout was not kept, when that left the copy proved by size alone."""
-    if verified_by != "size" or not info.layout or ctx.policy.part_size is not None:
+    """Say why a learned layout was not kept: the copy's ETag differs from the source's, so the
+    next run copies it again (and without the source's ETag recomputed over its own parts,
+    layout_etag, the copy is proved by size alone)."""
+    if verified_by not in ("size", "etag") or not info.layout or ctx.policy.part_size is not None:
         return None
     largest = max(p.size for p in info.layout)
     if ctx.memory.capacity < largest:
@@ -477,7 +485,7 @@ def _layout_note(ctx: TransferContext, info: SourceInfo, plan: list[Part], verif
         fix = "a server-side copy (same endpoint) keeps its ETag"
     return (
         f"the source's parts (up to {format_size(largest)}) {limit}: copied in parts of "
-        f"{format_size(plan[0].size)}, verified by size only, so the next run copies it again; {fix}"
+        f"{format_size(plan[0].size)}, {_proof_words(verified_by)}, so the next run copies it again; {fix}"
     )
 
 
