@@ -43,8 +43,8 @@ BOOST = {
     "upload-part": 4.0,
     "upload-part-copy": 4.0,
     "create-multipart": 5.0,
-    "complete-multipart": 5.0,
-    "get-range": 4.0,
+    "complete-multipart": 6.0,
+    "get-range": 2.0,
     "abort-multipart": 4.0,
 }
 STRONG_PROOFS = {"md5", "etag", "crc32 (full object)", "crc32 (composite)", "crc64nvme (full object)"}
