@@ -113,7 +113,8 @@ def test_stream_of_composite_checksum_source_below_threshold_keeps_its_layout(
 
 def test_source_parts_larger_than_the_memory_limit_are_not_reproduced(minio: Any) -> None:
     """A part's whole buffer is granted at once: a reproduced 12 MiB part under an 8 MiB limit
-    would run alone past the bound. The copy goes in parts that fit and says why it is weaker."""
+    would run alone past the bound. The copy goes in parts that fit, is proved by the source's
+    ETag recomputed over the source's parts, and says why the next run copies it again."""
     src, dst = minio.bucket("src"), minio.bucket("dst")
     data = put_parts(minio.client, src, "big.bin", [12 * MiB, 12 * MiB, 1])
     size = len(data)
@@ -132,7 +133,8 @@ def test_source_parts_larger_than_the_memory_limit_are_not_reproduced(minio: Any
     assert result.strategy == Strategy.STREAM_MULTIPART
     assert copier.memory_peak <= bound
     assert peak < bound + slack < 12 * MiB  # one reproduced part in memory cannot pass
-    assert result.verified_by == "size"
+    assert result.verified_by == "etag"  # the source's ETag recomputed over its own parts (layout_etag)
     assert "exceed the memory limit (8.0 MiB)" in (result.note or ""), result.note
+    assert "next run copies it again" in (result.note or ""), result.note
     print(result.note)
     assert minio.client.head_object(Bucket=dst, Key="big.bin")["ContentLength"] == size

@@ -22,6 +22,7 @@ from ferry.engine.checkpoints import Checkpoint, CheckpointStore, copy_id
 from ferry.engine.checksums import default_type
 from ferry.engine.context import TransferContext
 from ferry.engine.degradations import is_not_implemented
+from ferry.engine.lost_replies import completed_already, create_upload
 from ferry.engine.source import SourceInfo
 from ferry.engine.upload_marks import (
     FerryUpload,
@@ -101,9 +102,7 @@ class MultipartUpload:
             else {}
         )
         try:
-            response = self.client.create_multipart_upload(
-                Bucket=self.bucket, Key=self.key, **checksum_args, **self.create_args
-            )
+            response = create_upload(self.client, self.bucket, self.key, **checksum_args, **self.create_args)
         except Exception as error:
             raise CopyFailed(
                 describe(error, side="destination", action="s3:PutObject", bucket=self.bucket, key=self.key)
@@ -376,6 +375,11 @@ class MultipartUpload:
                 Bucket=self.bucket, Key=self.key, UploadId=self.upload_id, MultipartUpload={"Parts": parts}
             )
         except Exception as error:
+            etags = [str(entry["ETag"]) for entry in parts]
+            made = completed_already(self.client, self.bucket, self.key, etags, self.source_size, error)
+            if made is not None:  # the first send completed it; the retry found it gone
+                self._forget()
+                return made
             self.abort()
             raise CopyFailed(
                 describe(

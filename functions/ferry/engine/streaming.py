@@ -17,6 +17,7 @@ from typing import Any
 from botocore.exceptions import (
     ConnectionClosedError,
     EndpointConnectionError,
+    FlexibleChecksumError,
     IncompleteReadError,
     ReadTimeoutError,
     ResponseStreamingError,
@@ -28,6 +29,7 @@ from ferry.engine.attributes import new_object_args, tagging_string
 from ferry.engine.buffers import request_body
 from ferry.engine.context import TransferContext
 from ferry.engine.degradations import is_not_implemented
+from ferry.engine.layout_etag import LayoutEtag
 from ferry.engine.multipart import open_upload
 from ferry.engine.outcome import Outcome
 from ferry.engine.resume_parts import part_check, source_part_checksums
@@ -60,6 +62,7 @@ READ_ATTEMPTS = 5
 STALE = ("PreconditionFailed", "412", "InvalidObjectState")
 _READ_ERRORS = (
     TruncatedBody,
+    FlexibleChecksumError,  # botocore found the body unlike the checksum S3 stored: damaged on the way
     ResponseStreamingError,
     IncompleteReadError,
     ReadTimeoutError,
@@ -366,6 +369,7 @@ def _stream_multipart(
         ),
     )
     ordered = OrderedMd5() if needs_whole_md5(info) and not upload.done else None
+    layout_etag = _layout_etag(ctx, info, reproduced, algorithms) if not upload.done else None
 
     def copy_part(part: Part, upload_id: str) -> PartProof:
         buffer = ctx.buffers.take(part.size)
@@ -395,10 +399,14 @@ def _stream_multipart(
                     ) from error
                 if ordered is not None:
                     ordered.feed(part.number, data)
+                if layout_etag is not None:
+                    layout_etag.feed(part.number, data)
             return PartProof(part.number, part.size, sums, md5, response["ETag"])
         except BaseException:
             if ordered is not None:
                 ordered.cancel()
+            if layout_etag is not None:
+                layout_etag.cancel()
             raise
         finally:
             ctx.buffers.give(buffer)
@@ -419,6 +427,8 @@ def _stream_multipart(
     )
     try:
         verified_by = verify_stream(info, proof)
+        if verified_by == "size" and layout_etag is not None:
+            verified_by = _prove_by_layout_etag(info, layout_etag)
     except VerificationFailed:
         upload.abort()
         raise
@@ -440,9 +450,42 @@ def _stream_multipart(
     )
 
 
+def _layout_etag(
+    ctx: TransferContext, info: SourceInfo, reproduced: bool, algorithms: list[str]
+) -> LayoutEtag | None:
+    """The source's ETag recomputed over its own parts, when streamed in other parts and
+    nothing stronger can prove it (its ETag is its only evidence, and its layout is known)."""
+    src = info.checksum
+    if reproduced or not info.is_multipart or not info.etag_is_md5:
+        return None
+    if src is not None and src.is_full_object and src.algorithm in algorithms:
+        return None  # the full-object CRC proves it
+    layout = learn_layout(ctx.source_client, info)
+    return LayoutEtag(layout) if layout else None
+
+
+def _prove_by_layout_etag(info: SourceInfo, layout_etag: LayoutEtag) -> str:
+    local = layout_etag.etag()
+    if local is None:
+        return "size"
+    if local != info.etag:
+        raise VerificationFailed(
+            f"verification failed: ETag of the bytes read (in the source's parts) is {local}, the source's is {info.etag}"
+        )
+    return "etag"
+
+
+def _proof_words(verified_by: str) -> str:
+    if verified_by == "etag":
+        return "verified by the source's ETag over its own parts, but the copy's ETag differs"
+    return "verified by size only"
+
+
 def _layout_note(ctx: TransferContext, info: SourceInfo, plan: list[Part], verified_by: str) -> str | None:
-    """Say why a learned layout was not kept, when that left the copy proved by size alone."""
-    if verified_by != "size" or not info.layout or ctx.policy.part_size is not None:
+    """Say why a learned layout was not kept: the copy's ETag differs from the source's, so the
+    next run copies it again (and without the source's ETag recomputed over its own parts,
+    layout_etag, the copy is proved by size alone)."""
+    if verified_by not in ("size", "etag") or not info.layout or ctx.policy.part_size is not None:
         return None
     largest = max(p.size for p in info.layout)
     if ctx.memory.capacity < largest:
@@ -453,7 +496,7 @@ def _layout_note(ctx: TransferContext, info: SourceInfo, plan: list[Part], verif
         fix = "a server-side copy (same endpoint) keeps its ETag"
     return (
         f"the source's parts (up to {format_size(largest)}) {limit}: copied in parts of "
-        f"{format_size(plan[0].size)}, verified by size only, so the next run copies it again; {fix}"
+        f"{format_size(plan[0].size)}, {_proof_words(verified_by)}, so the next run copies it again; {fix}"
     )
 
 
