@@ -48,8 +48,9 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from botocore import handlers as botocore_handlers
+from botocore import httpchecksum
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
-from botocore.exceptions import ReadTimeoutError, ResponseStreamingError
+from botocore.exceptions import MissingDependencyException, ReadTimeoutError, ResponseStreamingError
 from botocore.response import StreamingBody
 from botocore.retries import standard as standard_retries
 
@@ -216,6 +217,27 @@ class LeanBody(StreamingBody):
         if not self._response.isclosed():
             self._connection.close()
         self._response.close()
+
+
+# The order botocore's GetObject model lists its response algorithms in (responseAlgorithms).
+_RESPONSE_ALGORITHMS = ("crc64nvme", "crc32", "crc32c", "sha256", "sha1")
+
+
+def _checked_body(body: Any, headers: dict[str, str]) -> Any:
+    """The body checked against its x-amz-checksum-* header as it is read, as botocore's
+    handle_checksum_body does with ChecksumMode=ENABLED: a damaged GET raises botocore's
+    FlexibleChecksumError at its end, which the engine reads again (a part's composite
+    "-N" value cannot be checked this way, as in botocore)."""
+    for algorithm in _RESPONSE_ALGORITHMS:
+        expected = headers.get(f"x-amz-checksum-{algorithm}")
+        if not expected or "-" in expected:
+            continue
+        try:
+            checksum = httpchecksum._CHECKSUM_CLS[algorithm]()
+        except MissingDependencyException:  # CRC64NVME needs awscrt, as in botocore
+            continue
+        return httpchecksum.StreamingChecksumBody(body, headers.get("content-length"), checksum, expected)
+    return body
 
 
 @functools.lru_cache(maxsize=64)
@@ -464,6 +486,8 @@ class LeanClient:
                 http, parsed = answered
                 return self._finish(op, http, parsed, context)
         status, headers, response, raw, connection = self._exchange(op, request, target)
+        if response is not None and (op.out_payload != "Body" or not 200 <= status < 300):
+            raw = self._read_whole(response, connection)
         if status in FINAL_ERRORS:
             parsed = self._parse_error(op, status, headers, raw if raw is not None else response.read())
             if parsed.get("Error", {}).get("Code") not in RETRIED_CODES:
@@ -480,6 +504,8 @@ class LeanClient:
             self.fallbacks += 1
             raise _Fallback(f"HTTP {status}")
         parsed = self._parse(op, status, headers, response, raw, request["url"], connection)
+        if params.get("ChecksumMode") == "ENABLED" and "Body" in parsed:
+            parsed["Body"] = _checked_body(parsed["Body"], headers)
         self.sent += 1
         event = f"after-call.s3.{op.name}"
         later = self._later_handlers(event)
@@ -681,6 +707,17 @@ class LeanClient:
             name = name.lower()
             out_headers[name] = f"{out_headers[name]}, {value}" if name in out_headers else value
         return response.status, out_headers, response, None, connection
+
+    def _read_whole(self, response: Any, connection: Any) -> bytes:
+        """A reply's whole body; a connection that breaks while it is read (the server may
+        have acted: a CopyObject made, its answer lost) goes back through botocore, whose
+        resend of Ferry's conditional requests is safe."""
+        try:
+            return response.read()
+        except (OSError, http.client.HTTPException) as error:
+            connection.close()
+            self.fallbacks += 1
+            raise _Fallback(f"connection: {error}") from error
 
     def _report(self, op: _Operation, request: dict[str, Any], status: int, headers: dict[str, str]) -> None:
         """needs-retry, to every handler, for an answer nothing retries (2xx, 404, 412, 304, 501):

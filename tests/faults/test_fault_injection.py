@@ -229,7 +229,10 @@ def test_copy_through_faults(server: S3Server, source: Source, mode: str, tmp_pa
         }
         if not expected[mode] <= sent:
             problems.append(f"ferry sent no {sorted(expected[mode] - sent)}")
-        problems += [f"{k} requests met {kinds[k]} faults, not 3: {injected}" for k in sent if kinds[k] < 3]
+        # A server-side run's only PUTs are its 16 multipart uploads' marks: too few to meet
+        # three faults at these rates; the kinds that copy are held to it.
+        held = sent - {"put"} if mode == "server-side" else sent
+        problems += [f"{k} requests met {kinds[k]} faults, not 3: {injected}" for k in held if kinds[k] < 3]
 
         # The re-run, faults off: copies exactly what is still missing, skips the rest.
         proxy.set_plan(FaultPlan(rates={}, seed=SEED))
