@@ -159,8 +159,10 @@ class PipelineSettings:
     lambda_memory_mb: int = 2048
     lambda_architecture: str = "arm64"
     lambda_runtime: str = "python3.13"
-    max_items_per_batch: int = 200
-    max_input_bytes_per_batch: int = 128 * 1024
+    # Batches as large as the payload allows: Step Functions bills per transition, so per
+    # batch; the byte cap decides how many items (MAX_BATCH_INPUT_BYTES above), not a count.
+    max_items_per_batch: int = 10_000
+    max_input_bytes_per_batch: int = MAX_BATCH_INPUT_BYTES
     max_concurrency: int = 100
     tolerated_failure_percentage: int = 5
     large_object_threshold: int = 10 * GiB
