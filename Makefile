@@ -104,7 +104,13 @@ bench: $(BIN)/.installed $(VERSITYGW) $(MINIO) $(S5CMD) $(AWSCLI) bench-apt
 		--versitygw $(VERSITYGW) --versitygw-version $(VERSITYGW_VERSION) \
 		--s5cmd $(S5CMD) --aws $(AWSCLI) --argv "make bench$(if $(BENCH_ARGS), BENCH_ARGS=\"$(BENCH_ARGS)\")" $(BENCH_ARGS)
 
-.PHONY: bench bench-apt profile
+.PHONY: bench bench-apt profile bench-worker-cost
+
+# `make bench-worker-cost`: the CPU one CopyBatch worker spends per small object (the pipeline's
+# own code on versitygw and MinIO) and what that costs on Lambda: bench/results/worker_cost.md.
+WORKER_COST_ARGS ?=
+bench-worker-cost: $(BIN)/.installed $(VERSITYGW) $(MINIO)
+	$(BIN)/python -m bench.worker_cost --minio $(MINIO) --versitygw $(VERSITYGW) $(WORKER_COST_ARGS)
 
 # `make profile`: where Ferry's CPU goes copying small objects (py-spy, sampled; shares, not timings).
 PYSPY_VERSION := 0.4.3

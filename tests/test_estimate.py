@@ -117,10 +117,10 @@ def test_a_million_objects_of_500_kb_server_side() -> None:
     assert line(result, "S3 requests", "ListObjectsV2").usd == pytest.approx(2_291 * PUT)
     assert line(result, "S3 requests", "PutObject (reports)").usd == pytest.approx(1_294 * PUT)
     # CPU-bound: the measured CPU per object, at the geometric mean of 1x and 0.5x that rate
-    # (2,048 MB gives a whole vCPU), + 0.5 s per pass; 2 GB.
+    # (1,769 MB gives a whole vCPU), + 0.5 s per pass; 1,769 MB.
     cpu = model.MEASURED_CPU_PER_SMALL_OBJECT
     seconds = 1_000_000 * cpu / math.sqrt(0.5)
-    gb_seconds = 2 * (seconds + 1_291 * 0.5)
+    gb_seconds = 1_769 / 1_024 * (seconds + 1_291 * 0.5)
     assert line(result, "Lambda", "CopyBatch duration").quantity == pytest.approx(gb_seconds)
     assert line(result, "Lambda", "CopyBatch duration").usd == pytest.approx(gb_seconds * 0.0000133334)
     assert line(result, "Lambda", "invocations").quantity == 1_293
@@ -146,6 +146,15 @@ def test_a_million_objects_of_500_kb_server_side() -> None:
     )
 
 
+def test_orchestration_of_a_million_small_objects_costs_what_the_issue_asks() -> None:
+    """Issue 14: Ferry's orchestration on top of S3's own request floor (one COPY per object)
+    at most $0.25 per million small objects, at the defaults and the measured worker CPU."""
+    result = estimate(Workload.uniform(1_000_000, 500_000))
+    floor = line(result, "S3 requests", "CopyObject").usd
+    assert floor == pytest.approx(5.00)
+    assert result.total - floor <= 0.25, [(x.service, x.what, round(x.usd, 4)) for x in result.lines]
+
+
 def test_batches_shrink_when_the_bytes_cap_binds() -> None:
     shape = PipelineShape(max_input_bytes_per_batch=20_000)
     result = estimate(Workload.uniform(1_000, 500_000), shape)
@@ -167,7 +176,9 @@ def test_multipart_sources_with_md5_etags_are_copied_in_their_layout() -> None:
     # Batches of 764 and 236: 1,000 x 100 MiB at 200 MiB/s = 500 s over 2 batches, one pass each
     # (810 s usable).
     assert result.passes == 2
-    assert line(result, "Lambda", "CopyBatch duration").quantity == pytest.approx(2 * (1_000 * 0.5 + 2 * 0.5))
+    assert line(result, "Lambda", "CopyBatch duration").quantity == pytest.approx(
+        1_769 / 1_024 * (1_000 * 0.5 + 2 * 0.5)
+    )
 
 
 def test_multipart_sources_with_a_full_object_crc_take_one_copy() -> None:
@@ -253,7 +264,7 @@ def test_the_histogram_stays_bounded() -> None:
 
 def test_a_streamed_single_part_source_without_checksum_goes_in_one_put_up_to_the_memory_limit() -> None:
     stream = Assumptions(mode="stream", source_multipart_threshold=5 * GiB)  # single-part sources
-    # 100 MiB, MD5 ETag only: one GET and one PutObject keep the ETag (limit: 2048 MB / 3).
+    # 100 MiB, MD5 ETag only: one GET and one PutObject keep the ETag (limit: 1,769 MB / 3).
     assert object_requests(100 * MiB, "STANDARD", stream, 1, False) == {
         "HeadObject": 1,
         "GetObject": 1,

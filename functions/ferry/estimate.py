@@ -84,7 +84,7 @@ PASS_OVERHEAD_SECONDS = 0.5
 # and MinIO (bench/results/worker_cost.md; the worse of the two). A worker whose threads hide
 # S3's latency is CPU-bound; one Python process uses at most one vCPU (the GIL), which Lambda
 # gives at ONE_VCPU_MB and proportionally less below.
-MEASURED_CPU_PER_SMALL_OBJECT = 0.005
+MEASURED_CPU_PER_SMALL_OBJECT = 0.00254
 ONE_VCPU_MB = 1769
 FARGATE_START_SECONDS = 60  # assumed: task start-up (and Fargate's one-minute minimum)
 FARGATE_PASS_SECONDS = 90  # batches.copy_large_object: a checkpoint every pass (Spot's SIGTERM)
@@ -125,7 +125,7 @@ class PipelineShape:
     max_items_per_batch: int = 10_000
     max_input_bytes_per_batch: int = 150 * KiB
     max_concurrency: int = 100
-    lambda_memory_mb: int = 2048
+    lambda_memory_mb: int = 1769
     lambda_architecture: str = "arm64"
     large_object_threshold: int = 10 * GiB
     deadline_margin_seconds: int = 90
@@ -199,7 +199,7 @@ class Assumptions:
     # CopyObject (up to 5 GiB) or one GET and PUT (streamed, up to the multipart threshold).
     source_full_checksum: bool = False
     multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD  # the engine's, for streaming
-    memory_limit: int = 2048 * MiB // 3  # a CopyBatch Lambda's (PipelineSettings.lambda_memory_limit)
+    memory_limit: int = 1769 * MiB // 3  # a CopyBatch Lambda's (PipelineSettings.lambda_memory_limit)
     # On AWS every object is encrypted (SSE-S3 at least) and CopyObject's answer proves a copy
     # made from the listing. S3-compatible servers that report no encryption get a HEAD after.
     head_after_listed_copy: bool = False
@@ -855,7 +855,7 @@ def _mib(n: int) -> str:
 
 
 def _pair(pair: tuple[float, float], scale: float = 1.0) -> str:
-    return f"{pair[0] / scale:g}-{pair[1] / scale:g}"
+    return f"{pair[0] / scale:.3g}-{pair[1] / scale:.3g}"
 
 
 def bin_layout(layout: str, b: Bin) -> tuple[int | None, bool | None]:
