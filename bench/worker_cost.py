@@ -292,7 +292,9 @@ def report(rows: list[Measured], memory_mb: int, argv: str) -> str:
         f"The worse server as measured: {worst * 1000:.2f} ms of CPU per object, {gb_s:.5f} GB-s at "
         f"{memory_mb} MB: **${usd:.3f} per million objects** (arm64, "
         f"${prices.price('lambda_arm64_gb_second'):.10f} per GB-second). On an idle machine: "
-        f"{worst_idle * 1000:.2f} ms, {gb_s_idle:.5f} GB-s: **${usd_idle:.3f} per million**.",
+        f"{worst_idle * 1000:.2f} ms, {gb_s_idle:.5f} GB-s: **${usd_idle:.3f} per million** if CPU-bound "
+        "throughout (`ferry estimate` takes this CPU per object: functions/ferry/estimate.py "
+        "MEASURED_CPU_PER_SMALL_OBJECT).",
         "",
         "The idle-machine figure divides the passes' CPU by how much more CPU `ferry copy` took beside "
         "them than in bench/results/latest.md (case 1: the same 2,000 objects of 500 KB on the same "
