@@ -146,15 +146,6 @@ def test_a_million_objects_of_500_kb_server_side() -> None:
     )
 
 
-def test_orchestration_of_a_million_small_objects_costs_what_the_issue_asks() -> None:
-    """Issue 14: Ferry's orchestration on top of S3's own request floor (one COPY per object)
-    at most $0.25 per million small objects, at the defaults and the measured worker CPU."""
-    result = estimate(Workload.uniform(1_000_000, 500_000))
-    floor = line(result, "S3 requests", "CopyObject").usd
-    assert floor == pytest.approx(5.00)
-    assert result.total - floor <= 0.25, [(x.service, x.what, round(x.usd, 4)) for x in result.lines]
-
-
 def test_batches_shrink_when_the_bytes_cap_binds() -> None:
     shape = PipelineShape(max_input_bytes_per_batch=20_000)
     result = estimate(Workload.uniform(1_000, 500_000), shape)
