@@ -104,13 +104,19 @@ bench: $(BIN)/.installed $(VERSITYGW) $(MINIO) $(S5CMD) $(AWSCLI) bench-apt
 		--versitygw $(VERSITYGW) --versitygw-version $(VERSITYGW_VERSION) \
 		--s5cmd $(S5CMD) --aws $(AWSCLI) --argv "make bench$(if $(BENCH_ARGS), BENCH_ARGS=\"$(BENCH_ARGS)\")" $(BENCH_ARGS)
 
-.PHONY: bench bench-apt profile bench-lean
+.PHONY: bench bench-apt profile bench-lean bench-worker-cost
 
 # `make bench-lean`: client CPU per 1,000 server-side copies, lean request path vs botocore
 # (bench/lean_cpu.py; MinIO and versitygw). Options: LEAN_ARGS="--objects 1000 --repeats 3".
 LEAN_ARGS ?=
 bench-lean: $(BIN)/.installed $(VERSITYGW) $(MINIO)
 	$(BIN)/python -m bench.lean_cpu --minio $(MINIO) --versitygw $(VERSITYGW) $(LEAN_ARGS)
+
+# `make bench-worker-cost`: the CPU one CopyBatch worker spends per small object (the pipeline's
+# own code on versitygw and MinIO) and what that costs on Lambda: bench/results/worker_cost.md.
+WORKER_COST_ARGS ?=
+bench-worker-cost: $(BIN)/.installed $(VERSITYGW) $(MINIO)
+	$(BIN)/python -m bench.worker_cost --minio $(MINIO) --versitygw $(VERSITYGW) $(WORKER_COST_ARGS)
 
 # `make profile`: where Ferry's CPU goes copying small objects (py-spy, sampled; shares, not timings).
 PYSPY_VERSION := 0.4.3

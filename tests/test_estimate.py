@@ -4,6 +4,7 @@ and the state machines they describe (a change there breaks these tests)."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +66,7 @@ def test_parent_transitions_are_the_states_of_its_normal_path() -> None:
 def test_child_transitions_per_batch_pass_and_large_object_follow_the_asl() -> None:
     child = states("copy_batch.asl.json")
     one_pass = walk(child)
-    assert one_pass == ["StartBatch", "CopyBatch", "WhatIsLeft", "BatchDone"]
+    assert one_pass == ["CopyBatch", "WhatIsLeft", "BatchDone"]
     assert len(one_pass) == model.CHILD_TRANSITIONS
     two_passes = walk(child, {"WhatIsLeft": ["NextPass"]})
     assert len(two_passes) - len(one_pass) == model.EXTRA_PASS_TRANSITIONS
@@ -104,41 +105,44 @@ def test_classes_copied_from_the_listing_are_the_engines() -> None:
 def test_a_million_objects_of_500_kb_server_side() -> None:
     result = estimate(Workload.uniform(1_000_000, 500_000))
 
-    # Items of 198 bytes (a 60-character key): 131,072 / 198 = 661 > 200, so the item cap binds.
-    assert result.items_per_batch == 200
-    assert result.batches == 5_000 and result.passes == 5_000
+    # Items of 198 bytes (a 60-character key): 153,600 / 198 = 775 < 10,000: the bytes cap binds.
+    assert result.items_per_batch == 775
+    assert result.batches == 1_291 and result.passes == 1_291  # 1,000,000 / 775, rounded up
     assert result.requests == {
         "CopyObject": 1_000_000,
-        "ListObjectsV2": 1_000 + 5_000,
-        "PutObject": 5_000 + 3,
+        "ListObjectsV2": 1_000 + 1_291,
+        "PutObject": 1_291 + 3,
     }
     assert line(result, "S3 requests", "CopyObject").usd == pytest.approx(5.00)
-    assert line(result, "S3 requests", "ListObjectsV2").usd == pytest.approx(6_000 * PUT)  # $0.03
-    assert line(result, "S3 requests", "PutObject (reports)").usd == pytest.approx(5_003 * PUT)
-    # 200 objects at 50 objects/s (geometric mean of 25 and 100) = 4 s, + 1 s per pass; 2 GB.
-    gb_seconds = 2 * (5_000 * 4 + 5_000 * 1)
-    assert line(result, "Lambda", "CopyBatch duration").quantity == pytest.approx(50_000)
-    assert line(result, "Lambda", "CopyBatch duration").usd == pytest.approx(
-        gb_seconds * 0.0000133334
-    )  # $0.67
-    assert line(result, "Lambda", "invocations").quantity == 5_002
-    # 6 parent + 5,000 x (1 child start + 4 states) = 25,006 transitions = $0.63.
-    assert line(result, "Step Functions", "STANDARD state transitions").quantity == 25_006
+    assert line(result, "S3 requests", "ListObjectsV2").usd == pytest.approx(2_291 * PUT)
+    assert line(result, "S3 requests", "PutObject (reports)").usd == pytest.approx(1_294 * PUT)
+    # CPU-bound: the measured CPU per object, at the geometric mean of 1x and 0.5x that rate
+    # (1,769 MB gives a whole vCPU), + 0.5 s per pass; 1,769 MB.
+    cpu = model.MEASURED_CPU_PER_SMALL_OBJECT
+    seconds = 1_000_000 * cpu / math.sqrt(0.5)
+    gb_seconds = 1_769 / 1_024 * (seconds + 1_291 * 0.5)
+    assert line(result, "Lambda", "CopyBatch duration").quantity == pytest.approx(gb_seconds)
+    assert line(result, "Lambda", "CopyBatch duration").usd == pytest.approx(gb_seconds * 0.0000133334)
+    assert line(result, "Lambda", "invocations").quantity == 1_293
+    # 6 parent + 1,291 x (1 child start + CopyBatch, WhatIsLeft, BatchDone) = 5,170 transitions.
+    assert line(result, "Step Functions", "STANDARD state transitions").quantity == 5_170
     assert line(result, "Step Functions", "STANDARD state transitions").usd == pytest.approx(
-        25_006 * 0.025 / 1000
+        5_170 * 0.025 / 1000
     )
-    assert line(result, "DynamoDB", "write request units").quantity == 5_000 + 3
-    assert (
-        line(result, "DynamoDB", "read request units").quantity == 5_000 + 733 + 2
-    )  # tally: 5,000 x 600 B / 4 KB
-    total = 5.00 + 0.03 + 5_003 * PUT + 50_000 * 0.0000133334 + 5_002 * 0.2e-6 + 25_006 * 0.025e-3
-    total += 5_003 * 0.625e-6 + 5_735 * 0.125e-6
-    assert result.total == pytest.approx(total)  # about $6.35
+    assert line(result, "DynamoDB", "write request units").quantity == 1_291 + 3
+    # The job read once per worker (100 at once), Finalize's tally: 1,291 x 600 B / 4 KB.
+    assert line(result, "DynamoDB", "read request units").quantity == 100 + 190 + 2
+    total = 5.00 + 2_291 * PUT + 1_294 * PUT + gb_seconds * 0.0000133334 + 1_293 * 0.2e-6
+    total += 5_170 * 0.025e-3 + 1_294 * 0.625e-6 + 292 * 0.125e-6
+    assert result.total == pytest.approx(total)
     batch_ops = result.alternatives["S3 Batch Operations (Copy)"]
     assert sum(x.usd for x in batch_ops) == pytest.approx(0.25 + 1.00 + 5.00)
-    # Fast: 1,000,000 / 100 objects/s + 5,000 s of passes over 100 workers, + 30 s; slow at 25/s.
+    # Fast: at 1 / cpu objects/s, slow at half that; 1,291 passes of 0.5 s; 100 workers; + 30 s.
     assert result.duration_seconds == pytest.approx(
-        ((10_000 + 5_000) / 100 + 30, (40_000 + 5_000) / 100 + 30)
+        (
+            (1_000_000 * cpu + 1_291 * 0.5) / 100 + 30,
+            (1_000_000 * 2 * cpu + 1_291 * 0.5) / 100 + 30,
+        )
     )
 
 
@@ -157,12 +161,15 @@ def test_multipart_sources_with_md5_etags_are_copied_in_their_layout() -> None:
     assert result.requests["CreateMultipartUpload"] == result.requests["CompleteMultipartUpload"] == 1_000
     assert result.requests["GetObjectTagging"] == 1_000
     assert "CopyObject" not in result.requests
-    # A checkpoint read and delete per multipart copy; 5 markers; Finalize's tally of 5 markers.
-    assert line(result, "DynamoDB", "write request units").quantity == 5 + 1_000 + 3
-    assert line(result, "DynamoDB", "read request units").quantity == 5 + 1_000 + 1 + 2
-    # 200 x 100 MiB at 200 MiB/s = 100 s per batch: one pass (810 s usable).
-    assert result.passes == 5
-    assert line(result, "Lambda", "CopyBatch duration").quantity == pytest.approx(2 * (5 * 100 + 5 * 1))
+    # A checkpoint read and delete per multipart copy; 2 markers; Finalize's tally of 2 markers.
+    assert line(result, "DynamoDB", "write request units").quantity == 2 + 1_000 + 3
+    assert line(result, "DynamoDB", "read request units").quantity == 2 + 1_000 + 1 + 2
+    # Batches of 764 and 236: 1,000 x 100 MiB at 200 MiB/s = 500 s over 2 batches, one pass each
+    # (810 s usable).
+    assert result.passes == 2
+    assert line(result, "Lambda", "CopyBatch duration").quantity == pytest.approx(
+        1_769 / 1_024 * (1_000 * 0.5 + 2 * 0.5)
+    )
 
 
 def test_multipart_sources_with_a_full_object_crc_take_one_copy() -> None:
@@ -182,7 +189,7 @@ def test_streamed_small_objects_get_put_and_tags() -> None:
     }
     result = estimate(work, a=Assumptions(mode="stream", preserve_tags=False))
     assert result.requests["GetObject"] == 1_000
-    assert result.requests["PutObject"] == 1_000 + 5 + 3  # the copies, then 5 batch reports + 3
+    assert result.requests["PutObject"] == 1_000 + 2 + 3  # the copies, then 2 batch reports + 3
     assert "GetObjectTagging" not in result.requests
     assert line(result, "S3 requests", "GetObject").usd == pytest.approx(1_000 * GET)
 
@@ -201,7 +208,7 @@ def test_a_20_gib_object_goes_to_fargate_in_90_second_passes() -> None:
     assert line(result, "Fargate", "vCPU-hours").quantity == pytest.approx(2 * hours)
     assert line(result, "Fargate", "vCPU-hours").usd == pytest.approx(2 * hours * 0.03238 * 0.3)  # Spot: -70%
     assert line(result, "Fargate", "GB-hours").usd == pytest.approx(4 * hours * 0.00356 * 0.3)
-    assert line(result, "Step Functions", "STANDARD state transitions").quantity == 6 + 5 + 1 + 1
+    assert line(result, "Step Functions", "STANDARD state transitions").quantity == 6 + 4 + 1 + 1
     # The checkpoint saved once: 300 + 150 x 2,560 bytes = 376 write units.
     assert line(result, "DynamoDB", "write request units").quantity == 1 + 1 + 376 + 1 + 3
     assert line(result, "DynamoDB", "read request units").quantity == 1 + 1 + 1 + 1 + 1 + 2
@@ -248,7 +255,7 @@ def test_the_histogram_stays_bounded() -> None:
 
 def test_a_streamed_single_part_source_without_checksum_goes_in_one_put_up_to_the_memory_limit() -> None:
     stream = Assumptions(mode="stream", source_multipart_threshold=5 * GiB)  # single-part sources
-    # 100 MiB, MD5 ETag only: one GET and one PutObject keep the ETag (limit: 2048 MB / 3).
+    # 100 MiB, MD5 ETag only: one GET and one PutObject keep the ETag (limit: 1,769 MB / 3).
     assert object_requests(100 * MiB, "STANDARD", stream, 1, False) == {
         "HeadObject": 1,
         "GetObject": 1,
@@ -276,7 +283,8 @@ def test_no_line_counts_requests_that_are_never_sent() -> None:
 
 def test_a_batch_of_fewer_than_eight_heads_the_destination_instead_of_listing_it() -> None:
     assert model.DEST_LISTING_MIN_WINDOW == MIN_WINDOW
-    # 205 objects: a batch of 200 (one LIST) and one of 5 (a HEAD each), plus the Map's LIST.
-    result = estimate(Workload.uniform(205, 1_000))
+    # 788 objects of 1,000 bytes (items of 196 bytes): a batch of 783 (one LIST) and one of 5 (a
+    # HEAD each), plus the Map's LIST.
+    result = estimate(Workload.uniform(788, 1_000))
     assert result.requests["ListObjectsV2"] == 1 + 1
     assert result.requests["HeadObject"] == 5

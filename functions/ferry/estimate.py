@@ -14,7 +14,8 @@ functions/ferry/pipeline/batches.py), for a source listed with ListObjectsV2:
   sends a tag count only "if any": GetObjectOutput.TagCount).
 - Skip-existing: one ListObjectsV2 of the destination per batch (the batch's key range), a
   HEAD per key for a batch under 8 objects and for each large object.
-- Per batch pass: a report PutObject, a ledger marker (PutItem) and a read of the job item;
+- Per batch pass: a report PutObject and a ledger marker (PutItem); the job item is read once
+  per worker process;
   per multipart copy: a checkpoint read and delete, and per hand-over a save and a resume
   (HEADs, tags, ListParts); a large object on Fargate hands over every 90 seconds.
 - Step Functions: the transitions of the normal path of both state machines (the numbers
@@ -23,8 +24,9 @@ functions/ferry/pipeline/batches.py), for a source listed with ListObjectsV2:
 Assumptions, stated in the output: the destination holds none of the objects (everything is
 copied); sources above `source_multipart_threshold` were uploaded in parts of
 `source_part_size` (the AWS CLI's and boto3's 8 MiB) and carry MD5 ETags, no stored checksum
-(objects written before S3's default CRC64NVME), where a listing does not say; throughput per worker is assumed, not
-measured on AWS (`Rates`).
+(objects written before S3's default CRC64NVME), where a listing does not say; throughput per worker for small objects copied server-side
+from the CPU one worker was measured to spend per object (`make bench-worker-cost`), the rest
+assumed; nothing measured on AWS (`Rates`).
 
 This module is vocabulary (imported by the CLI): it does not import the pipeline.
 `PipelineShape`'s defaults equal `PipelineSettings`' (a test keeps them equal).
@@ -62,19 +64,28 @@ GB = 1000**3  # AWS bills data in GB (of 2^30 bytes on the bill; the difference 
 
 # Step Functions state transitions, from statemachine/*.asl.json (tests/test_estimate.py derives
 # each from the ASL and compares): the parent's normal path (Prepare, HowToList, CopyPrefix,
-# Finalize, DidEveryObjectSucceed, JobSucceeded); the child's (StartBatch, CopyBatch,
-# WhatIsLeft, BatchDone) plus the one transition the Distributed Map is charged per child it
-# starts; each further pass (NextPass, CopyBatch, WhatIsLeft); a batch with large objects
+# Finalize, DidEveryObjectSucceed, JobSucceeded); the child's (CopyBatch, WhatIsLeft,
+# BatchDone: CopyBatch takes the Map's input as it comes) plus the one transition the
+# Distributed Map is charged per child it starts; each further pass (NextPass, CopyBatch, WhatIsLeft); a batch with large objects
 # (CopyLargeObjects) and each large object (CopyLargeObject).
 PARENT_TRANSITIONS = 6
 CHILD_START_TRANSITIONS = 1
-CHILD_TRANSITIONS = 4
+CHILD_TRANSITIONS = 3
 EXTRA_PASS_TRANSITIONS = 3
 LARGE_BATCH_TRANSITIONS = 1
 LARGE_OBJECT_TRANSITIONS = 1
 
 LAMBDA_TIMEOUT_SECONDS = 900  # CopyBatch (cdk/ferry_cdk/stack.py: 15 minutes)
-PASS_OVERHEAD_SECONDS = 1.0  # assumed: start-up, ledger and report per pass
+# Assumed, not measured on AWS: the wall time a pass spends outside its copies' CPU, in sequence
+# (the first window's destination listing, the report PUT, the ledger's marker).
+PASS_OVERHEAD_SECONDS = 0.5
+# CPU seconds one CopyBatch worker spends per small object copied server-side, whole passes
+# included (listing, copies, report, ledger): measured by `make bench-worker-cost` on versitygw
+# and MinIO (bench/results/worker_cost.md; the worse of the two). A worker whose threads hide
+# S3's latency is CPU-bound; one Python process uses at most one vCPU (the GIL), which Lambda
+# gives at ONE_VCPU_MB and proportionally less below.
+MEASURED_CPU_PER_SMALL_OBJECT = 0.00312
+ONE_VCPU_MB = 1769
 FARGATE_START_SECONDS = 60  # assumed: task start-up (and Fargate's one-minute minimum)
 FARGATE_PASS_SECONDS = 90  # batches.copy_large_object: a checkpoint every pass (Spot's SIGTERM)
 REPORT_LINE_BYTES = 400  # assumed: one object's line in a batch report
@@ -112,10 +123,10 @@ DESTINATION_WRITES = frozenset(
 class PipelineShape:
     """The deployed pipeline's settings the cost depends on (the `ferry` context of cdk.json)."""
 
-    max_items_per_batch: int = 200
-    max_input_bytes_per_batch: int = 128 * KiB
+    max_items_per_batch: int = 10_000
+    max_input_bytes_per_batch: int = 150 * KiB
     max_concurrency: int = 100
-    lambda_memory_mb: int = 2048
+    lambda_memory_mb: int = 1769
     lambda_architecture: str = "arm64"
     large_object_threshold: int = 10 * GiB
     deadline_margin_seconds: int = 90
@@ -156,11 +167,16 @@ class PipelineShape:
 
 @dataclass(frozen=True)
 class Rates:
-    """Objects and bytes per second one worker copies: (slow, fast). Assumed, not measured on
-    AWS: small objects are bound by requests (~1 ms of client CPU each, field-lessons.md),
-    large ones by bandwidth. The expected case is their geometric mean."""
+    """Objects and bytes per second one worker with a whole vCPU copies: (slow, fast). Small
+    objects copied server-side are bound by the worker's CPU: fast is the rate the CPU measured
+    locally allows (MEASURED_CPU_PER_SMALL_OBJECT), slow half of it for what was not measured
+    (S3's latency on AWS, TLS). Streamed objects and bytes per second are assumed, not measured.
+    The expected case is their geometric mean."""
 
-    server_side_objects: tuple[float, float] = (25.0, 100.0)
+    server_side_objects: tuple[float, float] = (
+        0.5 / MEASURED_CPU_PER_SMALL_OBJECT,
+        1.0 / MEASURED_CPU_PER_SMALL_OBJECT,
+    )
     stream_objects: tuple[float, float] = (15.0, 50.0)
     server_side_bytes: tuple[float, float] = (100.0 * MiB, 400.0 * MiB)
     stream_bytes: tuple[float, float] = (40.0 * MiB, 120.0 * MiB)
@@ -184,7 +200,7 @@ class Assumptions:
     # CopyObject (up to 5 GiB) or one GET and PUT (streamed, up to the multipart threshold).
     source_full_checksum: bool = False
     multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD  # the engine's, for streaming
-    memory_limit: int = 2048 * MiB // 3  # a CopyBatch Lambda's (PipelineSettings.lambda_memory_limit)
+    memory_limit: int = 1769 * MiB // 3  # a CopyBatch Lambda's (PipelineSettings.lambda_memory_limit)
     # On AWS every object is encrypted (SSE-S3 at least) and CopyObject's answer proves a copy
     # made from the listing. S3-compatible servers that report no encryption get a HEAD after.
     head_after_listed_copy: bool = False
@@ -477,12 +493,15 @@ def _geomean(pair: tuple[float, float]) -> float:
     return math.sqrt(pair[0] * pair[1])
 
 
-def _worker_seconds(objects: int, size: int, server_side: bool, rates: Rates, which: int | None) -> float:
+def _worker_seconds(
+    objects: int, size: int, server_side: bool, rates: Rates, which: int | None, cpu_share: float = 1.0
+) -> float:
     """Seconds one worker spends on `objects` objects of `size` bytes (which: 0 slow, 1 fast,
-    None expected): the slower of the request-bound and the bandwidth-bound time."""
+    None expected): the slower of the request-bound and the bandwidth-bound time. The
+    request-bound rate is CPU's: a worker with `cpu_share` of a vCPU copies that share of it."""
     per_obj = rates.server_side_objects if server_side else rates.stream_objects
     per_byte = rates.server_side_bytes if server_side else rates.stream_bytes
-    o = per_obj[which] if which is not None else _geomean(per_obj)
+    o = (per_obj[which] if which is not None else _geomean(per_obj)) * cpu_share
     b = per_byte[which] if which is not None else _geomean(per_byte)
     return max(objects / o, objects * size / b)
 
@@ -519,7 +538,8 @@ def estimate(
         if cls in ARCHIVE_CLASSES:
             restore_requests += b.objects
         copied_bytes += b.bytes
-        times = [_worker_seconds(b.objects, size, a.server_side, rates, w) for w in (0, 1, None)]
+        share = 1.0 if large else min(1.0, shape.lambda_memory_mb / ONE_VCPU_MB)
+        times = [_worker_seconds(b.objects, size, a.server_side, rates, w, share) for w in (0, 1, None)]
         one = _worker_seconds(1, size, a.server_side, rates, None)
         if large:
             large_objects += b.objects
@@ -659,12 +679,15 @@ def estimate(
         )
     )
 
-    # DynamoDB: per pass a marker (PutItem) and a strongly consistent read of the job item; per
-    # multipart copy a checkpoint read and delete; per job the job item and Finalize's tally.
+    # DynamoDB: per pass a marker (PutItem); per worker process a strongly consistent read of the
+    # job item; per multipart copy a checkpoint read and delete; per job the job item and Finalize's tally.
     marker_wru = math.ceil(MARKER_BYTES / 1024)
     wru = passes * marker_wru + multipart_copies + checkpoint_saves_wru + large_objects * marker_wru + 3
     tally_rru = math.ceil((passes + large_objects) * MARKER_BYTES / 4096)
-    rru = passes + multipart_copies + checkpoint_saves + large_objects + tally_rru + 2
+    # The job's spec is read once per worker process (batches.job_spec keeps it): about one read
+    # per Lambda container, max_concurrency of them at most; one per Fargate task.
+    job_reads = min(passes, shape.max_concurrency)
+    rru = job_reads + multipart_copies + checkpoint_saves + large_objects + tally_rru + 2
     lines.append(
         Line(
             "DynamoDB",
@@ -727,7 +750,11 @@ def estimate(
         duration.append(max(lam, far) + 30.0)  # + Prepare, Map start and Finalize
     alternatives = _alternatives(work, a, copied_bytes, objects - skipped)
 
-    rate_word = "measured" if rates.measured else "assumed (not measured on AWS)"
+    rate_word = (
+        "measured"
+        if rates.measured
+        else "server-side from CPU measured locally, not on AWS; streamed assumed"
+    )
     notes = [
         f"prices: {prices.REGION} list prices of {prices.PRICES_DATE} (functions/ferry/prices.py; unverified ones are marked there)",
         "the destination holds none of the objects: everything is copied (a re-run skips what is there)",
@@ -838,7 +865,7 @@ def _mib(n: int) -> str:
 
 
 def _pair(pair: tuple[float, float], scale: float = 1.0) -> str:
-    return f"{pair[0] / scale:g}-{pair[1] / scale:g}"
+    return f"{pair[0] / scale:.3g}-{pair[1] / scale:.3g}"
 
 
 def bin_layout(layout: str, b: Bin) -> tuple[int | None, bool | None]:

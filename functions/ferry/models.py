@@ -7,7 +7,7 @@ wherever it runs.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any
 
@@ -166,7 +166,17 @@ class CopyResult:
     handed_over: bool = False  # pending only because of the deadline: run it again to finish
 
     def to_dict(self) -> dict[str, Any]:
-        data = {k: v for k, v in asdict(self).items() if v not in (None, {}, 0) or k in ("bytes", "status")}
+        # Every field is a scalar: read them directly. dataclasses.asdict deep-copies each one,
+        # and in a batch of a thousand small objects that was a fifth of a CopyBatch pass's CPU
+        # (py-spy, bench/results/worker_cost.md).
+        data = {
+            k: v
+            for k in _RESULT_FIELDS
+            if (v := getattr(self, k)) not in (None, {}, 0) or k in ("bytes", "status")
+        }
         data["status"] = str(self.status)
         data["key"] = data.pop("source_key")
         return data
+
+
+_RESULT_FIELDS = tuple(f.name for f in fields(CopyResult))

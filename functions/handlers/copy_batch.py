@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ferry.pipeline.batches import copy_batch
+from ferry.pipeline.batches import copy_batch, pass_event
 
 from .runtime import logger, metrics, publish_counts, publish_lags, services, tag_logs, tracer
 
@@ -13,6 +13,7 @@ from .runtime import logger, metrics, publish_counts, publish_lags, services, ta
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    event = dict(pass_event(event))  # a first pass gets the Distributed Map's {Items, BatchInput}
     tag_logs(event)
     result = copy_batch(event, services(), context.get_remaining_time_in_millis())
     publish_counts(result.pop("pass_counts"))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ferry.pipeline.batches import record_failure
+from ferry.pipeline.batches import pass_event, record_failure
 
 from .runtime import logger, metrics, publish_counts, services, tag_logs, tracer
 
@@ -13,6 +13,7 @@ from .runtime import logger, metrics, publish_counts, services, tag_logs, tracer
 @tracer.capture_lambda_handler
 @metrics.log_metrics
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    event = dict(pass_event(event))  # a first pass gets the Distributed Map's {Items, BatchInput}
     tag_logs(event)
     logger.error("recording a failed batch", extra={"error": event.get("error")})
     result = record_failure(event, services())

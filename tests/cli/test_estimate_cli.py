@@ -235,7 +235,7 @@ def test_estimate_from_numbers_prints_a_table_per_service() -> None:
     for expected in ("S3 requests", "CopyObject", "Lambda", "Step Functions", "DynamoDB", "total"):
         assert expected in text
     assert "S3 Batch Operations (Copy)" in text and "DataSync" in text and "S3 Batch Replication" in text
-    assert "duration:" in text and "assumed (not measured on AWS)" in text
+    assert "duration:" in text and "server-side from CPU measured locally, not on AWS" in text
 
 
 def test_estimate_reads_batch_sizes_from_a_cdk_json(tmp_path: Any) -> None:

@@ -25,6 +25,7 @@ import pytest
 from parent_harness import FargateTasks, LambdaRouter, ParentHarness
 
 from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext
+from ferry.pipeline.batches import pass_event
 from ferry.pipeline.ledger import DynamoLedger
 from ferry_cdk.definition import parent_definition
 from handlers import copy_batch, finalize, prepare, record_failure
@@ -431,7 +432,7 @@ def _break_batches_holding(parent: Parent, monkeypatch: Any, key: str, *, also_r
 
     def wrap(handler: Any) -> Any:
         def broken(event: dict[str, Any], context: Any) -> Any:
-            if any(i.get("Key") == key for i in event.get("items") or []):
+            if any(i.get("Key") == key for i in pass_event(event).get("items") or []):
                 raise RuntimeError(f"cannot process the batch holding {key}")
             return handler(event, context)
 
@@ -658,7 +659,7 @@ def test_a_pass_that_hands_over_at_its_deadline_is_finished_by_later_passes(pare
     )
 
     assert_job_succeeded(parent, described, "late", len(sources))
-    passes = [event.get("pass") for event in parent.harness.lambdas.called("copy-batch")]
+    passes = [pass_event(event).get("pass") for event in parent.harness.lambdas.called("copy-batch")]
     assert passes.count(2) >= 1, passes
     assert_copied(parent.pipeline.s3, sources, "in/", "")
 

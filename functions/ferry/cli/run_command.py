@@ -80,7 +80,7 @@ def add_run_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
     how = run.add_argument_group("how the job runs (the pipeline's settings)")
     how.add_argument("--batch-concurrency", type=int, default=4, help="batches at once (default 4)")
     how.add_argument("--max-items-per-batch", type=int, help="objects per batch (default 200)")
-    how.add_argument("--max-input-bytes-per-batch", help="batch input size, e.g. 128KiB (default)")
+    how.add_argument("--max-input-bytes-per-batch", help="batch input size, e.g. 64KiB (default 150KiB)")
     how.add_argument(
         "--large-object-threshold", help="objects above this take the large-object path (default 10GiB)"
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -46,6 +47,10 @@ from ferry.report_stats import ReportStats
 
 log = logging.getLogger(__name__)
 
+# Connections each kept client may pool: the copier's object threads (at most 128) plus its part
+# threads (at most 64), as engine.copier.Copier sizes the clients it makes itself.
+CLIENT_POOL = 192
+
 
 @dataclass
 class Services:
@@ -64,6 +69,11 @@ class Services:
     destination_s3: Any = None  # default: `s3` (on AWS one identity reads and writes)
     on_result: Callable[[CopyResult], None] | None = None
     reads_any_region: bool = False  # `ferry run` lists and reads manifests in any region
+    # S3 clients kept for the life of the process (see `client`).
+    _clients: dict[Endpoint, Any] = field(default_factory=dict, repr=False, compare=False)
+    _clients_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    # Each job's spec, read from the ledger once per process (see `job_spec`).
+    _specs: dict[str, JobSpec] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def ledger(self) -> Ledger:
@@ -90,6 +100,20 @@ class Services:
                 return configured
         return self.source if side == "source" else self.destination
 
+    def client(self, endpoint: Endpoint) -> Any:
+        """The S3 client for `endpoint`, made once per process: a Lambda container runs pass
+        after pass, and a new client (a botocore session, its handlers and endpoint rules) cost
+        about an eighth of the CPU of a pass of 1,000 small objects (py-spy,
+        bench/results/worker_cost.md). boto3 clients are thread-safe; assumed roles' credentials
+        refresh themselves. An endpoint whose keys come from a secret gets a new client each
+        pass, so a rotated secret takes effect at the next pass as before."""
+        if endpoint.credentials_secret:
+            return make_client(endpoint, CLIENT_POOL)
+        with self._clients_lock:
+            if endpoint not in self._clients:
+                self._clients[endpoint] = make_client(endpoint, CLIENT_POOL)
+            return self._clients[endpoint]
+
     def copier(
         self,
         policy: CopyPolicy,
@@ -101,11 +125,14 @@ class Services:
         """A Copier for one job: its uploads' marks name `job_id`, so the job's Finalize can
         tell the uploads a crash left for it from any other job's (abandoned_uploads.py)."""
         checkpoints = self.ledger.checkpoints(ttl_days=self.settings.checkpoint_ttl_days)
+        source, destination = source or self.source, destination or self.destination
         return Copier(
-            source or self.source,
-            destination or self.destination,
+            source,
+            destination,
             policy,
             job_id=job_id,
+            source_client=self.client(source),
+            dest_client=self.client(destination),
             memory_limit=self.settings.memory_limit,
             checkpoints=checkpoints,
             # The workers hold only kms:Decrypt on source keys: a source key is reused only
@@ -122,7 +149,20 @@ def batch_id_for(job_id: str, items: Sequence[Any]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:24]
 
 
+def pass_event(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A pass's event in one shape. The Distributed Map starts the child workflow with
+    `{"Items": [...], "BatchInput": {"job": ...}}` and CopyBatch takes that as it comes (a Pass
+    state reshaping it cost one more state transition per batch); later passes, and the Catch
+    of a first pass, give `{"job", "items", "pass", ...}`. Anything else in the event (the
+    Catch's `error`) is kept."""
+    if "Items" not in event or "items" in event:
+        return event
+    rest = {k: v for k, v in event.items() if k not in ("Items", "BatchInput")}
+    return {**rest, "job": event["BatchInput"]["job"], "items": event["Items"], "pass": 1}
+
+
 def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) -> dict[str, Any]:
+    event = pass_event(event)
     job = event["job"]
     spec = job_spec(services, job["job_id"])
     items: list[Any] = list(event.get("items") or [])
@@ -232,6 +272,7 @@ def _positions(items: Sequence[Any], chosen: Sequence[Any]) -> list[int]:
 def record_failure(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
     """A pass (or one large object) failed for good: record its objects as failed, with the
     error, unless that pass had already been recorded before it failed."""
+    event = pass_event(event)
     job = event["job"]
     spec = job_spec(services, job["job_id"])
     error = event.get("error") or {}
@@ -373,13 +414,18 @@ def _record_copies(services: Services, spec: JobSpec, copies: list[tuple[Any, Co
 
 
 def job_spec(services: Services, job_id: str) -> JobSpec:
-    """The job's spec, read from the ledger once per invocation. The state machine carries only
-    the job id (and small limits) from batch to batch, so no state's payload grows with the
-    spec: every state stays under Step Functions' 256 KiB whatever the job says."""
-    job = services.ledger.job(job_id)
-    if job is None:
-        raise RuntimeError(f"job {job_id!r} has no record in the ledger")
-    return parse_job_spec(job["spec"])
+    """The job's spec, read from the ledger once per process and job. The state machine carries
+    only the job id (and small limits) from batch to batch, so no state's payload grows with the
+    spec: every state stays under Step Functions' 256 KiB whatever the job says. A spec never
+    changes once Prepare wrote it, so a Lambda container running pass after pass of one job
+    reads it once (a GetItem per pass saved)."""
+    spec = services._specs.get(job_id)
+    if spec is None:
+        job = services.ledger.job(job_id)
+        if job is None:
+            raise RuntimeError(f"job {job_id!r} has no record in the ledger")
+        spec = services._specs[job_id] = parse_job_spec(job["spec"])
+    return spec
 
 
 def record(

@@ -156,11 +156,15 @@ class PipelineSettings:
     destination_kms_key_arns: tuple[str, ...] = ()
     manifest_kms_key_arns: tuple[str, ...] = ()  # SSE-KMS manifests and S3 Inventory files
     secret_kms_key_arns: tuple[str, ...] = ()  # customer keys encrypting credentials_secret secrets
-    lambda_memory_mb: int = 2048
+    # One full vCPU (aws-limits.md): a CopyBatch worker is one Python process, which uses at most
+    # one (the GIL), so more memory buys CPU it cannot use (bench/results/worker_cost.md).
+    lambda_memory_mb: int = 1769
     lambda_architecture: str = "arm64"
     lambda_runtime: str = "python3.13"
-    max_items_per_batch: int = 200
-    max_input_bytes_per_batch: int = 128 * 1024
+    # Batches as large as the payload allows: Step Functions bills per transition, so per
+    # batch; the byte cap decides how many items (MAX_BATCH_INPUT_BYTES above), not a count.
+    max_items_per_batch: int = 10_000
+    max_input_bytes_per_batch: int = MAX_BATCH_INPUT_BYTES
     max_concurrency: int = 100
     tolerated_failure_percentage: int = 5
     large_object_threshold: int = 10 * GiB
