@@ -85,6 +85,7 @@ class Requests:
 def timed(pipeline, monkeypatch) -> Requests:
     """The engine on the virtual clock, its clients' write requests recorded."""
     from ferry.engine import copier, multipart
+    from ferry.pipeline import batches
 
     clock = VirtualClock()
     fake_time = SimpleNamespace(monotonic=clock.monotonic)
@@ -93,6 +94,8 @@ def timed(pipeline, monkeypatch) -> Requests:
     requests = Requests(clock)
     real_make_client = copier.make_client
     monkeypatch.setattr(copier, "make_client", lambda *a, **k: requests.watch(real_make_client(*a, **k)))
+    # The clients a worker keeps from pass to pass are made by the pipeline.
+    monkeypatch.setattr(batches, "make_client", lambda *a, **k: requests.watch(real_make_client(*a, **k)))
     # One object at a time, so which objects a pass starts depends on the clock alone.
     monkeypatch.setattr(copier, "default_concurrency", lambda *a, **k: 1)
     # Room for one 5 MiB part at a time, and passes enough to finish.
