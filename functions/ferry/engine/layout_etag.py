@@ -12,40 +12,22 @@ fails and is aborted, before it is completed.
 from __future__ import annotations
 
 import hashlib
-import threading
 from collections.abc import Sequence
 
 from ferry.engine.checksums import multipart_etag
-from ferry.errors import CopyFailed
+from ferry.engine.in_order import InOrder
 from ferry.limits import Part
 
 
-class LayoutEtag:
-    """MD5 per source part over bytes that arrive in Ferry's parts, each part waiting for its
-    turn (as streaming.OrderedMd5: parts are submitted in order, so memory stays bounded)."""
+class LayoutEtag(InOrder):
+    """MD5 per source part over bytes that arrive in Ferry's parts, fed in part order."""
 
     def __init__(self, source_layout: Sequence[Part]) -> None:
+        super().__init__()
         self._ends = [p.end for p in source_layout]
         self._digests: list[bytes] = []
         self._md5 = hashlib.md5()
         self._offset = 0
-        self._next = 1
-        self._cancelled = False
-        self._cond = threading.Condition()
-
-    def feed(self, number: int, data: bytes | memoryview) -> None:
-        with self._cond:
-            self._cond.wait_for(lambda: self._next == number or self._cancelled)
-            if self._cancelled:
-                raise _Cancelled("copy cancelled: another part failed")
-            self._consume(data)
-            self._next += 1
-            self._cond.notify_all()
-
-    def cancel(self) -> None:
-        with self._cond:
-            self._cancelled = True
-            self._cond.notify_all()
 
     def _consume(self, data: bytes | memoryview) -> None:
         view = memoryview(data)
@@ -65,9 +47,3 @@ class LayoutEtag:
         if len(self._digests) != len(self._ends) or self._offset != self._ends[-1]:
             return None
         return multipart_etag(self._digests)
-
-
-class _Cancelled(CopyFailed):
-    """A part gave up because another part failed; never the reason reported for the object."""
-
-    is_cancellation = True

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import random
-import threading
 import time
 from typing import Any
 
@@ -29,6 +28,7 @@ from ferry.engine.attributes import new_object_args, tagging_string
 from ferry.engine.buffers import request_body
 from ferry.engine.context import TransferContext
 from ferry.engine.degradations import is_not_implemented
+from ferry.engine.in_order import InOrder
 from ferry.engine.layout_etag import LayoutEtag
 from ferry.engine.multipart import open_upload
 from ferry.engine.outcome import Outcome
@@ -127,38 +127,15 @@ def read_into(client: Any, info: SourceInfo, part: Part | None, view: memoryview
     )
 
 
-class Cancelled(CopyFailed):
-    """A part gave up because another part failed; never the reason reported for the object."""
-
-    is_cancellation = True
-
-
-class OrderedMd5:
-    """MD5 of a whole object whose parts finish out of order: each part waits for its turn.
-
-    A waiting part keeps its buffer (and its share of the byte budget), so memory stays
-    bounded; parts are submitted in order, so the part being waited for is always running.
-    """
+class OrderedMd5(InOrder):
+    """MD5 of a whole object whose parts finish out of order."""
 
     def __init__(self, first: int = 1) -> None:
+        super().__init__(first)
         self._md5 = hashlib.md5()
-        self._next = first
-        self._cancelled = False
-        self._cond = threading.Condition()
 
-    def feed(self, number: int, data: bytes | memoryview) -> None:
-        with self._cond:
-            self._cond.wait_for(lambda: self._next == number or self._cancelled)
-            if self._cancelled:
-                raise Cancelled("copy cancelled: another part failed")
-            self._md5.update(data)
-            self._next += 1
-            self._cond.notify_all()
-
-    def cancel(self) -> None:
-        with self._cond:
-            self._cancelled = True
-            self._cond.notify_all()
+    def _consume(self, data: bytes | memoryview) -> None:
+        self._md5.update(data)
 
     def hexdigest(self) -> str:
         return self._md5.hexdigest()
