@@ -129,11 +129,11 @@ def test_clean_uploads_with_another_marks_prefix(server: Any) -> None:
             "ferry: error: the location 'bucket-only' is not an S3 URL: write s3://bucket or s3://bucket/prefix",
         ),
         (
-            ["s3://b", "--older-than", "yesterday"],
+            ["s3://bkt", "--older-than", "yesterday"],
             "ferry: error: --older-than 'yesterday' is not an age: write a number and a unit, such as 30m, 24h or 7d",
         ),
         (
-            ["s3://b", "--marks-prefix", "/abs"],
+            ["s3://bkt", "--marks-prefix", "/abs"],
             "ferry: error: --marks-prefix '/abs' must be a folder in the bucket, such as .ferry/uploads/",
         ),
     ],
