@@ -123,8 +123,8 @@ def test_server_copy_without_comparable_evidence_says_unverified_until_sized():
 
 
 def test_a_failed_part_is_reported_not_the_parts_it_cancelled():
-    from ferry.engine.multipart import _root_cause
     from ferry.engine.in_order import Cancelled
+    from ferry.engine.multipart import _root_cause
 
     real = CopyFailed("AccessDenied on s3:PutObject (UploadPart)")
     assert _root_cause([Cancelled("copy cancelled: another part failed"), real]) is real
