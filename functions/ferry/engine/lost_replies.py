@@ -29,6 +29,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from ferry.engine.upload_marks import open_uploads_of_key
 from ferry.errors import error_code
 
 log = logging.getLogger(__name__)
@@ -61,12 +62,7 @@ def abort_lost_creates(client: Any, bucket: str, key: str, upload_id: str, elaps
     upload ids aborted. Nothing is aborted if our own upload is not listed.
     """
     try:
-        uploads = [
-            upload
-            for page in client.get_paginator("list_multipart_uploads").paginate(Bucket=bucket, Prefix=key)
-            for upload in page.get("Uploads", [])
-            if upload.get("Key") == key
-        ]
+        uploads = list(open_uploads_of_key(client, bucket, key))
     except Exception as error:
         log.warning("cannot list uploads of s3://%s/%s to abort a lost one: %s", bucket, key, error)
         return []

@@ -197,7 +197,7 @@ def delete_mark(
     client.delete_object(Bucket=bucket, Key=mark_key(dest_key, upload_id, marks_prefix))
 
 
-def _open_uploads(client: Any, bucket: str, key: str) -> Iterator[dict[str, Any]]:
+def open_uploads_of_key(client: Any, bucket: str, key: str) -> Iterator[dict[str, Any]]:
     """Open uploads of exactly `key`: ListMultipartUploads with the key as prefix, paginated,
     keeping only the exact key (a prefix also matches longer keys)."""
     paginator = client.get_paginator("list_multipart_uploads")
@@ -221,7 +221,7 @@ def key_uploads(
 
     Needs s3:ListBucketMultipartUploads on the bucket and s3:GetObject on the marks only.
     """
-    for upload in _open_uploads(client, bucket, key):
+    for upload in open_uploads_of_key(client, bucket, key):
         mark = read_mark(client, bucket, key, upload["UploadId"], marks_prefix=marks_prefix)
         if mark is not None:
             yield FerryUpload(key, upload["UploadId"], _initiated(upload), mark)
@@ -264,7 +264,7 @@ def scan_marks(
     for mark in list_marks(client, bucket, key_prefix=key_prefix, marks_prefix=marks_prefix):
         by_key.setdefault(mark.dest_key, []).append(mark)
     for key in sorted(by_key):
-        open_by_id = {u["UploadId"]: u for u in _open_uploads(client, bucket, key)}
+        open_by_id = {u["UploadId"]: u for u in open_uploads_of_key(client, bucket, key)}
         for mark in by_key[key]:
             upload = open_by_id.get(mark.upload_id)
             yield mark, (FerryUpload(key, mark.upload_id, _initiated(upload), mark) if upload else None)
