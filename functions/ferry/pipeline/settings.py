@@ -174,6 +174,9 @@ class PipelineSettings:
     fargate_cpu: int = 2048
     fargate_memory_mb: int = 4096
     fargate_spot: bool = True
+    # The lean request path for small objects' requests (ferry.lean_s3); false sends every
+    # request through botocore, as `ferry copy --no-lean-requests` does.
+    lean_requests: bool = True
     fargate_max_concurrency: int = 2  # per batch: all batches together run up to max_concurrency x this
     vpc_id: str | None = None
     report_retention_days: int = 90
@@ -274,7 +277,7 @@ class PipelineSettings:
                 values[name] = tuple(value)
             elif name in ("large_object_threshold", "max_input_bytes_per_batch"):
                 values[name] = parse_size(value) if isinstance(value, str) else _int(name, value)
-            elif name in ("fargate_spot",):
+            elif name in ("fargate_spot", "lean_requests"):
                 if not isinstance(value, bool):
                     raise ConfigError(f"{name}: must be true or false")
                 values[name] = value
@@ -340,6 +343,7 @@ class PipelineSettings:
             "FERRY_COPY_OBJECT_MIB_PER_SECOND": str(self.copy_object_mib_per_second),
             "FERRY_CHECKPOINT_TTL_DAYS": str(self.checkpoint_ttl_days),
             "FERRY_MEMORY_LIMIT": str(self.fargate_memory_limit if fargate else self.lambda_memory_limit),
+            "FERRY_LEAN_REQUESTS": "1" if self.lean_requests else "0",  # ferry.lean_s3.LEAN_ENV
             "FERRY_BUCKET_OWNERS": json.dumps(self.bucket_owners, sort_keys=True),
             # The keys the workers may encrypt with (the stack grants kms:GenerateDataKey on
             # them): an SSE-KMS source keeps its key only if it is one, and Prepare refuses a
