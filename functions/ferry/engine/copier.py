@@ -43,7 +43,10 @@ from ferry.models import CopyPolicy, CopyResult, Endpoint, Mode, SourceObject, S
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MEMORY_LIMIT = 256 * MiB
+# Object bytes a streaming copy holds at once by default. The process itself (Python, boto3,
+# the clients) takes about 70 MiB beside them: 160 MiB keeps the whole `ferry` process within
+# 256 MiB whatever the source's parts (16 parts of 8 MiB fit; of 16 MiB parts, 10 run at once).
+DEFAULT_MEMORY_LIMIT = 160 * MiB
 # Bytes per second assumed for one request that cannot be checkpointed (a CopyObject of up to
 # 5 GiB, a PutObject, one part) when judging whether it can finish before a deadline. A
 # cross-region CopyObject can run at tens of MiB/s, not the hundreds seen within a region: too
