@@ -15,6 +15,7 @@ from .tools import Commands, Invocation, Variant, aws_env
 
 SMALL_PREFIX = "small/"
 LARGE_KEY = "large/object-large"
+LARGE_16_KEY = "large/object-large-16mib-parts"  # the same size in 16 MiB parts (Ferry's memory bound)
 HUGE_KEY = "huge/object-huge"
 
 
@@ -201,6 +202,22 @@ def large_streamed(c: Commands, s: Settings, work: Path) -> Case:
             "ferry",
             "default (16 parts in flight, source layout 8 MiB)",
             lambda p: Invocation([[c.ferry(src, f"s3://{DST_BUCKET}/{p}{name}", "--mode", "stream")]]),
+        ),
+        Variant(
+            "ferry",
+            "default, source layout 16 MiB (kept: peak RSS at the defaults)",
+            lambda p: Invocation(
+                [
+                    [
+                        c.ferry(
+                            f"s3://{SRC_BUCKET}/{LARGE_16_KEY}",
+                            f"s3://{DST_BUCKET}/{p}{name}",
+                            "--mode",
+                            "stream",
+                        )
+                    ]
+                ]
+            ),
         ),
     ]
     for parts in (p8, 4):

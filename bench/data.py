@@ -92,10 +92,11 @@ class _Generated(io.RawIOBase):
         return n
 
 
-def seed_large(s3: Any, key: str, size: int) -> None:
-    """One object uploaded in 8 MiB parts by s3transfer, as `aws s3 cp` would."""
-    config = TransferConfig(multipart_threshold=SEED_PART, multipart_chunksize=SEED_PART, max_concurrency=8)
-    s3.upload_fileobj(io.BufferedReader(_Generated(size), SEED_PART), SRC_BUCKET, key, Config=config)
+def seed_large(s3: Any, key: str, size: int, part: int = SEED_PART) -> None:
+    """One object uploaded in parts by s3transfer, as `aws s3 cp` would (8 MiB parts unless
+    told otherwise: case 3 also streams a source in 16 MiB parts, whose layout Ferry keeps)."""
+    config = TransferConfig(multipart_threshold=part, multipart_chunksize=part, max_concurrency=8)
+    s3.upload_fileobj(io.BufferedReader(_Generated(size), part), SRC_BUCKET, key, Config=config)
 
 
 def exists(s3: Any, key: str, size: int) -> bool:
