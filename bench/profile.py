@@ -45,6 +45,17 @@ def category(stack: str) -> str:
     return "other: threads, results, the report"
 
 
+def leaves(raw: Path) -> collections.Counter[str]:
+    """Samples per innermost frame (the function itself running, without its callees), to
+    name what inside a category costs the CPU."""
+    counts = collections.Counter[str]()
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if stack.strip():
+            counts[stack.rsplit(";", 1)[-1].strip()] += int(count)
+    return counts
+
+
 def split(raw: Path) -> tuple[int, collections.Counter[str]]:
     """Samples per category from py-spy's raw (collapsed) output; idle samples are dropped."""
     total, shares = 0, collections.Counter[str]()
@@ -100,6 +111,9 @@ def main() -> int:
             print(f"  {total} samples at {RATE} Hz = {total / RATE:.2f} s of CPU holding the GIL")
             for name, count in shares.most_common():
                 print(f"  {100 * count / total:5.1f}%  {count / RATE:5.2f} s  {name}")
+            print("  functions by their own samples (callees excluded), the top 12:")
+            for name, count in leaves(raw).most_common(12):
+                print(f"  {100 * count / total:5.1f}%  {name}")
         shutil.rmtree(out, ignore_errors=True)
     finally:
         server.stop()
