@@ -218,9 +218,9 @@ def run_server(server: Server, args: argparse.Namespace, bins: Binaries, page: P
                 if not data.exists(s3, key, size):
                     data.seed_large(s3, key, size)
                 result.sources[f"{key.split('/')[0]} object"] = data.describe_source(s3, key)
-                if number == 3 and not data.exists(s3, LARGE_16_KEY, size):
-                    data.seed_large(s3, LARGE_16_KEY, size, part=16 * data.MiB)
                 if number == 3:
+                    if not data.exists(s3, LARGE_16_KEY, size):
+                        data.seed_large(s3, LARGE_16_KEY, size, part=16 * data.MiB)
                     result.sources["large object in 16 MiB parts"] = data.describe_source(s3, LARGE_16_KEY)
             log(f"seeded in {time.monotonic() - started:.0f} s")
             case_result = run_case(case, server, env, s3, settings)

@@ -43,6 +43,28 @@ NOT_IMPLEMENTED_BODY = (
 HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "upgrade", "expect"}
 
 
+def forward(
+    upstream: Any, command: str, path: str, headers: Any, body: bytes
+) -> tuple[int, str, list[tuple[str, str]], bytes]:
+    """Send one request on to the real server unchanged (its SigV4 signature still holds: the
+    Host header is the client's own) and read the whole answer. Shared by the fault proxy."""
+    connection = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=120)
+    try:
+        connection.putrequest(command, path, skip_host=True, skip_accept_encoding=True)
+        for name, value in headers.items():
+            if name.lower() in HOP_BY_HOP or name.lower() == "content-length":
+                continue
+            connection.putheader(name, value)
+        if body or command in ("PUT", "POST"):
+            connection.putheader("Content-Length", str(len(body)))
+        connection.endheaders(body or None)
+        response = connection.getresponse()
+        payload = response.read()
+        return response.status, response.reason, response.getheaders(), payload
+    finally:
+        connection.close()
+
+
 @dataclass(frozen=True)
 class Refuse:
     """Answer 501 NotImplemented to requests that match every condition given."""
@@ -203,7 +225,9 @@ def _handler(proxy: QuirkProxy, idle_timeout: float) -> type[BaseHTTPRequestHand
                 proxy.record(entry)
                 self._answer_not_implemented(split.path)
                 return
-            status, reason, out_headers, payload = self._forward(body)
+            status, reason, out_headers, payload = forward(
+                upstream, self.command, self.path, self.headers, body
+            )
             if (
                 status == 200
                 and any(isinstance(r, DropTags) for r in rules)
@@ -226,23 +250,6 @@ def _handler(proxy: QuirkProxy, idle_timeout: float) -> type[BaseHTTPRequestHand
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(payload)
-
-        def _forward(self, body: bytes) -> tuple[int, str, list[tuple[str, str]], bytes]:
-            connection = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=120)
-            try:
-                connection.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
-                for name, value in self.headers.items():
-                    if name.lower() in HOP_BY_HOP or name.lower() == "content-length":
-                        continue
-                    connection.putheader(name, value)
-                if body or self.command in ("PUT", "POST"):
-                    connection.putheader("Content-Length", str(len(body)))
-                connection.endheaders(body or None)
-                response = connection.getresponse()
-                payload = response.read()
-                return response.status, response.reason, response.getheaders(), payload
-            finally:
-                connection.close()
 
         def _answer(self, status: int, payload: bytes) -> None:
             self.send_response(status)

@@ -31,7 +31,6 @@ and every fault it injected, per request kind, so a test can assert that each fa
 from __future__ import annotations
 
 import hashlib
-import http.client
 import random
 import socket
 import struct
@@ -44,6 +43,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
+
+from engine.server_quirks import HOP_BY_HOP, forward
 
 FAULTS = ("slowdown", "internal", "reset", "truncate", "delay", "flip")
 BODY_FAULTS = frozenset({"truncate", "flip"})  # only where the response carries object bytes
@@ -80,7 +81,6 @@ ERRORS = {
         "We encountered an internal error. Please try again.",
     ),
 }
-HOP_BY_HOP = {"connection", "keep-alive", "transfer-encoding", "proxy-connection", "te", "upgrade", "expect"}
 # Query parameters that differ between runs or attempts, left out of a request's identity.
 _VOLATILE = {"uploadId", "X-Amz-Signature", "X-Amz-Date", "X-Amz-Credential", "x-id"}
 
@@ -260,7 +260,9 @@ def _handler(proxy: FaultProxy, idle_timeout: float) -> type[BaseHTTPRequestHand
             if fault == "delay":
                 proxy.record(kind, fault)
                 time.sleep(proxy.plan.delay_seconds * rng.uniform(0.5, 1.0))
-            status, reason, out_headers, payload = self._forward(body)
+            status, reason, out_headers, payload = forward(
+                upstream, self.command, self.path, self.headers, body
+            )
             if fault == "reset" and kind not in OBJECT_READS:
                 self._reset_answer(status, reason, out_headers, payload, rng)
                 return
@@ -345,23 +347,6 @@ def _handler(proxy: FaultProxy, idle_timeout: float) -> type[BaseHTTPRequestHand
             self.end_headers()
             if self.command != "HEAD":
                 self.wfile.write(payload)
-
-        def _forward(self, body: bytes) -> tuple[int, str, list[tuple[str, str]], bytes]:
-            connection = http.client.HTTPConnection(upstream.hostname, upstream.port, timeout=120)
-            try:
-                connection.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
-                for name, value in self.headers.items():
-                    if name.lower() in HOP_BY_HOP or name.lower() == "content-length":
-                        continue
-                    connection.putheader(name, value)
-                if body or self.command in ("PUT", "POST"):
-                    connection.putheader("Content-Length", str(len(body)))
-                connection.endheaders(body or None)
-                response = connection.getresponse()
-                payload = response.read()
-                return response.status, response.reason, response.getheaders(), payload
-            finally:
-                connection.close()
 
         do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 

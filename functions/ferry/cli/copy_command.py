@@ -14,14 +14,13 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser
 from ferry.cli.progress import Progress
-from ferry.cli.ranges import check_count, check_kms_region, memory_limit
+from ferry.cli.ranges import add_memory_limit_argument, check_count, check_kms_region, memory_limit
 from ferry.cli.report import ReportWriter, Summary, report_for_html
 from ferry.clients import make_client
-from ferry.engine.copier import DEFAULT_MEMORY_LIMIT, Copier
+from ferry.engine.copier import Copier
 from ferry.errors import ConfigError, FerryError
 from ferry.jobspec import JobOptions, parse_options
 from ferry.lean_s3 import LEAN_ENV
-from ferry.limits import MiB
 from ferry.listing import check_bucket, check_overlap, parse_s3_url, plan_pairs
 from ferry.models import CHECKSUM_ALGORITHMS, CopyResult, Endpoint, Status
 from ferry.report_html import render_report_html
@@ -71,11 +70,7 @@ def add_copy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPa
         "--part-size", help="multipart part size, e.g. 8MiB (default: the source's layout, else chosen)"
     )
     how.add_argument("--multipart-threshold", default="16MiB", help="stream objects above this in parts")
-    how.add_argument(
-        "--memory-limit",
-        default=f"{DEFAULT_MEMORY_LIMIT // MiB}MiB",
-        help="object bytes held in memory by streaming (the process adds about 70 MiB)",
-    )
+    add_memory_limit_argument(how)
     how.add_argument("--checksum-algorithm", type=str.upper, choices=CHECKSUM_ALGORITHMS)
     how.add_argument(
         "--marks-prefix",

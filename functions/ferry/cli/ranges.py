@@ -10,9 +10,12 @@ network uses (the defaults are 8 per CPU, at most 64).
 
 from __future__ import annotations
 
+from typing import Any
+
+from ferry.engine.copier import DEFAULT_MEMORY_LIMIT
 from ferry.errors import ConfigError
 from ferry.kms_keys import kms_key_problem
-from ferry.limits import MIN_PART_SIZE, format_size, parse_size
+from ferry.limits import MIN_PART_SIZE, MiB, format_size, parse_size
 
 MAX_CONCURRENCY = 1024
 
@@ -25,6 +28,15 @@ def check_count(value: int | None, flag: str, maximum: int = MAX_CONCURRENCY) ->
         raise ConfigError(f"{flag} must be at least 1")
     if value > maximum:
         raise ConfigError(f"{flag} {value} is more than {maximum}: give 1 to {maximum}")
+
+
+def add_memory_limit_argument(group: Any) -> None:
+    """`--memory-limit`, the same for `ferry copy` and `ferry run`."""
+    group.add_argument(
+        "--memory-limit",
+        default=f"{DEFAULT_MEMORY_LIMIT // MiB}MiB",
+        help="object bytes held in memory by streaming (the process adds about 70 MiB)",
+    )
 
 
 def memory_limit(text: str, flag: str = "--memory-limit") -> int:

@@ -25,12 +25,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ferry.cli.copy_command import endpoints
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, read_json_file
 from ferry.cli.progress import Progress
-from ferry.cli.ranges import check_kms_region, memory_limit
+from ferry.cli.ranges import add_memory_limit_argument, check_kms_region, memory_limit
 from ferry.cli.report import Summary
 from ferry.clients import make_client
-from ferry.engine.copier import DEFAULT_MEMORY_LIMIT
 from ferry.errors import ConfigError, error_code
-from ferry.limits import MiB, parse_size
+from ferry.limits import parse_size
 from ferry.models import CopyResult, Status
 from ferry.pipeline.batches import Services
 from ferry.pipeline.ledger import DynamoLedger, Ledger
@@ -92,11 +91,7 @@ def add_run_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
         default=LAMBDA_SECONDS - 90,
         help="a CopyBatch pass hands over after this long, as on Lambda (default 810)",
     )
-    how.add_argument(
-        "--memory-limit",
-        default=f"{DEFAULT_MEMORY_LIMIT // MiB}MiB",
-        help="object bytes held in memory by streaming (the process adds about 70 MiB)",
-    )
+    add_memory_limit_argument(how)
     out = run.add_argument_group("output")
     out.add_argument(
         "--report", metavar="FILE", help="JSON Lines report: one line per object, then a summary"

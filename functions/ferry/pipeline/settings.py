@@ -343,7 +343,8 @@ class PipelineSettings:
             "FERRY_COPY_OBJECT_MIB_PER_SECOND": str(self.copy_object_mib_per_second),
             "FERRY_CHECKPOINT_TTL_DAYS": str(self.checkpoint_ttl_days),
             "FERRY_MEMORY_LIMIT": str(self.fargate_memory_limit if fargate else self.lambda_memory_limit),
-            "FERRY_LEAN_REQUESTS": "1" if self.lean_requests else "0",  # ferry.lean_s3.LEAN_ENV
+            # ferry.lean_s3.LEAN_ENV, spelled out: importing lean_s3 here would load botocore into `cdk synth`
+            "FERRY_LEAN_REQUESTS": "1" if self.lean_requests else "0",
             "FERRY_BUCKET_OWNERS": json.dumps(self.bucket_owners, sort_keys=True),
             # The keys the workers may encrypt with (the stack grants kms:GenerateDataKey on
             # them): an SSE-KMS source keeps its key only if it is one, and Prepare refuses a
