@@ -1,11 +1,10 @@
 """A lean request path for the hot requests of small objects, beside the botocore client.
 
 `LeanClient` stands in for a botocore S3 client: every attribute is the client's, except
-HeadObject, GetObject, PutObject, CopyObject and GetObjectTagging, which it sends itself
+HeadObject, GetObject, PutObject, CopyObject, GetObjectTagging and ListObjectsV2, which it sends itself
 (hand-signed SigV4 over one keep-alive `http.client` connection per thread) and answers with
 the dict botocore would have returned. botocore costs 1.0-1.5 ms of client CPU per request,
-mostly outside signing and the network; this path 0.2-0.45 ms
-(/work/shared/reference/request-cost.md, issue 14).
+mostly outside signing and the network; this path 0.2-0.45 ms (`make bench-lean`).
 
 What stays botocore's, so nothing is re-invented:
 - credentials: the same (refreshable) credentials object the client signs with;
@@ -26,8 +25,9 @@ What stays botocore's, so nothing is re-invented:
   not there yet is the common case: sending it twice would double its cost);
 - events: hooks registered on the client after it was made (tests counting requests, the
   Stubber) are called as botocore calls them (provide-client-params, before-parameter-build,
-  before-call, after-call); before-send and needs-retry go to every handler, so the adaptive
-  rate limiter sees each request and response, and moto's in-process mock answers them.
+  before-call, after-call); before-send goes to every handler, and needs-retry to the
+  adaptive rate limiter (every handler for an answer that is not a 2xx), so the limiter sees
+  each request and response, and moto's in-process mock answers them.
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ from botocore import httpchecksum
 from botocore.awsrequest import AWSPreparedRequest, AWSResponse
 from botocore.exceptions import MissingDependencyException, ReadTimeoutError, ResponseStreamingError
 from botocore.response import StreamingBody
+from botocore.retries import adaptive as adaptive_retries
 from botocore.retries import standard as standard_retries
 
 LEAN_ENV = "FERRY_LEAN_REQUESTS"
@@ -62,6 +63,7 @@ LEAN_OPERATIONS = {
     "put_object": "PutObject",
     "copy_object": "CopyObject",
     "get_object_tagging": "GetObjectTagging",
+    "list_objects_v2": "ListObjectsV2",
 }
 # Answers botocore neither retries nor redirects: parsed here rather than sent twice.
 FINAL_ERRORS = frozenset({304, 404, 412, 501})
@@ -116,7 +118,7 @@ class _Operation:
         self.name = model.name
         self.method = model.http["method"]
         uri = model.http["requestUri"]
-        self.query_suffix = uri.partition("?")[2]  # "tagging" for GetObjectTagging
+        self.query_suffix = uri.partition("?")[2]  # "tagging" (GetObjectTagging), "list-type=2"
         self.headers: dict[str, tuple[str, str]] = {}  # member -> (header name, type)
         self.query: dict[str, tuple[str, str]] = {}
         self.meta_prefix: tuple[str, str] | None = None  # (member, "x-amz-meta-")
@@ -256,7 +258,10 @@ def _xml_value(element: Any, shape: Any, parse_time: Callable[[Any], Any]) -> An
             tag = child.tag.rpartition("}")[2]
             if tag in by_name:
                 name, member = by_name[tag]
-                out[name] = _xml_value(child, member, parse_time)
+                if member.type_name == "list" and member.serialization.get("flattened"):
+                    out.setdefault(name, []).append(_xml_value(child, member.member, parse_time))
+                else:
+                    out[name] = _xml_value(child, member, parse_time)
         return out
     if kind == "list":
         member = shape.member
@@ -381,9 +386,10 @@ class LeanClient:
         self._baseline = {
             name: list(emitter._handlers.prefix_search(name))
             for op in LEAN_OPERATIONS.values()
-            for name in (f"{prefix}.s3.{op}" for prefix in _HOOKED)
+            for name in (f"{prefix}.s3.{op}" for prefix in (*_HOOKED, "needs-retry"))
         }
         self._hooked: dict[str, tuple[Any, list[Any]]] = {}
+        self._reporters: dict[str, tuple[list[Any], list[Any]]] = {}
         self.sent = 0  # requests this path answered (fallbacks not included)
         self.fallbacks = 0  # requests sent again through botocore after a lean attempt
 
@@ -405,6 +411,9 @@ class LeanClient:
 
     def get_object_tagging(self, **kwargs: Any) -> dict[str, Any]:
         return self._call("get_object_tagging", kwargs)
+
+    def list_objects_v2(self, **kwargs: Any) -> dict[str, Any]:
+        return self._call("list_objects_v2", kwargs)
 
     def close(self) -> None:
         self._connections.close()
@@ -468,7 +477,7 @@ class LeanClient:
                 self._call_handlers(later, event, False, params=params, model=model, context=context)
                 or params
             )
-        self._apply_builtin_handlers(op, params)
+        self._apply_builtin_handlers(op, params, context)
         event = f"before-parameter-build.s3.{op.name}"
         later = self._later_handlers(event)
         if later:
@@ -504,6 +513,8 @@ class LeanClient:
             self.fallbacks += 1
             raise _Fallback(f"HTTP {status}")
         parsed = self._parse(op, status, headers, response, raw, request["url"], connection)
+        if op.name == "ListObjectsV2":
+            botocore_handlers.decode_list_object_v2(parsed, context)
         if params.get("ChecksumMode") == "ENABLED" and "Body" in parsed:
             parsed["Body"] = _checked_body(parsed["Body"], headers)
         self.sent += 1
@@ -530,7 +541,7 @@ class LeanClient:
         return parsed
 
     @staticmethod
-    def _apply_builtin_handlers(op: _Operation, params: dict[str, Any]) -> None:
+    def _apply_builtin_handlers(op: _Operation, params: dict[str, Any], context: dict[str, Any]) -> None:
         """The parameter handlers botocore runs for these operations, called as they are."""
         botocore_handlers.validate_bucket_name(params)
         if op.name == "CopyObject":
@@ -539,6 +550,8 @@ class LeanClient:
         if op.name in ("CopyObject", "PutObject"):
             botocore_handlers.validate_ascii_metadata(params)
         botocore_handlers.sse_md5(params)
+        if op.name == "ListObjectsV2":  # keys any XML can carry, decoded after parsing
+            botocore_handlers.set_list_objects_encoding_type_url(params, context)
 
     def _target(self, op: _Operation, params: dict[str, Any], context: dict[str, Any]) -> _Target:
         """The bucket's endpoint, resolved once; raises Unsupported (remembered) where this
@@ -600,9 +613,10 @@ class LeanClient:
                 if type_name not in ("string", "integer"):
                     raise Unsupported(f"a {type_name} query parameter")
                 query.append((_quote(name, "-_.~"), _quote(str(params[member]), "-_.~")))
-        path = f"{target.base_path}/{_quote(params['Key'], '/~')}"
+        key = params.get("Key")  # none for a bucket's operation (a listing)
+        path = f"{target.base_path}/{_quote(key, '/~')}" if key is not None else (target.base_path or "/")
         query.sort()
-        suffix = [(op.query_suffix, "")] if op.query_suffix else []
+        suffix = [op.query_suffix.partition("=")[::2]] if op.query_suffix else []
         canonical_query = "&".join(f"{k}={v}" for k, v in sorted(suffix + query))
         url_query = "&".join([op.query_suffix] * bool(op.query_suffix) + [f"{k}={v}" for k, v in query])
         body = params.get(op.payload) if op.payload else None
@@ -720,19 +734,47 @@ class LeanClient:
             raise _Fallback(f"connection: {error}") from error
 
     def _report(self, op: _Operation, request: dict[str, Any], status: int, headers: dict[str, str]) -> None:
-        """needs-retry, to every handler, for an answer nothing retries (2xx, 404, 412, 304, 501):
-        the adaptive rate limiter measures the send rate from it and recovers after throttling.
-        Other answers are not reported here: botocore reports its own resend of them."""
-        http = _StatusOnly(status, headers)
-        self._client.meta.events.emit(
-            f"needs-retry.s3.{op.name}",
-            response=(http, {}),
-            endpoint=self._client._endpoint,
-            operation=op.model,
-            attempts=1,
-            caught_exception=None,
-            request_dict=request,
-        )
+        """needs-retry for an answer nothing retries (2xx, 404, 412, 304, 501): the adaptive
+        rate limiter measures the send rate from it and recovers after throttling. Other
+        answers are not reported here: botocore reports its own resend of them.
+
+        A clean 2xx goes only to the handlers it can change: the rate limiter and hooks added
+        after the client was made. botocore's retry handler and region redirector return
+        without effect on a 2xx (the retry quota is released on after-call, which this path
+        does not take from botocore), and emitting to them cost 13 % of the CPU of copying
+        small objects."""
+        event = f"needs-retry.s3.{op.name}"
+        handlers = self._success_reporters(event) if 200 <= status < 300 else None
+        kwargs = {
+            "response": (_StatusOnly(status, headers), {}),
+            "endpoint": self._client._endpoint,
+            "operation": op.model,
+            "attempts": 1,
+            "caught_exception": None,
+            "request_dict": request,
+        }
+        if handlers is None:
+            self._client.meta.events.emit(event, **kwargs)
+            return
+        for handler in handlers:
+            handler(event_name=event, **kwargs)
+
+    def _success_reporters(self, event: str) -> list[Any]:
+        """The needs-retry handlers a clean 2xx can change: the adaptive rate limiter's, then
+        those registered after the client was made (tests, the Stubber), in their order."""
+        later = self._later_handlers(event)
+        cached = self._reporters.get(event)
+        if cached is not None and cached[0] is later:
+            return cached[1]
+        handlers = self._emitter._lookup_cache.get(event) or self._emitter._handlers.prefix_search(event)
+        limiters = [
+            h
+            for h in handlers
+            if isinstance(getattr(h, "__self__", None), adaptive_retries.ClientRateLimiter)
+        ]
+        reporters = limiters + [h for h in later if not any(h is x for x in limiters)]
+        self._reporters[event] = (later, reporters)
+        return reporters
 
     # -- parsing ------------------------------------------------------------------------------
 

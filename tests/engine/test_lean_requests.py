@@ -17,7 +17,7 @@ import pytest
 from botocore.credentials import RefreshableCredentials
 from botocore.exceptions import ClientError
 
-from ferry import Copier, CopyPolicy, Endpoint, SourceObject, Status, Target
+from ferry import Copier, CopyPolicy, Endpoint, SourceObject, Status, Target, listing
 from ferry.clients import make_client
 from ferry.lean_s3 import LEAN_USER_AGENT_MARK, LeanClient, lean_requests_enabled
 
@@ -350,3 +350,47 @@ def test_tls_is_verified_with_the_clients_ca_bundle(tls_versitygw, monkeypatch):
     with pytest.raises(SSLError):
         untrusting.head_object(Bucket="tls", Key="k")
     assert (untrusting.sent, untrusting.fallbacks) == (0, 1)
+
+
+def test_the_adaptive_rate_limiter_sees_every_lean_answer(versitygw):
+    """After throttling, botocore's adaptive mode raises its send rate again only as it sees
+    successful answers: each lean 2xx reaches the client's rate limiter, once."""
+    from botocore.retries.adaptive import ClientRateLimiter
+
+    bucket = versitygw.bucket("lean")
+    versitygw.client.put_object(Bucket=bucket, Key="k", Body=b"1")
+    client = make_client(versitygw.endpoint, lean=True)
+    handlers = client.meta.events._emitter._handlers.prefix_search("needs-retry.s3.HeadObject")
+    (limiter,) = {h.__self__ for h in handlers if isinstance(getattr(h, "__self__", None), ClientRateLimiter)}
+    seen: list[float] = []
+    success = limiter._rate_adjustor.success_received
+    limiter._rate_adjustor.success_received = lambda timestamp: seen.append(timestamp) or success(timestamp)
+    for _ in range(3):
+        client.head_object(Bucket=bucket, Key="k")
+    assert client.sent == 3 and len(seen) == 3
+
+
+@pytest.mark.parametrize("server_name", ["versitygw", "minio"])
+def test_lean_listings_are_botocores_listings(request, server_name):
+    """ListObjectsV2 page for page: keys any XML can carry (sent url-encoded and decoded, as
+    botocore does), common prefixes, continuation tokens, sizes, ETags and times."""
+    server = request.getfixturevalue(server_name)
+    bucket = server.bucket("lean")
+    keys = ["dir/mix ?#+%&=;@$,~!'()*[] é.txt", "dir/a+b c", "dir/sub/x", "dir/sub/y", "dir/%41", "other"]
+    for key in keys:
+        server.client.put_object(Bucket=bucket, Key=key, Body=key.encode())
+    lean, plain = make_client(server.endpoint, lean=True), make_client(server.endpoint, lean=False)
+    for args in [
+        {"Prefix": "dir/"},
+        {"Prefix": "dir/", "Delimiter": "/"},
+        {"Prefix": "dir/", "MaxKeys": 2},
+        {"Prefix": "dir/", "MaxKeys": 2, "StartAfter": "dir/a+b c"},
+        {"Prefix": "none/"},
+    ]:
+        pages = []
+        for client in (lean, plain):
+            pages.append(list(listing.list_pages(client, Bucket=bucket, **args)))
+        assert [_answer(p) for p in pages[0]] == [_answer(p) for p in pages[1]], args
+    assert lean.sent >= 5 and lean.fallbacks == 0
+    listed = [o.key for o in listing.list_objects(lean, bucket, "dir/")]
+    assert sorted(listed) == sorted(k for k in keys if k.startswith("dir/"))
