@@ -88,9 +88,11 @@ class DropTags:
 
 @dataclass(frozen=True)
 class HideResponseHeader:
-    """Leave a header out of every response (a server that never sends it)."""
+    """Leave a header out of every response (a server that never sends it), or out of the
+    answers to one method only."""
 
     header: str
+    method: str | None = None
 
 
 @dataclass
@@ -127,6 +129,12 @@ QUIRKS: dict[str, tuple[Rule, ...]] = {
     "drops-tags": (DropTags(),),
     "refuses-write-tags": (Refuse(header="x-amz-tagging"),),
     "head-part-number": (Refuse(method="HEAD", query="partNumber"),),
+    # Writes (PutObject, CopyObject) answered without naming the object's encryption, which a
+    # HEAD still reports: the answer proves nothing about encryption.
+    "no-encryption-in-write-answers": (
+        HideResponseHeader("x-amz-server-side-encryption", method="PUT"),
+        HideResponseHeader("x-amz-server-side-encryption-aws-kms-key-id", method="PUT"),
+    ),
     # One throttled CopyObject, then S3 as usual.
     "copy-slowdown-once": (
         AnswerFirst(503, SLOW_DOWN_BODY, Refuse(method="PUT", header="x-amz-copy-source")),
@@ -235,7 +243,11 @@ def _handler(proxy: QuirkProxy, idle_timeout: float) -> type[BaseHTTPRequestHand
             ):
                 bucket, _, key = unquote(split.path).lstrip("/").partition("/")
                 proxy.untag.delete_object_tagging(Bucket=bucket, Key=key)
-            hidden = {r.header for r in rules if isinstance(r, HideResponseHeader)}
+            hidden = {
+                r.header
+                for r in rules
+                if isinstance(r, HideResponseHeader) and r.method in (None, self.command)
+            }
             entry.status = status
             proxy.record(entry)
             self.send_response(status, reason)

@@ -17,7 +17,7 @@ from ferry.cli.progress import Progress
 from ferry.cli.ranges import add_memory_limit_argument, check_count, check_kms_region, memory_limit
 from ferry.cli.report import ReportWriter, Summary, report_for_html
 from ferry.clients import make_client
-from ferry.engine.copier import Copier
+from ferry.engine.copier import Copier, client_pool_size
 from ferry.errors import ConfigError, FerryError
 from ferry.jobspec import JobOptions, parse_options
 from ferry.lean_s3 import LEAN_ENV
@@ -179,8 +179,9 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     if args.no_lean_requests:
         # For the whole run: every client this process makes (the Copier's too) reads it.
         os.environ[LEAN_ENV] = "0"
-    source_client = make_client(source)
-    dest_client = make_client(destination)
+    pool = client_pool_size(args.concurrency, args.part_concurrency)
+    source_client = make_client(source, pool)
+    dest_client = make_client(destination, pool)
     check_bucket(source_client, src.bucket, "source")
     check_bucket(dest_client, dst.bucket, "destination")
     same_endpoint = (source.endpoint_url, source.partition) == (
@@ -208,6 +209,8 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
                 concurrency=args.concurrency,
                 part_concurrency=args.part_concurrency,
                 memory_limit=memory,
+                source_client=source_client,
+                dest_client=dest_client,
             )
         )
         failures: list[CopyResult] = []

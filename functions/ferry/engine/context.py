@@ -18,6 +18,7 @@ from ferry.engine.degradations import (
     DestinationDropsTags,
     is_not_implemented,
 )
+from ferry.engine.encryption_probe import EncryptionProbe
 from ferry.engine.source import SourceInfo, tags_to_write
 from ferry.errors import CopyFailed
 from ferry.models import CopyPolicy, Endpoint, SourceObject, Target
@@ -55,6 +56,8 @@ class TransferContext:
     dest_tags_refused: str | None = None
     # The pipeline job this run belongs to, written into upload marks (None for the CLI).
     job_id: str | None = None
+    # Whether a destination store can hold encrypted objects (asked once per bucket).
+    encryption_probe: EncryptionProbe = field(default_factory=EncryptionProbe)
 
     def __post_init__(self) -> None:
         # Part buffers are reused, and the pool keeps no more than the memory limit.
@@ -68,6 +71,13 @@ class TransferContext:
             self.destination.partition,
         )
         return same_endpoint and (obj.bucket, obj.key) == (target.bucket, target.key)
+
+    def holds_no_encryption(self, bucket: str) -> bool:
+        """True when the destination's store is known to encrypt nothing (encryption_probe),
+        so a copy answered without an encryption has lost none."""
+        return self.encryption_probe.store_holds_no_encryption(
+            self.dest_client, bucket, self.policy.marks_prefix
+        )
 
     def payer_args(self) -> dict[str, str]:
         """Server-side requests go through the destination client but also bill the source."""

@@ -69,6 +69,17 @@ def default_concurrency(sizes: Sequence[int | None], cpus: int | None = None) ->
     return max(8, min(128, 32 * cpus))
 
 
+def default_part_concurrency() -> int:
+    return max(4, min(64, 8 * (os.cpu_count() or 2)))
+
+
+def client_pool_size(concurrency: int | None, part_concurrency: int | None) -> int:
+    """Connections a side's client keeps for a Copier: one per object and part in flight. A
+    caller that makes the clients first (to check the buckets) hands the same ones over, so
+    the run pays for one client per side, not two."""
+    return (concurrency or 128) + (part_concurrency or default_part_concurrency())
+
+
 def deadline_in(seconds: float) -> float:
     """A deadline as the engine takes it (a time.monotonic() value)."""
     return time.monotonic() + seconds
@@ -107,8 +118,8 @@ class Copier:
         self.policy = policy or CopyPolicy()
         self.single_request_rate = single_request_rate
         self.concurrency = concurrency
-        self.part_concurrency = part_concurrency or max(4, min(64, 8 * (os.cpu_count() or 2)))
-        pool = (concurrency or 128) + self.part_concurrency
+        self.part_concurrency = part_concurrency or default_part_concurrency()
+        pool = client_pool_size(concurrency, self.part_concurrency)
         self._executor = ThreadPoolExecutor(self.part_concurrency, thread_name_prefix="ferry-part")
         self.ctx = TransferContext(
             source=source,

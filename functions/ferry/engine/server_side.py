@@ -108,7 +108,8 @@ def _copy_object_as_listed(
     No checksum algorithm is sent unless the caller chose one (S3 then copies the source's
     algorithm and value), and no encryption header. The copy stands as it is when it is what a
     HEAD-first copy makes: the listed MD5 ETag came back under SSE-S3 (an SSE-KMS source's
-    ETag is not its MD5). Otherwise the source's HEAD decides: the copy is verified from it,
+    ETag is not its MD5), or with no encryption from a store that holds no encrypted objects
+    (encryption_probe). Otherwise the source's HEAD decides: the copy is verified from it,
     or, where a HEAD-first copy would have asked for the source's encryption (or the source
     changed since), copied again over itself from the HEAD; nothing is deleted in between.
     Refusals, a changed source (412) or an archived one come back as ListingWasStale before
@@ -134,7 +135,10 @@ def _copy_object_as_listed(
         raise ListingWasStale(f"the listed evidence did not hold: {error_code(error)}") from error
     result = response.get("CopyObjectResult", {})
     encryption = response.get("ServerSideEncryption")
-    if result.get("ETag", "").strip('"') == listed_etag and encryption == "AES256":
+    same_etag = result.get("ETag", "").strip('"') == listed_etag
+    if same_etag and (
+        encryption == "AES256" or (encryption is None and ctx.holds_no_encryption(target.bucket))
+    ):
         dest_checksum = checksums.from_response(result)
         return Outcome(
             Status.COPIED,
