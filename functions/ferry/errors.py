@@ -120,6 +120,12 @@ def explain_bare(error: BaseException, ask: Callable[[], object]) -> BaseExcepti
     return error
 
 
+# S3's words (and MinIO's) when an object encrypted with a customer-provided key (SSE-C) is
+# read or copied without that key: "The object was stored using a form of Server Side
+# Encryption. The correct parameters must be provided to retrieve the object."
+SSE_C_REFUSAL = "stored using a form of Server Side Encryption"
+
+
 def describe(error: BaseException, *, side: str, action: str, bucket: str, key: str | None = None) -> str:
     """One sentence: what failed, and what the user can do about it."""
     where = f"s3://{bucket}/{key}" if key is not None else f"s3://{bucket}"
@@ -138,6 +144,11 @@ def describe(error: BaseException, *, side: str, action: str, bucket: str, key: 
                 else "kms:GenerateDataKey and kms:Decrypt on the destination key"
             )
             return f"KMS denied {action} on {where} ({code}): grant the {side} identity {need}"
+        if SSE_C_REFUSAL in message:
+            return (
+                f"{code} on {action} {where}: the object is encrypted with a customer-provided key "
+                "(SSE-C), which Ferry cannot send: copy it with a tool given that key"
+            )
         status = _http_status(error)
         if code in ("403", "Forbidden") or status == 403 and code not in _HINTS:
             code = "AccessDenied"

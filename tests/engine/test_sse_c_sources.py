@@ -59,9 +59,9 @@ PREFIX = "mixed/"
 # HEAD (MinIO answers 400 without the key) before any copy of it is tried.
 PLAIN_COUNT = max(5, MIN_WINDOW - 1)
 SSE_C_KEY = f"{PREFIX}customer-key.bin"
-# MinIO's refusal to read an SSE-C object without its key (S3 answers the same way): the part
-# of Ferry's reason that tells the user the object is encrypted and needs parameters it lacks.
-REFUSAL = "stored using a form of Server Side Encryption"
+# Ferry's reason for an SSE-C source (MinIO, like S3, refuses to read one without its key):
+# what the object is and what the user can do, not a permissions hint.
+REFUSAL = "encrypted with a customer-provided key (SSE-C), which Ferry cannot send"
 # Ferry's words for the request refused: the copy, not a read of the source before it.
 COPY_RIGHTS = "(s3:GetObject on the source, s3:PutObject on the destination)"
 # Where the `ferry` package under test lives, so the CLI's child process runs the same code.

@@ -11,14 +11,16 @@ on a store that can hold encrypted objects; a server-side copy reads and writes 
 the destination bucket answers for the source too. One probe object, written with SSE-S3
 under the marks prefix and deleted at once, tells:
 
-- the store refuses SSE-S3 (501 NotImplemented, or a 400 saying it has no KMS): it can encrypt
-  nothing, so no source object on it is encrypted: no HEAD after copies;
+- the store refuses SSE-S3 (501 NotImplemented, or a refusal naming encryption or KMS): it
+  holds no SSE-S3 or SSE-KMS object, so no copy can lose one: no HEAD after copies;
 - the store accepts the header and neither the answer nor a HEAD of the probe names an
   encryption: it ignores encryption, and has none to lose: no HEAD after copies;
 - the store reports SSE-S3: it encrypts, so a copy whose answer names none still gets the
   source's HEAD;
 - anything else (access denied, marks turned off, a network fault): not known, and the HEAD
-  stays. An SSE-C source needs no probe: S3 refuses to copy it without its customer key.
+  stays. SSE-C needs no probe: a store may hold SSE-C objects without a KMS (MinIO over TLS
+  does), but S3 and MinIO refuse to copy one without its customer key, so such a copy fails
+  with its reason and never lands unencrypted (tests/engine/test_sse_c_sources.py).
 """
 
 from __future__ import annotations
