@@ -335,3 +335,24 @@ def test_a_source_prefix_with_plus_accepts_its_events_however_keys_are_spelled()
     for encode in (False, True):
         body = json.dumps(s3_event("src", "c++/notes.txt", sequencer="01", encode=encode))
         assert "c++/notes.txt" in parse_event(body, replication, "m").key_forms
+
+
+def test_a_created_key_is_resolved_against_the_source_and_never_guessed(versitygw) -> None:
+    """The forms of 'in/x+y.txt' (as written, and 'in/x y.txt') on a real server: the one that
+    exists; of two that exist, the one with the event's ETag; both alike, UndecidedKey."""
+    from ferry.pipeline.event_keys import UndecidedKey, key_forms, resolve_created
+
+    s3, bucket = versitygw.client, versitygw.bucket("src")
+    forms = key_forms("in/x+y.txt", "in/")
+    assert forms == ("in/x+y.txt", "in/x y.txt")
+    assert resolve_created(s3, bucket, "in/x+y.txt", forms, "e", 1).entry is None  # none exists
+    space = s3.put_object(Bucket=bucket, Key="in/x y.txt", Body=b"space")["ETag"].strip('"')
+    assert resolve_created(s3, bucket, "in/x+y.txt", forms, "other", 9).key == "in/x y.txt"
+    plus = s3.put_object(Bucket=bucket, Key="in/x+y.txt", Body=b"plus!")["ETag"].strip('"')
+    assert resolve_created(s3, bucket, "in/x+y.txt", forms, plus, 5).key == "in/x+y.txt"
+    assert resolve_created(s3, bucket, "in/x+y.txt", forms, space, 5).key == "in/x y.txt"
+    with pytest.raises(UndecidedKey, match="match neither"):
+        resolve_created(s3, bucket, "in/x+y.txt", forms, "0" * 32, 5)
+    s3.put_object(Bucket=bucket, Key="in/x y.txt", Body=b"plus!")
+    with pytest.raises(UndecidedKey, match="match both"):
+        resolve_created(s3, bucket, "in/x+y.txt", forms, plus, 5)
