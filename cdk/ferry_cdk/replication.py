@@ -33,7 +33,7 @@ from ferry.pipeline.replication_config import MANIFEST_NAME, Replication
 from ferry.pipeline.settings import PipelineSettings
 
 from . import nag
-from .access import iam_escape, statement
+from .access import bucket_arn, iam_escape, statement
 from .deletes import deleted_detail_types, deletes_statements
 from .reach import location_reach_statements
 
@@ -96,12 +96,11 @@ def event_pattern(replication: Replication) -> events.EventPattern:
     """S3's "Object Created" events of the source bucket, under the source prefix ("Object
     Deleted" too when the replication's deletes are on: ferry_cdk.deletes).
 
-    S3 URL-encodes keys in its notifications (spaces as '+'), and the starter decodes them
-    (`unquote_plus`, as the issue and Powertools' S3 EventBridge data class do); no AWS page
-    shows an EventBridge key with a character that encoding changes, and a captured event has
-    been seen with ':' left as is. So the prefix is matched in both forms (the same when
-    encoding leaves it alone): a wrong guess must not drop every event under the prefix. The
-    starter checks the decoded key again and fails any event outside it.
+    S3's classic notifications URL-encode keys (spaces as '+'); the EventBridge page does not
+    say, and a captured event has been seen with ':' left as is. So the prefix is matched in
+    both forms (the same when encoding leaves it alone): a wrong guess must not drop every
+    event under the prefix. The starter checks every form of the key again
+    (ferry.pipeline.event_keys) and fails an event none of whose forms is under the prefix.
     """
     detail: dict[str, Any] = {"bucket": {"name": [replication.source.bucket]}}
     if replication.source.prefix:
@@ -200,7 +199,28 @@ def _starter(stack: FerryStack, scope: Construct, r: Replication) -> lambda_.Fun
     _acknowledge_manifests(stack, starter, r, "writes")
     if r.deletes:
         _grant_deletes(stack, starter, r)
+    else:
+        _grant_key_listing(stack, starter, r)
     return starter
+
+
+def _grant_key_listing(stack: FerryStack, starter: lambda_.Function, r: Replication) -> None:
+    """Listing the source under its prefix, and reaching it as the workers do: an event key
+    with two possible spellings is resolved against the source (ferry.pipeline.event_keys).
+    With deletes on, the delete grants hold this already."""
+    source = r.source
+    starter.add_to_role_policy(
+        iam.PolicyStatement(
+            sid="ResolveEventKeys",
+            actions=["s3:ListBucket"],
+            resources=[bucket_arn(source.bucket)],
+            conditions=(
+                {"StringLike": {"s3:prefix": [iam_escape(source.prefix) + "*"]}} if source.prefix else None
+            ),
+        )
+    )
+    for st in location_reach_statements(stack, (source,), stack.settings):  # type: ignore[arg-type]
+        starter.add_to_role_policy(st)
 
 
 def _timeout(r: Replication) -> int:

@@ -10,7 +10,7 @@ import boto3
 
 from ferry.pipeline.replication import handle_batch
 from ferry.pipeline.replication_config import Replication
-from ferry.pipeline.replication_deletes import DeleteServices, delete_services
+from ferry.pipeline.replication_deletes import DeleteServices, delete_services, source_client
 
 from .runtime import _RETRIES as RETRIES
 from .runtime import logger, tracer
@@ -32,6 +32,13 @@ def _delete_services(environment: str) -> DeleteServices:
     )
 
 
+@functools.cache
+def _source_client(environment: str) -> Any:
+    """A client for the replication's source (its role, region, endpoint or secret), made once
+    per process, on the first event key with two forms to resolve."""
+    return source_client(Replication.from_environment(environment))
+
+
 @logger.inject_lambda_context(log_event=False, clear_state=True)
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -47,4 +54,5 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         report_bucket=os.environ["FERRY_REPORT_BUCKET"],
         state_machine_arn=os.environ["FERRY_STATE_MACHINE_ARN"],
         deletes=functools.partial(_delete_services, environment) if replication.deletes else None,
+        source=functools.partial(_source_client, environment),
     )

@@ -1,6 +1,7 @@
 """Continuous replication in the template: per replication an EventBridge rule, an encrypted
 queue with a dead-letter queue, a starter function fed by an SQS event source mapping, and
-IAM that lets the starter start this stack's jobs and write its manifests, nothing more.
+IAM that lets the starter start this stack's jobs, write its manifests and list its source
+under its prefix, nothing more.
 Built in-process (cdk-nag registered as cdk/app.py registers it), then cfn-lint."""
 
 from __future__ import annotations
@@ -174,8 +175,18 @@ def test_the_starter_may_start_this_state_machine_and_write_its_manifests_only(b
             for a in as_list(st["Action"])
             if not a.startswith(("sqs:", "xray:", "logs:"))
         }
-        assert set(data) == {"states:StartExecution", "s3:PutObject"}, data
+        assert set(data) == {"states:StartExecution", "s3:PutObject", "s3:ListBucket"}, data
         assert data["states:StartExecution"] == [plain({"Ref": machine}, built.template)]
+        # Listing its source, under its prefix only: which key an event names (event_keys).
+        (listing,) = [st for st in granted if "s3:ListBucket" in as_list(st["Action"])]
+        source = next(r for r in REPLICATIONS if r["name"] == name)["source"]
+        assert as_list(listing["Action"]) == ["s3:ListBucket"]
+        assert as_list(listing["Resource"]) == [f"arn:aws:s3:::{source['bucket']}"] or "Fn::Join" in str(
+            listing["Resource"]
+        )
+        prefix = source.get("prefix")
+        expected = {"StringLike": {"s3:prefix": [prefix.rstrip("/") + "/*"]}} if prefix else None
+        assert listing.get("Condition") == expected, listing
         (manifests,) = data["s3:PutObject"]
         assert manifests.endswith(f"/jobs/{name}-*/events.jsonl"), manifests
         sqs = {a for st in granted for a in as_list(st["Action"]) if a.startswith("sqs:")}

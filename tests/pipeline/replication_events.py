@@ -3,9 +3,11 @@
 The event's shape is the S3 user guide's example "Object created" in "EventBridge event
 message structure" (https://docs.aws.amazon.com/AmazonS3/latest/userguide/ev-events.html):
 envelope `version`, `id`, `detail-type`, `source: aws.s3`, `account`, `time`, `region`,
-`resources`, and `detail` with `bucket.name`, `object.key` (URL-encoded, as in every S3 event),
-`size`, `etag`, `version-id`, `sequencer`, `request-id`, `requester`, `source-ip-address`,
-`reason`. The SQS record is the shape of Lambda's SQS event (Lambda developer guide,
+`resources`, and `detail` with `bucket.name`, `object.key`, `size`, `etag`, `version-id`, `sequencer`, `request-id`, `requester`, `source-ip-address`,
+`reason`. The key is URL-encoded as the classic notification format documents
+(notification-content-structure.html) unless `encode=False`: the EventBridge page says nothing of
+encoding and a captured EventBridge event shows `:` as written, so both readings are tested. The
+SQS record is the shape of Lambda's SQS event (Lambda developer guide,
 "Using Lambda with Amazon SQS", example event).
 """
 
@@ -31,8 +33,9 @@ def s3_event(
     detail_type: str = "Object Created",
     version_id: str | None = "IYV3p45BT0ac8hjHg1houSdS1a.Mro8e",
     event_id: str | None = None,
+    encode: bool = True,
 ) -> dict[str, Any]:
-    obj: dict[str, Any] = {"key": quote_plus(key, safe="/"), "size": size, "etag": etag}
+    obj: dict[str, Any] = {"key": quote_plus(key, safe="/") if encode else key, "size": size, "etag": etag}
     if version_id is not None:
         obj["version-id"] = version_id
     obj["sequencer"] = sequencer

@@ -76,11 +76,13 @@ def test_the_documented_object_created_event_is_read() -> None:
         "in/deep/er/key",
     ],
 )
-def test_url_encoded_keys_are_decoded(key: str) -> None:
+def test_a_key_is_kept_as_delivered_with_the_key_it_decodes_to(key: str) -> None:
+    """Nothing is decoded on trust (event_keys): the event's spelling, then its decoding."""
     body = s3_event("src", key, sequencer="01")
     encoded = body["detail"]["object"]["key"]
     assert encoded != key or key == "in/deep/er/key"  # spaces as '+', '+' as %2B, unicode as UTF-8 %XX
-    assert parse_event(json.dumps(body), REPLICATION, "m").key == key
+    event = parse_event(json.dumps(body), REPLICATION, "m")
+    assert (event.key, event.key_forms) == (encoded, (encoded, key) if encoded != key else (key,))
 
 
 @pytest.mark.parametrize(
@@ -143,7 +145,9 @@ def test_duplicates_and_stale_deliveries_leave_one_row_per_key() -> None:
 
 
 def test_a_manifest_row_is_an_item_the_workers_plan_to_copy_latest() -> None:
-    event = event_of("in/with space.txt", "0A", size=42, etag="abc", time="2026-11-22T10:00:00Z")
+    event = event_of(
+        "in/with space.txt", "0A", size=42, etag="abc", time="2026-11-22T10:00:00Z", encode=False
+    )
     row = json.loads(json.dumps(event.row("photos")))
     spec = parse_job_spec(REPLICATION.job_spec("photos-x", REPORTS, "jobs/photos-x/events.jsonl"))
     planned = plan_item(row, spec)
@@ -211,7 +215,7 @@ def aws(monkeypatch: pytest.MonkeyPatch) -> Any:
 def test_a_batch_of_10000_events_makes_one_manifest_and_one_execution(aws) -> None:
     records = []
     for n in range(10_000):
-        key = f"in/{n % 7000:05} file+{n}.txt" if n < 7000 else f"in/{n % 7000:05} file+{n % 7000}.txt"
+        key = f"in/{n % 7000:05}-file-{n % 7000}.txt"  # one form each: no listing (event_keys)
         # keys 0-2999 get a second, later event (a re-upload), delivered after the first; its
         # sequencer is 20 digits long, greater once the first is right-padded with zeros
         sequencer = f"{n:016X}" if n < 7000 else f"{n - 7000:016X}0001"
@@ -232,8 +236,8 @@ def test_a_batch_of_10000_events_makes_one_manifest_and_one_execution(aws) -> No
     rows = aws.manifest(manifest["key"])
     assert len(rows) == 7000 and len({r["key"] for r in rows}) == 7000
     by_key = {r["key"]: r for r in rows}
-    assert by_key["in/00001 file+1.txt"]["size"] == 7001  # the later of its two events
-    assert by_key["in/06999 file+6999.txt"]["size"] == 6999
+    assert by_key["in/00001-file-1.txt"]["size"] == 7001  # the later of its two events
+    assert by_key["in/06999-file-6999.txt"]["size"] == 6999
     assert all(r["replication"] == "photos" and r["event_time"] == "2021-11-12T00:00:00Z" for r in rows)
 
 
@@ -316,3 +320,39 @@ def test_lag_counts_verified_copies_of_event_rows_only() -> None:
         now=now,
     )
     assert lags == {"photos": [30.0], "docs": [90.0]}
+
+
+# -- keys as written or URL-encoded ----------------------------------------------------------------
+
+
+def test_a_source_prefix_with_plus_accepts_its_events_however_keys_are_spelled() -> None:
+    """'+' in the prefix: decoding a key delivered as written would turn it into a space, and
+    the event would fail as outside the source (every event to the dead-letter queue)."""
+    replication = Replication.parse(
+        {"name": "cpp", "source": {"bucket": "src", "prefix": "c++/"}, "destination": {"bucket": "dst"}},
+        "replications[0]",
+    )
+    for encode in (False, True):
+        body = json.dumps(s3_event("src", "c++/notes.txt", sequencer="01", encode=encode))
+        assert "c++/notes.txt" in parse_event(body, replication, "m").key_forms
+
+
+def test_a_created_key_is_resolved_against_the_source_and_never_guessed(versitygw) -> None:
+    """The forms of 'in/x+y.txt' (as written, and 'in/x y.txt') on a real server: the one that
+    exists; of two that exist, the one with the event's ETag; both alike, UndecidedKey."""
+    from ferry.pipeline.event_keys import UndecidedKey, key_forms, resolve_created
+
+    s3, bucket = versitygw.client, versitygw.bucket("src")
+    forms = key_forms("in/x+y.txt", "in/")
+    assert forms == ("in/x+y.txt", "in/x y.txt")
+    assert resolve_created(s3, bucket, "in/x+y.txt", forms, "e", 1).entry is None  # none exists
+    space = s3.put_object(Bucket=bucket, Key="in/x y.txt", Body=b"space")["ETag"].strip('"')
+    assert resolve_created(s3, bucket, "in/x+y.txt", forms, "other", 9).key == "in/x y.txt"
+    plus = s3.put_object(Bucket=bucket, Key="in/x+y.txt", Body=b"plus!")["ETag"].strip('"')
+    assert resolve_created(s3, bucket, "in/x+y.txt", forms, plus, 5).key == "in/x+y.txt"
+    assert resolve_created(s3, bucket, "in/x+y.txt", forms, space, 5).key == "in/x y.txt"
+    with pytest.raises(UndecidedKey, match="match neither"):
+        resolve_created(s3, bucket, "in/x+y.txt", forms, "0" * 32, 5)
+    s3.put_object(Bucket=bucket, Key="in/x y.txt", Body=b"plus!")
+    with pytest.raises(UndecidedKey, match="match both"):
+        resolve_created(s3, bucket, "in/x+y.txt", forms, plus, 5)

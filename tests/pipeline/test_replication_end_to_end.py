@@ -11,6 +11,7 @@ import time
 from typing import Any
 
 import boto3
+import pytest
 from replication_events import QUEUE_ARN, s3_event
 from test_parent_workflow import (  # noqa: F401 - parent: the fixture
     RUN_TIMEOUT_S,
@@ -203,14 +204,20 @@ def send(sqs: Any, queue_url: str, events: list[dict[str, Any]]) -> None:
         assert not sqs.send_message_batch(QueueUrl=queue_url, Entries=entries).get("Failed")
 
 
-def created(s3: Any, key: str, body: bytes, n: int) -> dict[str, Any]:
+def created(s3: Any, key: str, body: bytes, n: int, *, encode: bool = True) -> dict[str, Any]:
     put = s3.put_object(Bucket="src", Key=key, Body=body)
     return s3_event(
-        "src", key, sequencer=seq(n), size=len(body), etag=put["ETag"].strip('"'), version_id=None
+        "src",
+        key,
+        sequencer=seq(n),
+        size=len(body),
+        etag=put["ETag"].strip('"'),
+        version_id=None,
+        encode=encode,
     )
 
 
-def deleted(key: str, n: int) -> dict[str, Any]:
+def deleted(key: str, n: int, *, encode: bool = True) -> dict[str, Any]:
     # The S3 user guide's "Object Deleted" example on an unversioned bucket: the empty object's
     # ETag, no version id, deletion-type "Permanently Deleted".
     event = s3_event(
@@ -221,6 +228,7 @@ def deleted(key: str, n: int) -> dict[str, Any]:
         etag="d41d8cd98f00b204e9800998ecf8427e",
         detail_type="Object Deleted",
         version_id=None,
+        encode=encode,
     )
     event["detail"]["deletion-type"] = "Permanently Deleted"
     event["detail"]["reason"] = "DeleteObject"
@@ -346,3 +354,70 @@ def test_deletes_remove_only_ferrys_own_copies_and_only_the_newest_event_acts(
     ] * 2
     (newer,) = by_key["in/newer.txt"]
     assert newer["status"] == "kept"  # the source key still exists: only an old version went
+
+
+# -- keys as EventBridge may deliver them --------------------------------------------------------
+
+# Characters URL-encoding changes ('+', '%', ' ', ':', non-ASCII) and pairs that one reading
+# would merge: 'x y' and 'x+y' are one key once '+' is read as a space.
+AWKWARD = [
+    "in/c++/notes.txt",
+    "in/a%2Bb.txt",
+    "in/plus+and space.txt",
+    "in/x y.txt",
+    "in/x+y.txt",
+    "in/12:00:00.log",
+    "in/ünïcödé 日本+.txt",
+    "in/100%.txt",
+]
+
+
+@pytest.mark.parametrize("encode", [False, True], ids=["keys-as-written", "keys-url-encoded"])
+def test_awkward_keys_replicate_and_delete_exactly_whichever_way_events_spell_them(
+    parent,  # noqa: F811
+    monkeypatch,
+    caplog,
+    encode: bool,
+) -> None:
+    s3 = parent.pipeline.s3
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    queue_url = sqs.create_queue(QueueName="ferry-replication-keys")["QueueUrl"]
+    monkeypatch.setenv("FERRY_REPLICATION", json.dumps(DELETES))
+    monkeypatch.setenv("FERRY_STATE_MACHINE_ARN", parent.machine_arn)
+    start_replication._clients.cache_clear()
+    start_replication._delete_services.cache_clear()
+    bodies = {key: f"{key} body\n".encode() for key in AWKWARD}
+
+    send(sqs, queue_url, [created(s3, k, b, n, encode=encode) for n, (k, b) in enumerate(bodies.items(), 1)])
+    response, output = run_batch(parent, sqs, queue_url)
+
+    assert response == {"batchItemFailures": []}
+    assert output is not None
+    assert {k: output[k] for k in ("objects", "copied", "skipped", "failed")} == {
+        "objects": len(AWKWARD),
+        "copied": len(AWKWARD),
+        "skipped": 0,
+        "failed": 0,
+    }
+    listed = {o["Key"] for o in s3.list_objects_v2(Bucket="dst").get("Contents", [])}
+    assert listed == {"replica/" + k[len("in/") :] for k in AWKWARD}
+    for key, body in bodies.items():
+        assert s3.get_object(Bucket="dst", Key="replica/" + key[len("in/") :])["Body"].read() == body, key
+
+    # Deleted at the source: every key with '+' or '%', and 'x+y' while 'x y' stays.
+    gone = ["in/c++/notes.txt", "in/a%2Bb.txt", "in/plus+and space.txt", "in/x+y.txt", "in/100%.txt"]
+    for key in gone:
+        s3.delete_object(Bucket="src", Key=key)
+    send(sqs, queue_url, [deleted(k, 100 + n, encode=encode) for n, k in enumerate(gone)])
+    with caplog.at_level("INFO"):
+        response, output = run_batch(parent, sqs, queue_url)
+
+    assert response == {"batchItemFailures": []}
+    listed = {o["Key"] for o in s3.list_objects_v2(Bucket="dst").get("Contents", [])}
+    assert listed == {"replica/" + k[len("in/") :] for k in AWKWARD if k not in gone}
+    outcomes = [
+        json.loads(r.getMessage().split(": ", 2)[2])
+        for r in caplog.records
+        if ": delete deleted: " in r.getMessage()
+    ]
+    assert sorted(o["dest_key"] for o in outcomes) == sorted("replica/" + k[len("in/") :] for k in gone)

@@ -25,10 +25,12 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.clients import make_client
 from ferry.engine.copier import Copier, deadline_in
+from ferry.errors import FerryError
 from ferry.jobspec import JobSpec, parse_job_spec
 from ferry.limits import MiB
 from ferry.models import CopyPolicy, CopyResult, Endpoint, SourceObject, Status, Target
 from ferry.pipeline.deletes import record_copies
+from ferry.pipeline.event_keys import EVENT_KEY_FIELD, KEY_FORMS_FIELD, listed
 from ferry.pipeline.items import Planned, plan_item
 from ferry.pipeline.job_reports import JobReports
 from ferry.pipeline.lag import EVENT_TIME_FIELD, replication_lags
@@ -375,7 +377,8 @@ def _vanished_since_event(
     deleted after its "Object Created" event is not a failure to copy but nothing left to
     replicate. A failed row whose key a listing shows absent is counted skipped, with that
     reason; a listing (not a HEAD) proves absence under prefix-scoped ListBucket too, where a
-    HEAD of a missing key answers 403."""
+    HEAD of a missing key answers 403. A row whose event key has two forms (event_keys) is
+    counted so only when every form is absent: the event may have named the other one."""
     settled = list(results)
     for index, (plan, result) in enumerate(zip(planned, results, strict=True)):
         obj = plan.obj
@@ -383,16 +386,24 @@ def _vanished_since_event(
             continue
         if plan.item.get(EVENT_TIME_FIELD) is None or obj.version_id:
             continue
+        forms = [obj.key, *(f for f in plan.item.get(KEY_FORMS_FIELD) or () if f != obj.key)]
         try:
             client = make_client(services.endpoint("source", obj.bucket, obj.key))
-            listed = client.list_objects_v2(Bucket=obj.bucket, Prefix=obj.key, MaxKeys=1).get("Contents", [])
-        except (ClientError, BotoCoreError):
+            present = [form for form in forms if listed(client, obj.bucket, form) is not None]
+        except (ClientError, BotoCoreError, FerryError):
             continue  # absence not proved: the failure stands, with its own reason
-        if not listed or listed[0]["Key"] != obj.key:
+        if not present:
             settled[index] = replace(
                 result,
                 status=Status.SKIPPED,
-                reason="deleted at the source since its event: nothing to replicate",
+                reason="deleted at the source since its event: nothing to replicate"
+                + (f" (absent as {' and as '.join(repr(f) for f in forms)})" if len(forms) > 1 else ""),
+            )
+        elif obj.key not in present:
+            settled[index] = replace(
+                result,
+                reason=f"{result.reason}; s3://{obj.bucket}/{present[0]}, which the event's key "
+                f"{plan.item.get(EVENT_KEY_FIELD)!r} may also name, exists: not counted as deleted",
             )
     return settled
 

@@ -17,7 +17,11 @@ d41d8cd9..., the delete marker's). So the proof comes from one of two places, tr
    the rule skip-existing uses (same size and the same checksum, or an ETag that proves
    the bytes: `skip.identical_reason`). Covers objects copied before deletes were enabled.
 
-Neither proves it: the key is kept, with the reason. Before any of that, the source key is
+Neither proves it: the key is kept, with the reason. Which key: an event's key may be spelled
+as written or URL-encoded (event_keys). With two forms, the deletion acts only on a form
+proved to be the one it names (`_exact_form`); if none is, and some form would be deleted
+under its reading, the deletion fails with the reason: nothing is deleted on a guess. Before
+any of that, the source key is
 HEADed: if it exists (re-created after the delete, an undone delete marker, or only a
 noncurrent version was deleted) nothing is deleted. A delete older than the event of the
 copy the destination holds (sequencers compared right-padded with '0') is ignored.
@@ -36,10 +40,9 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any, Protocol
-from urllib.parse import unquote_plus
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -49,6 +52,7 @@ from ferry.engine.skip import identical_reason
 from ferry.engine.source import inspect
 from ferry.errors import FerryError, describe, error_code, is_access_denied
 from ferry.models import Compare, CopyResult, SourceObject, Status, Target
+from ferry.pipeline.event_keys import EVENT_KEY_FIELD, key_forms
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +75,9 @@ class DeleteStatus(StrEnum):
 
 @dataclass(frozen=True)
 class Deletion:
-    """One "Object Deleted" event for a source key. `version_id` is the delete marker's
-    (Delete Marker Created) or the deleted version's (Permanently Deleted, versioned bucket)."""
+    """One "Object Deleted" event for a source key, spelled as the event spells it (event_keys).
+    `version_id` is the delete marker's (Delete Marker Created) or the deleted version's
+    (Permanently Deleted, versioned bucket)."""
 
     bucket: str
     key: str
@@ -84,8 +89,8 @@ class Deletion:
 
     @classmethod
     def from_event(cls, event: Mapping[str, Any]) -> Deletion:
-        """From an EventBridge S3 event (user guide, ev-events.html, "Object deleted"). Keys are
-        decoded with `unquote_plus`, as the starter decodes Object Created keys."""
+        """From an EventBridge S3 event (user guide, ev-events.html, "Object deleted"). The key
+        is kept as delivered: which key it names is decided in apply_deletes."""
         if event.get("detail-type") != OBJECT_DELETED:
             raise FerryError(f"not an Object Deleted event: detail-type {event.get('detail-type')!r}")
         detail = event.get("detail") or {}
@@ -95,7 +100,7 @@ class Deletion:
             raise FerryError("Object Deleted event without detail.bucket.name or detail.object.key")
         return cls(
             bucket=bucket,
-            key=unquote_plus(obj["key"]),
+            key=str(obj["key"]),
             sequencer=obj.get("sequencer"),
             version_id=obj.get("version-id"),
             deletion_type=detail.get("deletion-type") or PERMANENTLY_DELETED,
@@ -148,6 +153,7 @@ class CopyRecord:
     sequencer: str | None = None  # the Object Created event's, when the item carried it
     replication: str | None = None
     job_id: str | None = None
+    event_key: str | None = None  # the Object Created event's spelling, when it had two forms
 
     @property
     def item_id(self) -> str:
@@ -281,10 +287,13 @@ def apply_deletes(
             DeleteStatus.KEPT,
             "a newer event for this key came in the same batch",
         )
-    for deletion in newest:
-        target = _target(deletion, replication)
+    for event in newest:
+        deletion, target = event, _target(event, replication)
         try:
-            outcome = _apply_one(
+            deletion, target, undecided = _exact_form(
+                event, replication, source_client, destination_client, record_store
+            )
+            outcome = undecided or _apply_one(
                 deletion, target, source_client, destination_client, record_store, replication
             )
         except (ClientError, BotoCoreError, FerryError) as error:
@@ -306,7 +315,7 @@ def apply_deletes(
             outcome.status,
             f" ({outcome.reason})" if outcome.reason else "",
         )
-        outcomes[id(deletion)] = outcome
+        outcomes[id(event)] = outcome
     return [outcomes[id(d)] for d in deletions]
 
 
@@ -350,6 +359,86 @@ def _apply_one(
     if record is not None:
         records.forget(record)
     return _outcome(deletion, target, DeleteStatus.DELETED, None, proof=proof, note=note)
+
+
+def _exact_form(
+    deletion: Deletion,
+    replication: Replication,
+    source_client: Any,
+    destination_client: Any,
+    records: CopyRecords,
+) -> tuple[Deletion, Target | None, DeleteOutcome | None]:
+    """The deletion on the one key it names, or an outcome saying why no key is chosen.
+
+    One form under the source prefix: that one. Two: a form is proved the event's by
+    - the delete marker's version id, found among that form's delete markers at the source
+      (a versioned source), or
+    - the copy record at that form's destination, written for a create event that spelled
+      the key exactly as this deletion does (S3 spells one key one way in its events,
+      whichever way that is).
+    Exactly one proved form: the deletion acts on it. Otherwise, if some form is absent at
+    the source while its destination exists (a delete under that reading could remove it),
+    the deletion FAILS with the reason: a guess could delete the wrong copy. If no form is,
+    nothing would be deleted under any reading: kept."""
+    if replication.deletes and deletion.bucket == replication.source.bucket:
+        forms = key_forms(deletion.key, replication.source.prefix or "")
+    else:
+        forms = ()
+    if len(forms) < 2:
+        exact = replace(deletion, key=forms[0]) if forms else deletion
+        return exact, _target(exact, replication), None
+    proved = [form for form in forms if _proves(form, deletion, replication, source_client, records)]
+    if len(proved) == 1:
+        exact = replace(deletion, key=proved[0])
+        return exact, _target(exact, replication), None
+    could_act = []
+    for form in forms:
+        target = _target(replace(deletion, key=form), replication)
+        if (
+            target is not None
+            and _head(source_client, deletion.bucket, form, "source") is None
+            and _head(destination_client, target.bucket, target.key, "destination") is not None
+        ):
+            could_act.append(f"s3://{target.bucket}/{target.key}")
+    target = _target(replace(deletion, key=forms[0]), replication)
+    spelled = f"the event's key {deletion.key!r} may name {' or '.join(repr(f) for f in forms)}"
+    if not could_act:
+        reason = f"{spelled}; under either reading the source or no destination exists: nothing to delete"
+        return deletion, target, _outcome(deletion, target, DeleteStatus.KEPT, reason)
+    reason = (
+        f"not deleted: {spelled} (EventBridge does not document whether it URL-encodes keys), "
+        f"and neither a delete marker nor a copy record proves which; {' and '.join(could_act)} "
+        "would be deleted under its reading: delete it yourself if it should go, then delete this "
+        "message from the dead-letter queue"
+    )
+    return deletion, target, _outcome(deletion, target, DeleteStatus.FAILED, reason)
+
+
+def _proves(
+    form: str, deletion: Deletion, replication: Replication, source_client: Any, records: CopyRecords
+) -> bool:
+    """Does the source or the copy record show that `deletion` names `form` (_exact_form)?"""
+    if (
+        deletion.deletion_type == DELETE_MARKER_CREATED
+        and deletion.version_id
+        and _has_delete_marker(source_client, deletion.bucket, form, deletion.version_id)
+    ):
+        return True
+    target = _target(replace(deletion, key=form), replication)
+    record = records.get(target.bucket, target.key) if target else None
+    return record is not None and record.event_key == deletion.key
+
+
+def _has_delete_marker(client: Any, bucket: str, key: str, version_id: str) -> bool:
+    try:
+        page = client.list_object_versions(Bucket=bucket, Prefix=key, MaxKeys=100)
+    except ClientError as error:
+        if error_code(error) in _UNSUPPORTED_CODES:  # an unversioned store without the API
+            return False
+        raise
+    return any(
+        m.get("Key") == key and m.get("VersionId") == version_id for m in page.get("DeleteMarkers", [])
+    )
 
 
 def _proved_by_record(
@@ -575,4 +664,5 @@ def _record_of(
         sequencer=item.get("sequencer"),
         replication=replication,
         job_id=job_id,
+        event_key=item.get(EVENT_KEY_FIELD),
     )

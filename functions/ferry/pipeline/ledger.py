@@ -430,6 +430,7 @@ class DynamoCopyRecords:
         "sequencer",
         "replication",
         "job_id",
+        "event_key",
     )
 
     def __init__(self, client: Any, table: str) -> None:

@@ -6,8 +6,9 @@ time. For each batch the starter
 1. reads every message as an EventBridge S3 event (Powertools' BatchProcessor: a message that
    is not one for this replication fails alone, with its reason in the log, and SQS moves it
    to the dead-letter queue after maxReceiveCount receives; it is kept there, not dropped);
-2. keeps, per key, the event with the greatest `sequencer` (duplicates and stale deliveries
-   go);
+2. keeps, per key as the event spells it, the event with the greatest `sequencer` (duplicates
+   and stale deliveries go); a key with two possible spellings is resolved against the source
+   (event_keys: whether EventBridge URL-encodes keys is not documented);
 3. writes ONE JSON Lines manifest of those keys into the report bucket and starts ONE parent
    execution with it, named from the batch's message ids, so a redelivered batch starts
    nothing twice.
@@ -31,7 +32,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
@@ -40,6 +41,13 @@ from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from botocore.exceptions import ClientError
 
 from ferry.pipeline.deletes import OBJECT_DELETED, Deletion, sequencer_newer
+from ferry.pipeline.event_keys import (
+    EVENT_KEY_FIELD,
+    KEY_FORMS_FIELD,
+    UndecidedKey,
+    key_forms,
+    resolve_created,
+)
 from ferry.pipeline.lag import EVENT_TIME_FIELD, REPLICATION_FIELD, parse_event_time
 from ferry.pipeline.replication_config import MANIFEST_NAME, Replication
 from ferry.pipeline.replication_deletes import DeleteServices, run_deletes
@@ -57,7 +65,11 @@ class NotAnEvent(ValueError):
 
 @dataclass(frozen=True)
 class ObjectEvent:
-    """What the starter keeps of one event: enough to copy the key and measure the lag."""
+    """What the starter keeps of one event: enough to copy the key and measure the lag.
+
+    `key` is the key as the event spells it (events are grouped by it: two spellings are two
+    keys); `key_forms` what it may stand for under the source prefix (event_keys.key_forms);
+    `resolved` the form the source showed it names, once resolve() has looked."""
 
     message_id: str
     bucket: str
@@ -67,10 +79,36 @@ class ObjectEvent:
     size: int | None = None
     etag: str | None = None
     deletion: Deletion | None = None  # an "Object Deleted" event (replications with deletes on)
+    key_forms: tuple[str, ...] = ()
+    resolved: str | None = None
+
+    @property
+    def source_key(self) -> str:
+        return self.resolved or (self.key_forms[0] if self.key_forms else self.key)
+
+    def resolve(self, source_client: Callable[[], Any]) -> ObjectEvent:
+        """This create with its key resolved against the source (a request per form, only
+        for keys with two forms); UndecidedKey when the source cannot tell."""
+        if self.deletion is not None or len(self.key_forms) < 2:
+            return self
+        found = resolve_created(source_client(), self.bucket, self.key, self.key_forms, self.etag, self.size)
+        if found.entry is None:
+            return replace(self, resolved=found.key)
+        size = found.entry.get("Size")
+        return replace(
+            self,
+            resolved=found.key,
+            etag=str(found.entry.get("ETag") or "").strip('"') or self.etag,
+            size=size if isinstance(size, int) else self.size,
+        )
 
     def row(self, replication: str) -> dict[str, Any]:
-        """A manifest row as ferry.pipeline.items reads it (plus what the lag needs)."""
-        row: dict[str, Any] = {"bucket": self.bucket, "key": self.key}
+        """A manifest row as ferry.pipeline.items reads it (plus what the lag needs, and for a
+        key with two forms, both and the event's spelling)."""
+        row: dict[str, Any] = {"bucket": self.bucket, "key": self.source_key}
+        if len(self.key_forms) > 1:
+            row[KEY_FORMS_FIELD] = list(self.key_forms)
+            row[EVENT_KEY_FIELD] = self.key
         if self.size is not None:
             row["size"] = self.size
         if self.etag:
@@ -92,8 +130,9 @@ class Started:
 
 def parse_event(body: str, replication: Replication, message_id: str = "") -> ObjectEvent:
     """One SQS message body as the EventBridge S3 event it must be (shape: S3 user guide,
-    "EventBridge event message structure", ev-events.html). Keys arrive URL-encoded; the
-    Powertools data class decodes them (`unquote_plus`)."""
+    "EventBridge event message structure", ev-events.html). The key is kept as the event spells
+    it, with the forms it may stand for (event_keys: no decoding is assumed); the event is
+    outside the replication only when no form is under the source prefix."""
     try:
         data = json.loads(body)
     except ValueError as error:
@@ -114,11 +153,12 @@ def parse_event(body: str, replication: Replication, message_id: str = "") -> Ob
     try:
         detail = event.detail
         bucket, obj = detail.bucket.name, detail.object
-        key, sequencer = obj.key, str(obj.sequencer)
+        key, sequencer = str(data["detail"]["object"]["key"]), str(obj.sequencer)
         size, etag = obj.size, obj.etag
     except (KeyError, TypeError, AttributeError) as error:
         raise NotAnEvent(f"the S3 event lacks {error}") from error
-    if bucket != replication.source.bucket or not key.startswith(replication.source.prefix):
+    forms = key_forms(key, replication.source.prefix)
+    if bucket != replication.source.bucket or not forms:
         raise NotAnEvent(
             f"s3://{bucket}/{key} is outside this replication's source "
             f"s3://{replication.source.bucket}/{replication.source.prefix}"
@@ -131,7 +171,13 @@ def parse_event(body: str, replication: Replication, message_id: str = "") -> Ob
         # An Object Deleted event carries the delete marker's ETag, not the object's (deletes.py):
         # none is kept.
         return ObjectEvent(
-            message_id, bucket, key, sequencer, str(event["time"]), deletion=Deletion.from_event(data)
+            message_id,
+            bucket,
+            key,
+            sequencer,
+            str(event["time"]),
+            deletion=Deletion.from_event(data),
+            key_forms=forms,
         )
     return ObjectEvent(
         message_id=message_id,
@@ -141,6 +187,7 @@ def parse_event(body: str, replication: Replication, message_id: str = "") -> Ob
         time=str(event["time"]),
         size=size if isinstance(size, int) and not isinstance(size, bool) else None,
         etag=etag.strip('"') or None,
+        key_forms=forms,
     )
 
 
@@ -210,6 +257,7 @@ def handle_batch(
     report_bucket: str,
     state_machine_arn: str,
     deletes: Callable[[], DeleteServices] | None = None,
+    source: Callable[[], Any] | None = None,
 ) -> dict[str, Any]:
     """The starter's work for one Lambda invocation; returns the partial batch response
     (`batchItemFailures`: the messages that were not S3 events for this replication, and those
@@ -217,16 +265,33 @@ def handle_batch(
 
     Per key only the batch's newest event acts: creates go to the batch's one job, deletions
     (replications with deletes on; `deletes` makes their clients, only when there are some) to
-    `apply_deletes` (replication_deletes.run_deletes).
+    `apply_deletes` (replication_deletes.run_deletes). `source` makes a client for the
+    replication's source, only when a created key has two forms to resolve (event_keys); a
+    create the source cannot resolve fails alone, with the reason, and reaches the dead-letter
+    queue like a message that is not an event.
 
     A failure to write the manifest or to start the execution raises: the whole batch then
     returns to the queue and is tried again (the same messages make the same execution name).
     """
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
 
+    def source_client() -> Any:
+        if source is None:  # a starter wired without its source client: never silent
+            raise RuntimeError(f"replication {replication.name}: no source client to resolve event keys")
+        return source()
+
     def parse(record: SQSRecord) -> ObjectEvent:
         try:
-            return parse_event(record.body, replication, record.message_id)
+            return parse_event(record.body, replication, record.message_id).resolve(source_client)
+        except UndecidedKey as error:
+            log.error(
+                "message %s: replication %s: %s; it returns to the queue and goes to the dead-letter "
+                "queue after maxReceiveCount receives",
+                record.message_id,
+                replication.name,
+                error,
+            )
+            raise
         except NotAnEvent as error:
             log.warning(
                 "message %s is not an S3 Object Created event for replication %s: %s; it returns to "

@@ -56,6 +56,12 @@ def endpoint_of(location: Location) -> Endpoint:
     )
 
 
+def source_client(replication: Any) -> Any:
+    """A client for the replication's source, as its workers reach it: the starter lists the
+    forms of an event's key there (event_keys.resolve_created)."""
+    return make_client(endpoint_of(replication.source))
+
+
 def delete_services(replication: Any, *, dynamodb: Any, table_name: str) -> DeleteServices:
     return DeleteServices(
         source_client=make_client(endpoint_of(replication.source)),
