@@ -1,12 +1,15 @@
 """`ferry policy`: the documents another account applies so that Ferry's workers can reach its
 buckets, keys and events, printed from the same cdk.json settings the stack is built from.
 
-Who Ferry is, to the other account: the stack's roles are named by CloudFormation
-(`<stack>-<LogicalId>-<suffix>`), so they are not known before the deploy. By default each
-document names this account (`arn:aws:iam::ACCOUNT:root`) as principal, narrowed by an
-`ArnLike` condition on `aws:PrincipalArn` to the stack's roles (`role/<stack>-*`); give the
-deployed role ARNs with `--principal` to name exactly those instead. Either way no other
-identity of either account gains anything.
+Who Ferry is, to the other account: the stack's roles are named by CloudFormation, which
+shortens a long stack name inside the names it generates, so no pattern on role names is sure
+to match them. The stack tags every role it creates `FerryStack=<stack name>`
+(settings.STACK_ROLE_TAG); by default each document names this account
+(`arn:aws:iam::ACCOUNT:root`) as principal, narrowed by a `StringEquals` condition on
+`aws:PrincipalTag/FerryStack` to that stack; give the deployed role ARNs with `--principal` to
+name exactly those instead. Either way no other identity of either account gains anything
+(only an identity of Ferry's account that may tag roles could add itself, as one that may
+create roles could before).
 
 Each document is printed as a heading line (`# ...`: what it is and where it goes) followed
 by the document as JSON, so it can be cut out and applied as it is.
@@ -25,7 +28,7 @@ from typing import IO, Any
 from ferry.cli.parsing import EXIT_OK
 from ferry.errors import ConfigError
 from ferry.models import DEFAULT_MARKS_PREFIX, Endpoint
-from ferry.pipeline.settings import Location, PipelineSettings
+from ferry.pipeline.settings import STACK_ROLE_TAG, Location, PipelineSettings
 
 VERSION = "2012-10-17"
 ACCOUNT = re.compile(r"[0-9]{12}")
@@ -127,10 +130,10 @@ class Ferry:
         return {"AWS": f"arn:{self.partition}:iam::{self.account}:root"}
 
     def condition(self) -> dict[str, Any] | None:
+        """The stack's roles by their tag: nothing depends on the names CloudFormation gives them."""
         if self.roles:
             return None
-        roles = f"arn:{self.partition}:iam::{self.account}:role/{self.stack_name}-*"
-        return {"ArnLike": {"aws:PrincipalArn": roles}}
+        return {"StringEquals": {f"aws:PrincipalTag/{STACK_ROLE_TAG}": self.stack_name}}
 
     def statement(self, sid: str, actions: list[str], resources: Any, **extra: Any) -> dict[str, Any]:
         statement: dict[str, Any] = {
