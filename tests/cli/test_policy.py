@@ -299,6 +299,36 @@ def with_replication(deletes: bool, source: dict[str, Any] | None = None) -> dic
     return context
 
 
+def test_deletes_on_forward_object_deleted_and_allow_listing_versions(tmp_path: Path) -> None:
+    """A replication with deletes on needs A's "Object Deleted" events (S3 sends both
+    detail-types to EventBridge, user guide EventBridge.html) and ListObjectVersions on A
+    (s3:ListBucketVersions) to find the version a delete marker hides."""
+    _, out, _ = run_policy(tmp_path, with_replication(deletes=True))
+    printed = sections(out)
+    rule = next(d for h, d in printed if h.startswith("EventBridge rule"))
+    assert rule["EventPattern"]["detail-type"] == ["Object Created", "Object Deleted"]
+    source_policy = next(d for h, d in printed if h.startswith("Bucket policy for the source"))
+    listing = next(st for st in source_policy["Statement"] if st["Sid"] == "FerryReadList")
+    assert listing["Action"] == ["s3:ListBucket", "s3:ListBucketVersions"]
+    assert listing["Condition"]["StringLike"] == {"s3:prefix": ["camera/*"]}
+    # Deletes off: neither.
+    _, out, _ = run_policy(tmp_path, with_replication(deletes=False))
+    printed = sections(out)
+    rule = next(d for h, d in printed if h.startswith("EventBridge rule"))
+    assert rule["EventPattern"]["detail-type"] == ["Object Created"]
+    source_policy = next(d for h, d in printed if h.startswith("Bucket policy for the source"))
+    assert all("s3:ListBucketVersions" not in st["Action"] for st in source_policy["Statement"])
+
+
+def test_a_source_read_through_a_role_lets_that_role_list_versions_for_deletes(tmp_path: Path) -> None:
+    reader = f"arn:aws:iam::{SOURCE_ACCOUNT}:role/ferry-reader"
+    source = {"bucket": "photos-a", "prefix": "camera/", "owner": SOURCE_ACCOUNT, "role_arn": reader}
+    _, out, _ = run_policy(tmp_path, with_replication(deletes=True, source=source))
+    permissions = next(d for h, d in sections(out) if h.startswith(f"Permissions policy for {reader}"))
+    lists = [st for st in permissions["Statement"] if st["Sid"].startswith("FerryReadList")]
+    assert [st["Action"] for st in lists] == [["s3:ListBucket", "s3:ListBucketVersions"]]
+
+
 LONG_STACK = "Ferry-replication-production-eu-west-1-photos-and-videos-archive"
 
 
