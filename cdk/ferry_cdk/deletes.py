@@ -7,14 +7,15 @@ The rule and the starter's role are built in replication.py; it asks this module
 
 What the statements allow, and why no more:
 - destination prefix: `s3:DeleteObject` (a plain delete: a versioned destination gets a delete
-  marker; no `s3:DeleteObjectVersion`, so no version is ever removed) and `s3:GetObject` (the
-  HEAD that compares the destination with the copy record; S3 also requires it for a
-  DeleteObject with `If-Match: <ETag>`, user guide conditional-deletes.html);
+  marker; no `s3:DeleteObjectVersion` on this role; a destination reached through `role_arn` is
+  deleted in a session of that role denied it, replication_deletes.NO_VERSION_DELETES) and
+  `s3:GetObject` (the HEAD that compares the destination with the copy record; S3 also
+  requires it for a DeleteObject with `If-Match: <ETag>`, user guide conditional-deletes.html);
 - source prefix: `s3:GetObject` (is the key back?) and `s3:GetObjectVersion` (the HEAD of the
   version a delete marker hides, the second proof);
-- `s3:ListBucket` and `s3:ListBucketVersions` on both buckets only with `s3:prefix` inside the
-  configured prefixes: a listing prefixed by the key proves a 403 HEAD means "absent", and
-  ListObjectVersions finds the version under a marker;
+- `s3:ListBucket` on both buckets, and `s3:ListBucketVersions` on the source's, only with
+  `s3:prefix` inside the configured prefixes: a listing prefixed by the key proves a 403 HEAD
+  means "absent", and ListObjectVersions finds the version under a marker;
 - the ledger table: `dynamodb:GetItem` and `dynamodb:DeleteItem` (read and forget copy records).
 """
 

@@ -2,6 +2,11 @@
 `sts:AssumeRole` on exactly the configured roles, `secretsmanager:GetSecretValue` on exactly
 the configured credential secrets, and `kms:Decrypt` on the keys that encrypt those secrets.
 
+Secrets Manager decrypts a secret with its KMS key in the secret's own region, so the
+`kms:ViaService` condition names `secretsmanager.<region>.amazonaws.com` for each region a
+configured secret is read in: a name in the stack's region, an ARN in the region it names
+(where the workers read it, ferry.clients.secret_region).
+
 A secret given by name is granted as `...:secret:NAME-??????`: Secrets Manager appends a
 hyphen and six random characters to every secret's ARN, and its documentation recommends
 this pattern ("Finding a secret from a partial ARN", Secrets Manager user guide); `?` matches
@@ -28,6 +33,15 @@ def secret_arn(stack: cdk.Stack, secret: str) -> str:
         resource_name=f"{secret}-??????",
         arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
     )
+
+
+def secret_region(stack: cdk.Stack, secret: str) -> str:
+    """The region a secret is read in: the one its ARN names, else the stack's (the workers
+    run there)."""
+    parts = secret.split(":")
+    if secret.startswith("arn:") and len(parts) > 3 and parts[3]:
+        return parts[3]
+    return stack.region
 
 
 def reach_statements(stack: cdk.Stack, settings: PipelineSettings) -> list[iam.PolicyStatement]:
@@ -64,7 +78,11 @@ def location_reach_statements(
                 resources=list(settings.secret_kms_key_arns),
                 # Only as Secrets Manager decrypts a secret for the worker, not any ciphertext.
                 conditions={
-                    "StringEquals": {"kms:ViaService": f"secretsmanager.{stack.region}.amazonaws.com"}
+                    "StringEquals": {
+                        "kms:ViaService": sorted(
+                            {f"secretsmanager.{secret_region(stack, s)}.amazonaws.com" for s in secrets}
+                        )
+                    }
                 },
             )
         )

@@ -24,7 +24,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from ferry.errors import ConfigError
-from ferry.pipeline.settings import Location, PipelineSettings
+from ferry.pipeline.settings import STACK_ROLE_TAG, Location, PipelineSettings
 
 from . import abandoned_uploads, access, bundling, monitoring, nag, replication, schedules
 from .access import BATCH_REPORTS, DESTINATION_WRITE, LEDGER_READ_WRITE, SOURCE_READ, statement
@@ -92,6 +92,9 @@ class FerryStack(cdk.Stack):
         cdk.CfnOutput(self, "StateMachineArn", value=self.state_machine.state_machine_arn)
         cdk.CfnOutput(self, "ReportBucketName", value=self.report_bucket.bucket_name)
         cdk.CfnOutput(self, "TableName", value=self.table.table_name)
+        # Other accounts' policies name the stack's roles by this tag (`ferry policy`): the
+        # role names CloudFormation generates shorten a long stack name.
+        cdk.Tags.of(self).add(STACK_ROLE_TAG, self.stack_name, include_resource_types=["AWS::IAM::Role"])
         if acknowledge_nag_findings:
             nag.acknowledge(self)
 

@@ -127,12 +127,16 @@ def forget_credentials() -> None:
         _CREDENTIALS.clear()
 
 
-def _role_credentials(base: boto3.Session, role_arn: str) -> RefreshableCredentials:
-    """Credentials from sts:AssumeRole that refresh themselves before they expire."""
+def _role_credentials(
+    base: boto3.Session, role_arn: str, session_policy: str | None = None
+) -> RefreshableCredentials:
+    """Credentials from sts:AssumeRole that refresh themselves before they expire, narrowed by
+    `session_policy` when one is given (every refresh passes it again)."""
     sts = base.client("sts")
+    narrowed = {"Policy": session_policy} if session_policy else {}
 
     def fetch() -> dict[str, Any]:
-        creds = sts.assume_role(RoleArn=role_arn, RoleSessionName="ferry")["Credentials"]
+        creds = sts.assume_role(RoleArn=role_arn, RoleSessionName="ferry", **narrowed)["Credentials"]
         return {
             "access_key": creds["AccessKeyId"],
             "secret_key": creds["SecretAccessKey"],
@@ -217,8 +221,9 @@ def session_for(endpoint: Endpoint) -> boto3.Session:
         secret = endpoint.credentials_secret
         return _with_credentials(session, _cached(("secret", secret), lambda: _secret_credentials(secret)))
     if endpoint.role_arn:
-        role, key = endpoint.role_arn, ("role", endpoint.profile, endpoint.role_arn, endpoint.region)
-        return _with_credentials(session, _cached(key, lambda: _role_credentials(session, role)))
+        role, policy = endpoint.role_arn, endpoint.session_policy
+        key = ("role", endpoint.profile, role, endpoint.region, policy)  # a narrowed session is another
+        return _with_credentials(session, _cached(key, lambda: _role_credentials(session, role, policy)))
     return session
 
 

@@ -54,6 +54,9 @@ class Endpoint:
     region: str | None = None
     profile: str | None = None
     role_arn: str | None = None
+    # An IAM session policy (JSON) passed when assuming role_arn: the session may do only what
+    # both the role and this policy allow (a replication's deletes refuse version deletes).
+    session_policy: str | None = None
     # A Secrets Manager secret (name or ARN) holding {"access_key_id", "secret_access_key"}:
     # the keys for another partition or an S3-compatible store (clients.session_for).
     credentials_secret: str | None = None

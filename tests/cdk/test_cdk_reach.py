@@ -87,8 +87,13 @@ def test_workers_read_exactly_the_configured_secrets(built: SimpleNamespace) -> 
         if lid.startswith("CopyBatchRole") and SECRET_KEY in as_list(st["Resource"])
     ]
     assert [as_list(st["Action"]) for st in decrypts] == [["kms:Decrypt"]]
-    assert decrypts[0]["Condition"] == {
-        "StringEquals": {"kms:ViaService": f"secretsmanager.{REGION}.amazonaws.com"}
+    # Secrets Manager decrypts a secret in the secret's own region: the name is read in the
+    # stack's, the ARN in eu-central-1 (kms:ViaService is secretsmanager.<region>.amazonaws.com).
+    (values,) = decrypts[0]["Condition"]["StringEquals"].values()
+    assert list(decrypts[0]["Condition"]["StringEquals"]) == ["kms:ViaService"]
+    assert set(as_list(values)) == {
+        f"secretsmanager.{REGION}.amazonaws.com",
+        "secretsmanager.eu-central-1.amazonaws.com",
     }
     for role in ("RecordFailureRole", "StateMachineRole"):
         assert not any(a.startswith("secretsmanager:") for a in grants(built.template, role)), role

@@ -173,3 +173,15 @@ def test_cdk_nag_and_cfn_lint_are_clean(built) -> None:
     )
     errors = [f for f in json.loads(done.stdout or "[]") if f["Level"] == "Error"]
     assert errors == [], json.dumps(errors, indent=1)
+
+
+def test_every_role_carries_the_stack_tag_that_ferry_policy_names(built) -> None:
+    """Other accounts' policies name the stack's roles by this tag (aws:PrincipalTag), not by
+    the role names CloudFormation generates (it shortens a long stack name inside them)."""
+    from ferry.pipeline.settings import STACK_ROLE_TAG
+
+    roles = resources(built.template, "AWS::IAM::Role")
+    assert any(lid.startswith("ReplicationphotosyncStarterRole") for lid in roles)
+    for lid, role in roles.items():
+        tags = {t["Key"]: t["Value"] for t in role["Properties"].get("Tags", [])}
+        assert tags.get(STACK_ROLE_TAG) == "Ferry", lid

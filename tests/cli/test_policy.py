@@ -152,7 +152,7 @@ def test_the_walkthrough_prints_every_document_for_exactly_its_buckets_keys_and_
         d for h, d in printed if h.startswith("Bucket policy for the source s3://photos-a/camera/")
     )
     assert all(
-        st["Condition"]["ArnLike"] == {"aws:PrincipalArn": f"arn:aws:iam::{FERRY_ACCOUNT}:role/Ferry-*"}
+        st["Condition"]["StringEquals"] == {"aws:PrincipalTag/FerryStack": "Ferry"}
         for st in source_policy["Statement"]
     )
     dest_heading = next(h for h in by_heading if h.startswith("Bucket policy for the destination"))
@@ -281,3 +281,69 @@ def test_cfn_lint_accepts_each_document_where_cloudformation_would_carry_it(tmp_
         [str(cfn_lint), "--format", "json", str(template)], capture_output=True, text=True, timeout=300
     )
     assert any(f["Level"] == "Error" for f in json.loads(done.stdout or "[]"))
+
+
+def with_replication(deletes: bool, source: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The walkthrough plus a replication of A's prefix into B's, deletes on or off."""
+    context = json.loads(json.dumps(WALKTHROUGH))
+    if source is not None:
+        context["context"]["ferry"]["sources"] = [source]
+    context["context"]["ferry"]["replications"] = [
+        {
+            "name": "photos",
+            "source": {"bucket": "photos-a", "prefix": "camera/"},
+            "destination": {"bucket": "photos-b", "prefix": "replica/"},
+            "deletes": deletes,
+        }
+    ]
+    return context
+
+
+def test_deletes_on_forward_object_deleted_and_allow_listing_versions(tmp_path: Path) -> None:
+    """A replication with deletes on needs A's "Object Deleted" events (S3 sends both
+    detail-types to EventBridge, user guide EventBridge.html) and ListObjectVersions on A
+    (s3:ListBucketVersions) to find the version a delete marker hides."""
+    _, out, _ = run_policy(tmp_path, with_replication(deletes=True))
+    printed = sections(out)
+    rule = next(d for h, d in printed if h.startswith("EventBridge rule"))
+    assert rule["EventPattern"]["detail-type"] == ["Object Created", "Object Deleted"]
+    source_policy = next(d for h, d in printed if h.startswith("Bucket policy for the source"))
+    listing = next(st for st in source_policy["Statement"] if st["Sid"] == "FerryReadList")
+    assert listing["Action"] == ["s3:ListBucket", "s3:ListBucketVersions"]
+    assert listing["Condition"]["StringLike"] == {"s3:prefix": ["camera/*"]}
+    # Deletes off: neither.
+    _, out, _ = run_policy(tmp_path, with_replication(deletes=False))
+    printed = sections(out)
+    rule = next(d for h, d in printed if h.startswith("EventBridge rule"))
+    assert rule["EventPattern"]["detail-type"] == ["Object Created"]
+    source_policy = next(d for h, d in printed if h.startswith("Bucket policy for the source"))
+    assert all("s3:ListBucketVersions" not in st["Action"] for st in source_policy["Statement"])
+
+
+def test_a_source_read_through_a_role_lets_that_role_list_versions_for_deletes(tmp_path: Path) -> None:
+    reader = f"arn:aws:iam::{SOURCE_ACCOUNT}:role/ferry-reader"
+    source = {"bucket": "photos-a", "prefix": "camera/", "owner": SOURCE_ACCOUNT, "role_arn": reader}
+    _, out, _ = run_policy(tmp_path, with_replication(deletes=True, source=source))
+    permissions = next(d for h, d in sections(out) if h.startswith(f"Permissions policy for {reader}"))
+    lists = [st for st in permissions["Statement"] if st["Sid"].startswith("FerryReadList")]
+    assert [st["Action"] for st in lists] == [["s3:ListBucket", "s3:ListBucketVersions"]]
+
+
+LONG_STACK = "Ferry-replication-production-eu-west-1-photos-and-videos-archive"
+
+
+def test_the_stack_roles_are_named_by_their_tag_not_by_generated_role_names(tmp_path: Path) -> None:
+    """CloudFormation shortens a long stack name inside the role names it generates, so a
+    pattern on `role/<stack>-*` may match none of them: every statement names the stack's
+    roles by the tag the stack puts on each of them (aws:PrincipalTag)."""
+    from ferry.pipeline.settings import STACK_ROLE_TAG
+
+    _, out, _ = run_policy(tmp_path, with_replication(deletes=True), "--stack-name", LONG_STACK)
+    conditioned = 0
+    for heading, doc in sections(out):
+        assert "aws:PrincipalArn" not in json.dumps(doc), heading
+        for st in doc.get("Statement", []) if isinstance(doc, dict) else []:
+            if st.get("Principal") == {"AWS": f"arn:aws:iam::{FERRY_ACCOUNT}:root"}:
+                assert st["Condition"]["StringEquals"][f"aws:PrincipalTag/{STACK_ROLE_TAG}"] == LONG_STACK
+                conditioned += 1
+    assert conditioned >= 8

@@ -384,8 +384,34 @@ def test_retry_ids_count_on() -> None:
     taken = {"photos-retry-1", "photos-retry-2"}
     assert next_retry_id("photos", taken.__contains__) == "photos-retry-3"
     assert next_retry_id("photos-retry-2", taken.__contains__) == "photos-retry-3"
-    with pytest.raises(ConfigError, match="longer than 80"):
-        next_retry_id("x" * 75, lambda _: False)
+
+
+def test_a_replication_job_of_the_longest_name_can_be_retried() -> None:
+    """A replication's job id is its name (up to 40 characters), '-' and 32 hex digits: 73
+    characters, and `-retry-N` would pass Step Functions' 80-character execution name limit."""
+    from ferry.jobspec import parse_job_spec
+    from ferry.pipeline.replication import job_id_for
+    from ferry.pipeline.replication_config import Replication
+
+    replication = Replication.parse(
+        {"name": "n" * 40, "source": {"bucket": "a", "prefix": "in/"}, "destination": {"bucket": "b"}}, "r"
+    )
+    first = job_id_for(replication, ["message-1"])
+    other = job_id_for(replication, ["message-2"])
+    assert len(first) == 73
+    taken: set[str] = set()
+    retry = next_retry_id(first, taken.__contains__)
+    assert len(retry) <= 80 and retry.startswith("n" * 40 + "-") and retry.endswith("-retry-1")
+    parse_job_spec({"job_id": retry, "source": {"bucket": "src-a"}, "destination": {"bucket": "dst-b"}})
+    assert next_retry_id(other, taken.__contains__) != retry, "two jobs, two retry ids"
+    taken.add(retry)
+    assert next_retry_id(first, taken.__contains__) == retry[: -len("1")] + "2"
+    assert next_retry_id(retry, taken.__contains__) == retry[: -len("1")] + "2", (
+        "a retry of a retry counts on"
+    )
+    # Any id of at most 80 characters can be retried, and short ones keep their name whole.
+    assert len(next_retry_id("x" * 80, lambda _: False)) <= 80
+    assert next_retry_id("x" * 69, lambda _: False) == "x" * 69 + "-retry-1"
 
 
 def test_the_status_line_says_how_a_job_ended_that_finalize_did_not_settle() -> None:

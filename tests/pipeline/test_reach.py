@@ -335,3 +335,46 @@ def test_the_fargate_worker_reaches_both_sides_through_their_roles(
         "dst": {"arn:aws:sts::777788889999:assumed-role/ferry-destination-writer/ferry"},
     }
     assert job["job_id"] == "large"
+
+
+def test_the_deleting_starter_assumes_the_destination_role_without_version_deletes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The writer role holds s3:DeleteObjectVersion (a worker removes an unproved copy by its
+    version id), and a replication's starter deletes as that role: its session carries a
+    session policy denying s3:DeleteObjectVersion, so no deletion it makes can remove a
+    version (IAM: a session's permissions are the role's policies intersected with the session
+    policy). The workers' own session of the same role keeps its permissions."""
+    from moto import mock_aws
+    from moto.sts.models import STSBackend
+
+    from ferry.pipeline.replication_config import Replication
+    from ferry.pipeline.replication_deletes import delete_services
+
+    policies: list[tuple[str, str | None]] = []
+    original = STSBackend.assume_role
+
+    def recorded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        policies.append((kwargs["role_arn"], kwargs.get("policy")))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(STSBackend, "assume_role", recorded)
+    replication = Replication.parse(
+        {
+            "name": "photos",
+            "source": {"bucket": "src", "prefix": "in/"},
+            "destination": {"bucket": "dst", "prefix": "out/", "role_arn": DEST_ROLE, "region": "eu-west-1"},
+            "deletes": True,
+        },
+        "replications[0]",
+    )
+    with mock_aws():
+        dynamodb = boto3.client("dynamodb", region_name="us-east-1")
+        delete_services(replication, dynamodb=dynamodb, table_name="ledger")
+        make_client(Endpoint(role_arn=DEST_ROLE, region="eu-west-1"))  # a worker, same role
+    assert [arn for arn, _ in policies] == [DEST_ROLE, DEST_ROLE]
+    (starter_policy,) = [p for _, p in policies if p]
+    document = json.loads(starter_policy)
+    denied = [st for st in document["Statement"] if st["Effect"] == "Deny"]
+    assert denied == [{"Effect": "Deny", "Action": "s3:DeleteObjectVersion", "Resource": "*"}]
+    assert [p for _, p in policies if not p] == [None], "the worker's session is not narrowed"

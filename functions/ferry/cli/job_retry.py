@@ -25,6 +25,7 @@ Three ways, chosen by `plan_retry` from how the execution ended:
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import json
 import re
 import tempfile
@@ -55,7 +56,10 @@ FAILED_OBJECTS = "failed-objects"
 SAME_SOURCE = "same-source"
 NOTHING = "nothing"
 _RETRY_SUFFIX = re.compile(r"-retry-\d+$")
-_MAX_JOB_ID = 80
+_MAX_JOB_ID = 80  # a job id is its execution's name: 1-80 characters (Step Functions quotas)
+# Room kept for `-retry-N` up to N = 999, so that every retry of one job shares its base.
+_RETRY_ROOM = len("-retry-999")
+_HASH_CHARS = 8
 
 
 @dataclass(frozen=True)
@@ -177,7 +181,7 @@ def retry_job(
 def next_retry_id(job_id: str, taken: Callable[[str], bool]) -> str:
     """`<job>-retry-N`, N the first number not used yet; a retry of a retry counts on
     (`photos-retry-1` -> `photos-retry-2`)."""
-    base = _RETRY_SUFFIX.sub("", job_id)
+    base = retry_base(_RETRY_SUFFIX.sub("", job_id))
     n = 1
     while True:
         candidate = f"{base}-retry-{n}"
@@ -189,6 +193,17 @@ def next_retry_id(job_id: str, taken: Callable[[str], bool]) -> str:
         if not taken(candidate):
             return candidate
         n += 1
+
+
+def retry_base(base: str) -> str:
+    """What `-retry-N` is appended to: the job id itself when the suffix fits in 80 characters,
+    else its head and a hash of the whole id. A replication's job id is 73 characters (a name
+    of up to 40, '-', 32 hex digits), too long for the suffix; the hash keeps two long ids
+    that share their head apart, and a retry of a retry keeps the same base (it fits)."""
+    if len(base) + _RETRY_ROOM <= _MAX_JOB_ID:
+        return base
+    digest = hashlib.sha256(base.encode()).hexdigest()[:_HASH_CHARS]
+    return f"{base[: _MAX_JOB_ID - _RETRY_ROOM - _HASH_CHARS - 1]}-{digest}"
 
 
 def write_failed_manifest(s3: Any, bucket: str, key: str, failures: Iterable[Mapping[str, Any]]) -> int:

@@ -1,12 +1,19 @@
 """`ferry policy`: the documents another account applies so that Ferry's workers can reach its
 buckets, keys and events, printed from the same cdk.json settings the stack is built from.
 
-Who Ferry is, to the other account: the stack's roles are named by CloudFormation
-(`<stack>-<LogicalId>-<suffix>`), so they are not known before the deploy. By default each
-document names this account (`arn:aws:iam::ACCOUNT:root`) as principal, narrowed by an
-`ArnLike` condition on `aws:PrincipalArn` to the stack's roles (`role/<stack>-*`); give the
-deployed role ARNs with `--principal` to name exactly those instead. Either way no other
-identity of either account gains anything.
+Who Ferry is, to the other account: the stack's roles are named by CloudFormation, which
+shortens a long stack name inside the names it generates, so no pattern on role names is sure
+to match them. The stack tags every role it creates `FerryStack=<stack name>`
+(settings.STACK_ROLE_TAG); by default each document names this account
+(`arn:aws:iam::ACCOUNT:root`) as principal, narrowed by a `StringEquals` condition on
+`aws:PrincipalTag/FerryStack` to that stack; give the deployed role ARNs with `--principal` to
+name exactly those instead. Either way no other identity of either account gains anything
+(only an identity of Ferry's account that may tag roles could add itself, as one that may
+create roles could before).
+
+A replication with `deletes` on needs two more things from its source's account: the
+"Object Deleted" events forwarded along with "Object Created", and `s3:ListBucketVersions`
+(ListObjectVersions finds the version a delete marker hides, pipeline/deletes.py).
 
 Each document is printed as a heading line (`# ...`: what it is and where it goes) followed
 by the document as JSON, so it can be cut out and applied as it is.
@@ -25,7 +32,7 @@ from typing import IO, Any
 from ferry.cli.parsing import EXIT_OK
 from ferry.errors import ConfigError
 from ferry.models import DEFAULT_MARKS_PREFIX, Endpoint
-from ferry.pipeline.settings import Location, PipelineSettings
+from ferry.pipeline.settings import STACK_ROLE_TAG, Location, PipelineSettings
 
 VERSION = "2012-10-17"
 ACCOUNT = re.compile(r"[0-9]{12}")
@@ -56,6 +63,10 @@ FIND_UPLOADS = ["s3:ListBucketMultipartUploads"]
 KMS_SOURCE = ["kms:Decrypt"]
 KMS_DESTINATION = ["kms:GenerateDataKey", "kms:Decrypt", "kms:Encrypt"]
 FORWARD_ROLE = "ferry-forward-s3-events"
+LIST = ["s3:ListBucket"]
+# A replication's deletes list the source's versions under a delete marker (deletes.py).
+LIST_VERSIONS = ["s3:ListBucket", "s3:ListBucketVersions"]
+OBJECT_CREATED, OBJECT_DELETED = "Object Created", "Object Deleted"
 
 
 def add_policy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -127,10 +138,10 @@ class Ferry:
         return {"AWS": f"arn:{self.partition}:iam::{self.account}:root"}
 
     def condition(self) -> dict[str, Any] | None:
+        """The stack's roles by their tag: nothing depends on the names CloudFormation gives them."""
         if self.roles:
             return None
-        roles = f"arn:{self.partition}:iam::{self.account}:role/{self.stack_name}-*"
-        return {"ArnLike": {"aws:PrincipalArn": roles}}
+        return {"StringEquals": {f"aws:PrincipalTag/{STACK_ROLE_TAG}": self.stack_name}}
 
     def statement(self, sid: str, actions: list[str], resources: Any, **extra: Any) -> dict[str, Any]:
         statement: dict[str, Any] = {
@@ -159,7 +170,9 @@ def documents(settings: PipelineSettings, ferry: Ferry) -> Iterator[tuple[str, d
             yield (
                 f"Bucket policy for the source s3://{loc.bucket}/{loc.prefix} (account {loc.owner}): "
                 f"aws s3api put-bucket-policy --bucket {loc.bucket} --policy file://source.json",
-                bucket_policy(ferry, loc, SOURCE_READ, "Read"),
+                bucket_policy(
+                    ferry, loc, SOURCE_READ, "Read", LIST_VERSIONS if deletes_from(settings, loc) else LIST
+                ),
             )
     for loc in settings.destinations:
         if elsewhere(loc):
@@ -193,10 +206,17 @@ def documents(settings: PipelineSettings, ferry: Ferry) -> Iterator[tuple[str, d
         )
     for loc in settings.sources:
         if elsewhere(loc):
-            yield from event_forwarding(ferry, loc)
+            yield from event_forwarding(ferry, loc, deletes=deletes_from(settings, loc))
 
 
-def bucket_policy(ferry: Ferry, loc: Location, actions: list[str], verb: str) -> dict[str, Any]:
+def deletes_from(settings: PipelineSettings, loc: Location) -> bool:
+    """Whether a replication with deletes on reads from inside this source location."""
+    return any(r.deletes and loc.covers(r.source.bucket, r.source.prefix) for r in settings.replications)
+
+
+def bucket_policy(
+    ferry: Ferry, loc: Location, actions: list[str], verb: str, listing_actions: list[str] = LIST
+) -> dict[str, Any]:
     bucket = f"arn:{ferry.partition}:s3:::{loc.bucket}"
     listing: dict[str, Any] = {}
     if loc.prefix:
@@ -204,7 +224,7 @@ def bucket_policy(ferry: Ferry, loc: Location, actions: list[str], verb: str) ->
     return {
         "Version": VERSION,
         "Statement": [
-            ferry.statement(f"Ferry{verb}List", ["s3:ListBucket"], bucket, conditions=listing),
+            ferry.statement(f"Ferry{verb}List", list(listing_actions), bucket, conditions=listing),
             ferry.statement(f"Ferry{verb}Objects", actions, f"{bucket}/{iam_escape(loc.prefix)}*"),
         ],
     }
@@ -253,7 +273,8 @@ def role_permissions(settings: PipelineSettings, role_arn: str, ferry: Ferry) ->
                 ),
             }
         )
-        statements.extend(list_statements(mine, f"Ferry{side}List", ferry.partition))
+        versions = {loc.bucket for loc in mine if side == "Read" and deletes_from(settings, loc)}
+        statements.extend(list_statements(mine, f"Ferry{side}List", ferry.partition, versions))
         if side == "Write":
             buckets = sorted({f"arn:{ferry.partition}:s3:::{loc.bucket}" for loc in mine})
             statements += [
@@ -277,7 +298,12 @@ def role_permissions(settings: PipelineSettings, role_arn: str, ferry: Ferry) ->
     return {"Version": VERSION, "Statement": statements}
 
 
-def list_statements(locations: Iterable[Location], sid: str, partition: str) -> list[dict[str, Any]]:
+def list_statements(
+    locations: Iterable[Location], sid: str, partition: str, versions: Iterable[str] = ()
+) -> list[dict[str, Any]]:
+    """`s3:ListBucket` per bucket within its prefixes; also `s3:ListBucketVersions` on the
+    buckets in `versions` (a replication's deletes read them)."""
+    versions = set(versions)
     by_bucket: dict[str, set[str]] = {}
     for loc in locations:
         by_bucket.setdefault(loc.bucket, set()).add(loc.prefix)
@@ -286,7 +312,7 @@ def list_statements(locations: Iterable[Location], sid: str, partition: str) -> 
         statement: dict[str, Any] = {
             "Sid": f"{sid}{index}",
             "Effect": "Allow",
-            "Action": ["s3:ListBucket"],
+            "Action": list(LIST_VERSIONS if bucket in versions else LIST),
             "Resource": f"arn:{partition}:s3:::{bucket}",
         }
         if "" not in prefixes:
@@ -297,17 +323,18 @@ def list_statements(locations: Iterable[Location], sid: str, partition: str) -> 
     return out
 
 
-def event_forwarding(ferry: Ferry, loc: Location) -> Iterator[tuple[str, dict[str, Any]]]:
+def event_forwarding(ferry: Ferry, loc: Location, *, deletes: bool) -> Iterator[tuple[str, dict[str, Any]]]:
     """S3 -> the owner's default bus -> a rule -> this account's default bus (EventBridge
     delivers cross-account to an event bus with a role of the sending account, and the
-    receiving bus's resource policy allowing events:PutEvents from that rule)."""
+    receiving bus's resource policy allowing events:PutEvents from that rule). With `deletes`,
+    the rule forwards "Object Deleted" too: S3 sends both detail-types to EventBridge."""
     owner, region = str(loc.owner), loc.region or ferry.region
     rule_name = f"ferry-forward-{loc.bucket}"[:64]
     rule_arn = f"arn:{ferry.partition}:events:{region}:{owner}:rule/{rule_name}"
     role_arn = f"arn:{ferry.partition}:iam::{owner}:role/{FORWARD_ROLE}"
     pattern: dict[str, Any] = {
         "source": ["aws.s3"],
-        "detail-type": ["Object Created"],
+        "detail-type": [OBJECT_CREATED, *([OBJECT_DELETED] if deletes else [])],
         "detail": {"bucket": {"name": [loc.bucket]}},
     }
     if loc.prefix:

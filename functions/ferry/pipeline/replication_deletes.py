@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ferry.clients import make_client
@@ -32,6 +32,21 @@ from ferry.pipeline.ledger import DynamoCopyRecords
 from ferry.pipeline.settings import Location
 
 log = logging.getLogger(__name__)
+
+# The session a starter deletes with when it reaches the destination through a role: that role
+# holds s3:DeleteObjectVersion for the workers (they remove an unproved copy by its version id),
+# the deletes never need it. A session's permissions are the role's intersected with the session
+# policy (IAM user guide, "Permissions for AssumeRole"), and an explicit Deny always wins.
+NO_VERSION_DELETES = json.dumps(
+    {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Action": "*", "Resource": "*"},
+            {"Effect": "Deny", "Action": "s3:DeleteObjectVersion", "Resource": "*"},
+        ],
+    },
+    separators=(",", ":"),
+)
 
 
 @dataclass(frozen=True)
@@ -63,9 +78,12 @@ def source_client(replication: Any) -> Any:
 
 
 def delete_services(replication: Any, *, dynamodb: Any, table_name: str) -> DeleteServices:
+    """Clients for the two sides; the destination's, when reached through a role, in a session
+    that may not delete a version (NO_VERSION_DELETES)."""
+    destination = replace(endpoint_of(replication.destination), session_policy=NO_VERSION_DELETES)
     return DeleteServices(
         source_client=make_client(endpoint_of(replication.source)),
-        destination_client=make_client(endpoint_of(replication.destination)),
+        destination_client=make_client(destination),
         record_store=DynamoCopyRecords(dynamodb, table_name),
     )
 

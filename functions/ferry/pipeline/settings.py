@@ -29,6 +29,10 @@ ACCOUNT_ID = re.compile(r"[0-9]{12}")
 ROLE_ARN = re.compile(r"arn:aws(-[a-z]+)*:iam::[0-9]{12}:role/[\w+=,.@/-]{1,512}")
 REGION = re.compile(r"[a-z]{2}(-[a-z]+)+-[0-9]+")
 ACCESS_FIELDS = ("role_arn", "region", "endpoint_url", "credentials_secret")
+# The tag the stack puts on every role it creates, valued with the stack's name: other
+# accounts' policies (`ferry policy`) name the stack's roles by it (aws:PrincipalTag), because
+# CloudFormation shortens a long stack name inside the role names it generates.
+STACK_ROLE_TAG = "FerryStack"
 # Step Functions fails a state whose input or output exceeds 256 KiB as UTF-8 (uncatchable
 # States.DataLimitExceeded). The child workflow's largest state is a failed CopyBatch pass: the
 # batch's items (at most MaxInputBytesPerBatch; `remaining` and `large` are subsets of them)
