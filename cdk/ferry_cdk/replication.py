@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Protocol
-from urllib.parse import quote_plus
 
 import aws_cdk as cdk
 from aws_cdk import aws_dynamodb as dynamodb
@@ -29,7 +28,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from ferry.pipeline.replication_config import MANIFEST_NAME, Replication
+from ferry.pipeline.replication_config import MANIFEST_NAME, Replication, event_key_prefixes
 from ferry.pipeline.settings import PipelineSettings
 
 from . import nag
@@ -104,7 +103,7 @@ def event_pattern(replication: Replication) -> events.EventPattern:
     """
     detail: dict[str, Any] = {"bucket": {"name": [replication.source.bucket]}}
     if replication.source.prefix:
-        forms = dict.fromkeys([quote_plus(replication.source.prefix, safe="/"), replication.source.prefix])
+        forms = event_key_prefixes(replication.source.prefix)
         detail["object"] = {"key": [{"prefix": form} for form in forms]}
     return events.EventPattern(
         source=["aws.s3"], detail_type=["Object Created", *deleted_detail_types(replication)], detail=detail

@@ -347,3 +347,16 @@ def test_the_stack_roles_are_named_by_their_tag_not_by_generated_role_names(tmp_
                 assert st["Condition"]["StringEquals"][f"aws:PrincipalTag/{STACK_ROLE_TAG}"] == LONG_STACK
                 conditioned += 1
     assert conditioned >= 8
+
+
+def test_the_forwarding_rule_matches_a_prefix_as_written_and_url_encoded(tmp_path: Path) -> None:
+    """The stack's own rule matches the source prefix in both forms an EventBridge event may
+    spell a key in (ferry.pipeline.event_keys): the rule printed for another account's bucket
+    must match the same forms, or events spelled the other way never arrive."""
+    context = json.loads(json.dumps(WALKTHROUGH))
+    context["context"]["ferry"]["sources"][0]["prefix"] = "c++/my photos/"
+    code, out, err = run_policy(tmp_path, context)
+    assert code == 0, err
+    (rule,) = [doc for heading, doc in sections(out) if heading.startswith("EventBridge rule")]
+    keys = rule["EventPattern"]["detail"]["object"]["key"]
+    assert sorted(k["prefix"] for k in keys) == sorted(["c++/my photos/", "c%2B%2B/my+photos/"])

@@ -32,6 +32,7 @@ from typing import IO, Any
 from ferry.cli.parsing import EXIT_OK
 from ferry.errors import ConfigError
 from ferry.models import DEFAULT_MARKS_PREFIX, Endpoint
+from ferry.pipeline.replication_config import event_key_prefixes
 from ferry.pipeline.settings import STACK_ROLE_TAG, Location, PipelineSettings
 
 VERSION = "2012-10-17"
@@ -338,7 +339,7 @@ def event_forwarding(ferry: Ferry, loc: Location, *, deletes: bool) -> Iterator[
         "detail": {"bucket": {"name": [loc.bucket]}},
     }
     if loc.prefix:
-        pattern["detail"]["object"] = {"key": [{"prefix": loc.prefix}]}
+        pattern["detail"]["object"] = {"key": [{"prefix": form} for form in event_key_prefixes(loc.prefix)]}
     yield (
         f"S3 notification configuration for s3://{loc.bucket} (account {owner}): send its events to "
         f"EventBridge: aws s3api put-bucket-notification-configuration --bucket {loc.bucket} "

@@ -19,6 +19,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import quote_plus
 
 from ferry.errors import ConfigError
 from ferry.jobspec import as_folder, check_not_overlapping, parse_options
@@ -195,3 +196,11 @@ def _whole(value: Any, where: str, low: int, high: int) -> int:
     if not low <= value <= high:
         raise ConfigError(f"{where}: {value} is out of range ({low} to {high})")
     return value
+
+
+def event_key_prefixes(prefix: str) -> list[str]:
+    """The key prefixes an EventBridge rule matches a source prefix under: as written and
+    URL-encoded, as an event may spell its key either way (ferry.pipeline.event_keys). The
+    stack's own rule and the rule `ferry policy` prints for another account's bucket use
+    these, so both let the same events through."""
+    return list(dict.fromkeys([quote_plus(prefix, safe="/"), prefix]))
