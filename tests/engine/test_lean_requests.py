@@ -250,7 +250,8 @@ def test_endpoints_it_does_not_speak_stay_on_botocore(monkeypatch):
     assert "botocore computes" in aws.route(
         "put_object", Bucket="b", Key="k", Body=b"", ChecksumAlgorithm="CRC32"
     )
-    assert "not sent on the lean path" in aws.route("list_objects_v2", Bucket="b")
+    assert aws.route("list_objects_v2", Bucket="plain-bucket", Prefix="p/") == "lean"
+    assert "not sent on the lean path" in aws.route("list_multipart_uploads", Bucket="b")
     monkeypatch.setenv("AWS_USE_FIPS_ENDPOINT", "true")
     assert "fips" in make_client(Endpoint(region="us-east-1"), lean=True).route(
         "head_object", Bucket="b", Key="k"
@@ -370,6 +371,14 @@ def test_the_adaptive_rate_limiter_sees_every_lean_answer(versitygw):
     assert client.sent == 3 and len(seen) == 3
 
 
+def _page(page: dict[str, Any]) -> dict[str, Any]:
+    """A listing page without its continuation tokens, which MinIO makes anew for each listing."""
+    out = _answer(page)
+    for name in ("ContinuationToken", "NextContinuationToken"):
+        out[name] = bool(out.get(name))
+    return out
+
+
 @pytest.mark.parametrize("server_name", ["versitygw", "minio"])
 def test_lean_listings_are_botocores_listings(request, server_name):
     """ListObjectsV2 page for page: keys any XML can carry (sent url-encoded and decoded, as
@@ -389,8 +398,8 @@ def test_lean_listings_are_botocores_listings(request, server_name):
     ]:
         pages = []
         for client in (lean, plain):
-            pages.append(list(listing.list_pages(client, Bucket=bucket, **args)))
-        assert [_answer(p) for p in pages[0]] == [_answer(p) for p in pages[1]], args
+            pages.append([_page(p) for p in listing.list_pages(client, Bucket=bucket, **args)])
+        assert pages[0] == pages[1], args
     assert lean.sent >= 5 and lean.fallbacks == 0
     listed = [o.key for o in listing.list_objects(lean, bucket, "dir/")]
     assert sorted(listed) == sorted(k for k in keys if k.startswith("dir/"))
