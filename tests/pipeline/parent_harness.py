@@ -205,6 +205,10 @@ class ParentHarness:
         self.fargate = fargate
         self.retry_sleeps: list[float] = []
         self.map_runs: list[MapRun] = []
+        # What ResultWriter's `Prefix.$`-style paths are resolved against: the Map state's
+        # "input" (this harness's reading) or its "results" (moto's and LocalStack's). AWS's
+        # documentation does not settle it, so the state machine must work under both.
+        self.result_writer_reads: str = "input"
         self._original_parse: Any = None
 
     def install(self, monkeypatch: Any) -> ParentHarness:
@@ -639,6 +643,7 @@ def _map_run(harness: ParentHarness, component: Any, env: Any, eval_input: Any) 
     )
     harness.map_runs.append(run)
     env.heap["ferry_map_run"] = run
+    env.heap["ferry_harness"] = harness
     program = component._get_iteration_program()
     pending = list(reversed(run.children))
     queue_lock = threading.Lock()
@@ -786,9 +791,17 @@ def _child_entry(run: MapRun, child: ChildRecord) -> dict[str, Any]:
     return entry
 
 
-def _write_results(writer: Any, env: Any, run: MapRun) -> dict[str, Any]:
-    """Evaluate the writer's Parameters against the Map state's INPUT, write the files."""
-    writer.parargs.eval(env=env)
+def _write_results(writer: Any, env: Any, run: MapRun, *, on_results: bool = False) -> dict[str, Any]:
+    """Evaluate the writer's Parameters against the Map state's INPUT (or, `on_results`, against
+    the children's results, the other reading), write the files."""
+    try:
+        writer.parargs.eval(env=env)
+    except Exception as error:
+        if not on_results or type(error).__name__ == "FailureEventException":
+            raise
+        raise _failure(
+            env, "States.Runtime", f"ResultWriter Parameters on the Map's results: {error}"
+        ) from error
     parameters = env.stack.pop()
     try:
         s3 = _s3_client(writer.resource_eval, env)
@@ -827,8 +840,14 @@ def _write_results_state(writer: Any, env: Any, original: Callable[..., Any]) ->
     run: MapRun | None = env.heap.get("ferry_map_run")
     if run is None:
         return original(writer, env)
-    env.stack.pop()  # the children's outputs: AWS writes them to S3 instead of the state result
-    env.stack.append(_write_results(writer, env, run))
+    harness: ParentHarness | None = env.heap.get("ferry_harness")
+    if harness is not None and harness.result_writer_reads == "results":
+        written = _write_results(writer, env, run, on_results=True)
+        env.stack.pop()
+    else:
+        env.stack.pop()  # the children's outputs: AWS writes them to S3 instead of the state result
+        written = _write_results(writer, env, run)
+    env.stack.append(written)
     return None
 
 

@@ -243,7 +243,7 @@ def assert_map_results(
     run = parent.harness.map_runs[-1]
     assert output["map_run"]["map_run_arn"] == run.map_run_arn
     run_id = run.map_run_arn.rsplit(":", 1)[-1]
-    assert details == {"Bucket": PIPELINE_REPORTS, "Key": f"jobs/{job_id}/map-run/{run_id}/manifest.json"}
+    assert details == {"Bucket": PIPELINE_REPORTS, "Key": f"jobs/.map-runs/{run_id}/manifest.json"}
     manifest, records = parent.result_files(details)
     assert manifest["MapRunArn"] == run.map_run_arn
     assert set(records) <= {"SUCCEEDED"}, {s: len(r) for s, r in records.items()}
@@ -286,6 +286,24 @@ def test_a_prefix_of_small_objects_is_copied_in_batches_and_accounted_for(parent
     batches = parent.harness.lambdas.called("copy-batch")
     assert len(batches) == math.ceil(objects / MAX_ITEMS_PER_BATCH)
     assert parent.ledger_job("prefix-job")["batches"] == len(batches)
+
+
+@pytest.mark.parametrize("reads", ["input", "results"])
+def test_the_map_runs_record_is_found_whatever_resultwriter_resolves_paths_against(parent, reads) -> None:
+    """AWS's documentation does not say whether ResultWriter's Parameters paths are resolved
+    against the Map's input (this harness) or its results (moto, LocalStack): the job's
+    outcome must not depend on it, neither when every object is copied nor when a child fails."""
+    parent.harness.result_writer_reads = reads
+    s3 = parent.pipeline.s3
+    sources = put_sources(s3, "in/", 30)
+    spec = {"source": {"bucket": "src", "prefix": "in"}, "destination": {"bucket": "dst", "prefix": "out/"}}
+
+    described = parent.run(spec, f"reads-{reads}")
+
+    output = assert_job_succeeded(parent, described, f"reads-{reads}", len(sources))
+    assert_copied(s3, sources, "in/", "out/")
+    manifest, _ = parent.result_files(output["map_run"]["results"])
+    assert manifest["MapRunArn"] == parent.harness.map_runs[-1].map_run_arn
 
 
 def test_an_empty_prefix_copies_nothing_and_says_so(parent) -> None:
@@ -501,7 +519,7 @@ def test_a_child_execution_that_fails_above_tolerance_fails_the_map_run(parent, 
     # The ResultWriter files are written also when the Map Run fails, every child in one of them.
     run_id = run.map_run_arn.rsplit(":", 1)[-1]
     manifest, records = parent.result_files(
-        {"Bucket": PIPELINE_REPORTS, "Key": f"jobs/tolerance-job/map-run/{run_id}/manifest.json"}
+        {"Bucket": PIPELINE_REPORTS, "Key": f"jobs/.map-runs/{run_id}/manifest.json"}
     )
     assert len(records["FAILED"]) == 1 and records["FAILED"][0]["Error"] == "RuntimeError"
     assert "cannot process the batch holding in/050.txt" in records["FAILED"][0]["Cause"]

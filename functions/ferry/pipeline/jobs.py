@@ -23,7 +23,7 @@ from ferry.pipeline.batches import Services, record_lost_batch
 from ferry.pipeline.job_reports import job_prefix
 from ferry.pipeline.job_stats import first_failures, job_stats
 from ferry.pipeline.manifest_check import check_manifest
-from ferry.pipeline.map_runs import MapRunRecord, items_read, map_run_records
+from ferry.pipeline.map_runs import MapRunRecord, items_read, job_map_runs
 from ferry.pipeline.reach import reached_otherwise
 from ferry.report_html import render_report_html
 
@@ -46,7 +46,6 @@ def prepare(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
         "spec": spec.to_dict(),
         "limits": services.settings.batching(),
         "report_prefix": job_prefix(spec.job_id),
-        "map_results_prefix": f"{job_prefix(spec.job_id)}map-run",
     }
     if spec.manifest:
         job["manifest"] = {"bucket": spec.manifest.bucket, "key": spec.manifest.key}
@@ -272,8 +271,12 @@ def finalize(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
     if job is None:
         raise ConfigError(f"job {job_id!r} has no record in the ledger")
     spec = parse_job_spec(job["spec"])
-    runs = list(
-        map_run_records(services.s3, services.settings.report_bucket, f"{job_prefix(job_id)}map-run/")
+    runs = job_map_runs(
+        services.s3,
+        services.stepfunctions,
+        services.settings.report_bucket,
+        written=(event.get("map") or {}).get("results"),
+        execution_arn=job.get("execution_arn"),
     )
     lost = _record_lost_batches(runs, spec, services)
     return settle_job(
