@@ -81,11 +81,13 @@ Functions reports for a `.sync` task whose container exits non-zero.
    (`...common.retry.retrier_decl.time.sleep`). Here: replaced by a recorder that returns at
    once (`ParentHarness.retry_sleeps` lists the waits that AWS would have made).
 
-8. DescribeMapRun. AWS: `itemCounts` counts ITEMS (not child executions) by status, `total`
-   all items the Map Run read (API reference, MapRunItemCounts); `executionCounts` counts
-   children. moto: describes the Map Run from its own record, whose counters the replaced
-   `_map_run` above never updates. Here: moto's description with both counts taken from
-   the harness's `MapRun`.
+8. DescribeMapRun. AWS: `executionCounts` counts child executions by status (API reference,
+   MapRunExecutionCounts); `itemCounts` counts "items processed in ... child workflow
+   executions" (MapRunItemCounts), which does not settle whether, with an ItemBatcher, an
+   item is one listed object or one batch. moto: describes the Map Run from its own record,
+   whose counters the replaced `_map_run` above never updates. Here: moto's description with
+   both counts taken from the harness's `MapRun`; `itemCounts` counts objects, or batches when
+   `ParentHarness.item_counts_count` is "batches", so a test can run under either reading.
 
 Tasks routed in-process:
 - `arn:aws:states:::lambda:invoke` -> `LambdaRouter` replaces
@@ -209,6 +211,10 @@ class ParentHarness:
         # "input" (this harness's reading) or its "results" (moto's and LocalStack's). AWS's
         # documentation does not settle it, so the state machine must work under both.
         self.result_writer_reads: str = "input"
+        # What DescribeMapRun's `itemCounts` counts with an ItemBatcher: listed "items" (the API
+        # reference's wording) or "batches" (one per child execution). Finalize must settle a
+        # job the same way under both.
+        self.item_counts_count: str = "items"
         self._original_parse: Any = None
 
     def install(self, monkeypatch: Any) -> ParentHarness:
@@ -306,7 +312,11 @@ class ParentHarness:
 
         return {
             **described,
-            "itemCounts": counts(by_status, run.total_items),
+            "itemCounts": (
+                counts(children, len(run.children))
+                if self.item_counts_count == "batches"
+                else counts(by_status, run.total_items)
+            ),
             "executionCounts": counts(children, len(run.children)),
         }
 

@@ -15,9 +15,8 @@ stopped record nothing either. The ResultWriter still lists them: under the job'
 prefix it writes `<MapRunId>/manifest.json` naming `FAILED_n.json` (failed, timed out and
 aborted children) and `PENDING_n.json` (never started) files, each a JSON array of child
 records whose `Input` is the child's input as a JSON string: `{"Items": [...], "BatchInput":
-...}` (Step Functions developer guide, "ResultWriter"). DescribeMapRun's `itemCounts.total`
-is how many items the Map Run read, the number the job's counts must add up to (API
-reference, MapRunItemCounts: counts are of items, not of child executions).
+...}` (Step Functions developer guide, "ResultWriter"). What DescribeMapRun counts of the Map
+Run is checked against the ledger in count_check.py.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import ClientError
 
 UNFINISHED = ("FAILED", "PENDING")  # result file groups whose children recorded nothing for sure
 # A job id starts with a letter or digit (jobspec), so no job's own prefix is ever this one.
@@ -124,16 +123,6 @@ def _child(group: str, child: dict[str, Any]) -> UnfinishedChild:
     return UnfinishedChild(
         status, items if isinstance(items, list) else None, child.get("Error"), child.get("Cause")
     )
-
-
-def items_read(stepfunctions: Any, map_run_arn: str) -> int | None:
-    """How many items the Map Run read (DescribeMapRun), or None when it cannot be asked."""
-    if stepfunctions is None or not map_run_arn:
-        return None
-    try:
-        return int(stepfunctions.describe_map_run(mapRunArn=map_run_arn)["itemCounts"]["total"])
-    except (ClientError, BotoCoreError, KeyError, TypeError, ValueError):
-        return None
 
 
 def _message(cause: str | None) -> str:
