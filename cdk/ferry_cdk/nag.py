@@ -142,6 +142,11 @@ def _acknowledge_wildcards(stack: FerryStack) -> None:
         f"This state machine's Map Runs ({machine}): Finalize reads how many items a Map Run read "
         "(DescribeMapRun) to check the job's counts; Map Run ids are generated at run time."
     )
+    known[f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{machine}:*"] = (
+        f"The executions of this state machine ({machine}): when a job's Map failed, Finalize lists "
+        "its execution's Map Runs (ListMapRuns) to find their result files; execution names are "
+        "chosen at run time (job ids, schedule fires, event batches)."
+    )
     tasks = _flatten(stack.resolve(stack.task_arn_pattern))
     known[tasks] = (
         "The copy tasks the state machine starts in Ferry's own cluster (ecs:runTask.sync stops and "

@@ -3,7 +3,8 @@
     EventBridge rule (default bus, "Object Created" in the source bucket under its prefix)
       -> SQS queue (SSE-SQS, TLS only; dead-letter queue after MAX_RECEIVE_COUNT receives)
       -> starter Lambda (event source mapping: batch_size, batch_window_seconds,
-         ReportBatchItemFailures) -> one manifest in the report bucket, one parent execution.
+         max_concurrent_batches, ReportBatchItemFailures)
+      -> one manifest in the report bucket, one parent execution.
 
 The stack does not own the source bucket: sending its events to EventBridge is the user's one
 call (README, "Continuous replication"). The starter may start executions of this stack's
@@ -28,7 +29,12 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from ferry.pipeline.replication_config import MANIFEST_NAME, Replication, event_key_prefixes
+from ferry.pipeline.replication_config import (
+    MANIFEST_NAME,
+    STARTER_TIMEOUT_WITH_DELETES_SECONDS,
+    Replication,
+    event_key_prefixes,
+)
 from ferry.pipeline.settings import PipelineSettings
 
 from . import nag
@@ -38,16 +44,21 @@ from .reach import location_reach_statements
 
 STARTER_TIMEOUT_SECONDS = 120  # a manifest of up to 10,000 rows and one StartExecution
 # With deletes on, each deletion is a few sequential requests (HEAD source, HEAD destination,
-# GetItem, DeleteObject, DeleteItem): Lambda's longest timeout. A batch that still runs out
-# returns whole to the queue; every step is safe to repeat (a deleted key is then "already
-# absent"). Keep batch_size modest with deletes on (README, "Deletes").
-STARTER_TIMEOUT_WITH_DELETES_SECONDS = 900
+# GetItem, DeleteObject, DeleteItem): Lambda's longest timeout (STARTER_TIMEOUT_WITH_DELETES_SECONDS),
+# and batch_size is bounded for it (replication_config). A batch that still runs out returns
+# whole to the queue; every step is safe to repeat (a deleted key is then "already absent").
 STARTER_MEMORY_MB = 1024  # a batch's payload is up to 6 MB of JSON (Lambda's invoke limit)
 # AWS recommends a maxReceiveCount of at least 5 for queues Lambda reads, so that a batch
 # throttled or failed a few times does not reach the dead-letter queue (Lambda developer guide,
 # SQS error handling; seen here only second-hand, not on the page itself).
 MAX_RECEIVE_COUNT = 5
-RETENTION = cdk.Duration.days(14)  # SQS's longest: time to fix what stopped the starter
+# A standard queue's message expires counting from its first send, also in the dead-letter
+# queue (SQS developer guide, setting-up-dead-letter-queue-retention): the dead-letter queue
+# keeps SQS's longest, 14 days, and the events queue half of it, so a message that waited its
+# whole time in the events queue still has 7 days in the dead-letter queue to be read and
+# redriven. The oldest-event alarm fires long before an event waits 7 days.
+DLQ_RETENTION = cdk.Duration.days(14)
+QUEUE_RETENTION = cdk.Duration.days(7)
 
 
 class FerryStack(Protocol):
@@ -117,14 +128,14 @@ def _replication(stack: FerryStack, r: Replication) -> ReplicationQueues:
         "DeadLetters",
         encryption=sqs.QueueEncryption.SQS_MANAGED,
         enforce_ssl=True,
-        retention_period=RETENTION,
+        retention_period=DLQ_RETENTION,
     )
     queue = sqs.Queue(
         scope,
         "Events",
         encryption=sqs.QueueEncryption.SQS_MANAGED,
         enforce_ssl=True,
-        retention_period=RETENTION,
+        retention_period=QUEUE_RETENTION,
         # At least six times the function's timeout (plus the batching window): Lambda may
         # retry a throttled batch within it (Lambda developer guide, services-sqs-configure.html).
         visibility_timeout=cdk.Duration.seconds(6 * _timeout(r) + r.batch_window_seconds),
@@ -148,6 +159,9 @@ def _replication(stack: FerryStack, r: Replication) -> ReplicationQueues:
             if r.batch_window_seconds
             else None,
             report_batch_item_failures=True,
+            # A burst waits in the queue for a bounded number of starters, in full batches,
+            # instead of spreading into many small ones, each a whole job.
+            max_concurrency=r.max_concurrent_batches,
         )
     )
     return ReplicationQueues(queue=queue, dlq=dlq, rule=rule, starter=starter)

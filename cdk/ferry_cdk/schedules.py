@@ -5,7 +5,15 @@ schedule's previous run is still going (ferry.pipeline.scheduled says how).
 
 Scheduler's execution role may invoke that one function (its unqualified ARN) and send to the
 schedules' dead-letter queue, nothing else; the function may StartExecution and ListExecutions
-on the parent state machine only.
+on the parent state machine only, and send to the same dead-letter queue.
+
+Scheduler invokes the function asynchronously: its retry policy and dead-letter queue cover
+the Invoke call only (throttled, refused). A fire the function itself fails on is Lambda's to
+retry: twice, then the event is discarded unless the function has an on-failure destination
+(Lambda developer guide, invocation-async-error-handling). So the function's own async
+configuration sends such a fire to the schedules' dead-letter queue too: no fire is lost
+without a message and an alarm. Retrying is safe: a fire starts at most one run (its
+execution name).
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from typing import Protocol
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_scheduler as scheduler
 from aws_cdk import aws_scheduler_targets as targets
@@ -33,6 +42,9 @@ from . import nag
 # useful nightly sync; the fire's name keeps its scheduled time, so a late start is visible.
 MAX_EVENT_AGE = cdk.Duration.hours(1)
 RETRY_ATTEMPTS = 20
+# Lambda's own retries of a fire the function failed on (0 to 2; PutFunctionEventInvokeConfig)
+# and how long a fire may wait in Lambda's async queue (throttled): the same hour as above.
+FUNCTION_RETRY_ATTEMPTS = 2
 
 
 class LambdaParts(Protocol):
@@ -73,8 +85,10 @@ def add_recurring_syncs(
         dead_letters,
         "AwsSolutions-SQS3",
         "This queue is itself the dead-letter queue of the recurring-sync schedules: it holds fires "
-        "EventBridge Scheduler could not deliver, for inspection; an alarm fires on its first message.",
+        "EventBridge Scheduler could not deliver and fires the starter failed on, for inspection; an "
+        "alarm fires on its first message.",
     )
+    _send_failed_fires(function, dead_letters)
     role = iam.Role(
         root,
         "SchedulerRole",
@@ -119,6 +133,17 @@ class _Target(targets.LambdaInvoke):
 
     def _add_target_action_to_role(self, role: iam.IRole) -> None:
         return None
+
+
+def _send_failed_fires(function: lambda_.Function, dead_letters: sqs.Queue) -> None:
+    """Lambda's on-failure destination for the asynchronous invokes Scheduler makes: a fire
+    the function failed on (after Lambda's retries) or that waited too long is recorded in the
+    dead-letter queue, with the request and the error, instead of being discarded."""
+    function.configure_async_invoke(
+        on_failure=destinations.SqsDestination(dead_letters),
+        retry_attempts=FUNCTION_RETRY_ATTEMPTS,
+        max_event_age=MAX_EVENT_AGE,
+    )
 
 
 def _starter(root: Construct, parts: LambdaParts, state_machine: sfn.StateMachine) -> lambda_.Function:

@@ -192,6 +192,16 @@ class FerryStack(cdk.Stack):
         return functions
 
     @property
+    def execution_arn_pattern(self) -> str:
+        """This state machine's executions: `execution:<machine>:<name>`."""
+        return self.format_arn(
+            service="states",
+            resource="execution",
+            resource_name=f"{self.stack_name}-jobs:*",
+            arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+        )
+
+    @property
     def map_run_arn_pattern(self) -> str:
         """This state machine's Map Runs: `mapRun:<machine>/<map run label>:<id>`."""
         return self.format_arn(
@@ -250,6 +260,10 @@ class FerryStack(cdk.Stack):
         )
         finalize.add_to_role_policy(
             statement("DescribeMapRuns", ["states:DescribeMapRun"], [self.map_run_arn_pattern])
+        )
+        # A Map that failed names no result files: Finalize finds its Map Runs by execution.
+        finalize.add_to_role_policy(
+            statement("ListMapRuns", ["states:ListMapRuns"], [self.execution_arn_pattern])
         )
         # The stack's own bucket holds only Ferry's reports: listed whole, so that a GET of a
         # report not (yet) written answers 404 (NoSuchKey), not 403.

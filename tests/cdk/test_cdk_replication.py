@@ -28,6 +28,7 @@ REPLICATIONS = [
         "options": {"storage_class": "STANDARD_IA"},
         "batch_size": 5000,
         "batch_window_seconds": 45,
+        "max_concurrent_batches": 7,
     },
     {
         "name": "whole",
@@ -111,7 +112,12 @@ def test_queues_are_encrypted_with_a_dead_letter_queue_and_a_long_enough_visibil
         (starter,) = by_type(built.template, "AWS::Lambda::Function", name).values()
         timeout = starter["Properties"]["Timeout"]
         assert events["VisibilityTimeout"] >= 6 * timeout + window  # Lambda's SQS guidance
-        assert events["MessageRetentionPeriod"] == 14 * 24 * 3600
+        # Expiry counts from the first send (standard queues, SQS developer guide): the DLQ keeps
+        # a message longer than the queue it came from, 14 days being SQS's longest.
+        dlq_retention = queues[dlq_id]["Properties"]["MessageRetentionPeriod"]
+        assert dlq_retention == 14 * 24 * 3600
+        assert events["MessageRetentionPeriod"] == 7 * 24 * 3600
+        assert dlq_retention - events["MessageRetentionPeriod"] >= 7 * 24 * 3600
         # TLS only on both queues (cdk-nag AwsSolutions-SQS4)
         for queue_id in (events_id, dlq_id):
             policies = [
@@ -135,6 +141,10 @@ def test_the_starter_reads_its_queue_in_configured_batches_with_partial_failures
         for m in mappings
     )
     assert got == [(10, None, ["ReportBatchItemFailures"]), (5000, 45, ["ReportBatchItemFailures"])]
+    # A burst is taken by a bounded number of concurrent starters, each filling its batch:
+    # the default is Lambda's smallest maximum concurrency (2), "photos" sets 7.
+    concurrency = sorted(m["ScalingConfig"]["MaximumConcurrency"] for m in mappings)
+    assert concurrency == [2, 7]
     for m in mappings:
         queue = m["EventSourceArn"]["Fn::GetAtt"][0]
         assert "Events" in queue
@@ -256,6 +266,12 @@ def test_cdk_nag_and_cfn_lint_are_clean(built) -> None:
         ({"options": {"skip_existing": False}}, "options.skip_existing: a replication always skips"),
         ({"options": {"mode": "fast"}}, "options.mode: 'fast' is not one of"),
         ({"colour": "red"}, "unknown field(s) colour"),
+        ({"max_concurrent_batches": 1}, "max_concurrent_batches: 1 is out of range (2 to 1000)"),
+        ({"max_concurrent_batches": 1001}, "max_concurrent_batches: 1001 is out of range (2 to 1000)"),
+        (
+            {"deletes": True, "batch_size": 5000},
+            "batch_size: 5000 deletions one after another may outrun the starter's 900 s",
+        ),
     ],
 )
 def test_a_wrong_replication_is_one_clear_line(change: dict[str, Any], message: str) -> None:

@@ -177,7 +177,7 @@ def test_the_starter_may_start_and_list_runs_of_the_parent_only(built: SimpleNam
     t = built.template
     machine_lid = next(iter(resources(t, "AWS::StepFunctions::StateMachine")))
     got = role_statements(t, "RecurringSyncsStartScheduledRole")
-    data = [st for st in got if not any(a.startswith(("logs:", "xray:")) for a in _actions(st))]
+    data = [st for st in got if not any(a.startswith(("logs:", "xray:", "sqs:")) for a in _actions(st))]
     assert data == [
         {
             "Action": ["states:StartExecution", "states:ListExecutions"],
@@ -186,6 +186,10 @@ def test_the_starter_may_start_and_list_runs_of_the_parent_only(built: SimpleNam
             "Sid": "StartAndListRuns",
         }
     ]
+    (send,) = [st for st in got if any(a.startswith("sqs:") for a in _actions(st))]
+    assert send["Resource"] == plain({"Fn::GetAtt": [_schedules_dlq(t), "Arn"]}, t)
+    assert "sqs:SendMessage" in _actions(send)
+    data.append(send)
     others = [st for st in got if st not in data]
     assert {a for st in others for a in _actions(st)} == {
         "logs:CreateLogStream",
@@ -198,6 +202,30 @@ def test_the_starter_may_start_and_list_runs_of_the_parent_only(built: SimpleNam
     # no reserved concurrency: it fails deployments where the account quota is 100 or less
     assert "ReservedConcurrentExecutions" not in starter
     assert starter["Environment"]["Variables"]["FERRY_STATE_MACHINE_ARN"] == {"Ref": machine_lid}
+
+
+def _schedules_dlq(t: dict[str, Any]) -> str:
+    return next(lid for lid in resources(t, "AWS::SQS::Queue") if lid.startswith("RecurringSyncsDeadLetters"))
+
+
+def test_a_fire_the_starter_fails_on_lands_in_the_dead_letter_queue(built: SimpleNamespace) -> None:
+    """Scheduler invokes the starter asynchronously: its retry policy and dead-letter queue
+    cover the Invoke call only. When the function itself fails, Lambda retries twice and then
+    discards the event (Lambda developer guide, invocation-async-error-handling) unless the
+    function has an on-failure destination: the schedules' dead-letter queue, whose alarm fires."""
+    t = built.template
+    (config,) = resources(t, "AWS::Lambda::EventInvokeConfig").values()
+    props = config["Properties"]
+    starter = next(
+        lid for lid in resources(t, "AWS::Lambda::Function") if lid.startswith("RecurringSyncsStartScheduled")
+    )
+    assert props["FunctionName"] == {"Ref": starter}
+    assert props["Qualifier"] == "$LATEST"
+    assert props["DestinationConfig"]["OnFailure"]["Destination"] == {
+        "Fn::GetAtt": [_schedules_dlq(t), "Arn"]
+    }
+    assert props["MaximumRetryAttempts"] == 2
+    assert props["MaximumEventAgeInSeconds"] == 3600
 
 
 def _actions(st: dict[str, Any]) -> list[str]:

@@ -81,11 +81,13 @@ Functions reports for a `.sync` task whose container exits non-zero.
    (`...common.retry.retrier_decl.time.sleep`). Here: replaced by a recorder that returns at
    once (`ParentHarness.retry_sleeps` lists the waits that AWS would have made).
 
-8. DescribeMapRun. AWS: `itemCounts` counts ITEMS (not child executions) by status, `total`
-   all items the Map Run read (API reference, MapRunItemCounts); `executionCounts` counts
-   children. moto: describes the Map Run from its own record, whose counters the replaced
-   `_map_run` above never updates. Here: moto's description with both counts taken from
-   the harness's `MapRun`.
+8. DescribeMapRun. AWS: `executionCounts` counts child executions by status (API reference,
+   MapRunExecutionCounts); `itemCounts` counts "items processed in ... child workflow
+   executions" (MapRunItemCounts), which does not settle whether, with an ItemBatcher, an
+   item is one listed object or one batch. moto: describes the Map Run from its own record,
+   whose counters the replaced `_map_run` above never updates. Here: moto's description with
+   both counts taken from the harness's `MapRun`; `itemCounts` counts objects, or batches when
+   `ParentHarness.item_counts_count` is "batches", so a test can run under either reading.
 
 Tasks routed in-process:
 - `arn:aws:states:::lambda:invoke` -> `LambdaRouter` replaces
@@ -205,6 +207,14 @@ class ParentHarness:
         self.fargate = fargate
         self.retry_sleeps: list[float] = []
         self.map_runs: list[MapRun] = []
+        # What ResultWriter's `Prefix.$`-style paths are resolved against: the Map state's
+        # "input" (this harness's reading) or its "results" (moto's and LocalStack's). AWS's
+        # documentation does not settle it, so the state machine must work under both.
+        self.result_writer_reads: str = "input"
+        # What DescribeMapRun's `itemCounts` counts with an ItemBatcher: listed "items" (the API
+        # reference's wording) or "batches" (one per child execution). Finalize must settle a
+        # job the same way under both.
+        self.item_counts_count: str = "items"
         self._original_parse: Any = None
 
     def install(self, monkeypatch: Any) -> ParentHarness:
@@ -302,7 +312,11 @@ class ParentHarness:
 
         return {
             **described,
-            "itemCounts": counts(by_status, run.total_items),
+            "itemCounts": (
+                counts(children, len(run.children))
+                if self.item_counts_count == "batches"
+                else counts(by_status, run.total_items)
+            ),
             "executionCounts": counts(children, len(run.children)),
         }
 
@@ -639,6 +653,7 @@ def _map_run(harness: ParentHarness, component: Any, env: Any, eval_input: Any) 
     )
     harness.map_runs.append(run)
     env.heap["ferry_map_run"] = run
+    env.heap["ferry_harness"] = harness
     program = component._get_iteration_program()
     pending = list(reversed(run.children))
     queue_lock = threading.Lock()
@@ -786,9 +801,17 @@ def _child_entry(run: MapRun, child: ChildRecord) -> dict[str, Any]:
     return entry
 
 
-def _write_results(writer: Any, env: Any, run: MapRun) -> dict[str, Any]:
-    """Evaluate the writer's Parameters against the Map state's INPUT, write the files."""
-    writer.parargs.eval(env=env)
+def _write_results(writer: Any, env: Any, run: MapRun, *, on_results: bool = False) -> dict[str, Any]:
+    """Evaluate the writer's Parameters against the Map state's INPUT (or, `on_results`, against
+    the children's results, the other reading), write the files."""
+    try:
+        writer.parargs.eval(env=env)
+    except Exception as error:
+        if not on_results or type(error).__name__ == "FailureEventException":
+            raise
+        raise _failure(
+            env, "States.Runtime", f"ResultWriter Parameters on the Map's results: {error}"
+        ) from error
     parameters = env.stack.pop()
     try:
         s3 = _s3_client(writer.resource_eval, env)
@@ -827,8 +850,14 @@ def _write_results_state(writer: Any, env: Any, original: Callable[..., Any]) ->
     run: MapRun | None = env.heap.get("ferry_map_run")
     if run is None:
         return original(writer, env)
-    env.stack.pop()  # the children's outputs: AWS writes them to S3 instead of the state result
-    env.stack.append(_write_results(writer, env, run))
+    harness: ParentHarness | None = env.heap.get("ferry_harness")
+    if harness is not None and harness.result_writer_reads == "results":
+        written = _write_results(writer, env, run, on_results=True)
+        env.stack.pop()
+    else:
+        env.stack.pop()  # the children's outputs: AWS writes them to S3 instead of the state result
+        written = _write_results(writer, env, run)
+    env.stack.append(written)
     return None
 
 

@@ -243,7 +243,7 @@ def assert_map_results(
     run = parent.harness.map_runs[-1]
     assert output["map_run"]["map_run_arn"] == run.map_run_arn
     run_id = run.map_run_arn.rsplit(":", 1)[-1]
-    assert details == {"Bucket": PIPELINE_REPORTS, "Key": f"jobs/{job_id}/map-run/{run_id}/manifest.json"}
+    assert details == {"Bucket": PIPELINE_REPORTS, "Key": f"jobs/.map-runs/{run_id}/manifest.json"}
     manifest, records = parent.result_files(details)
     assert manifest["MapRunArn"] == run.map_run_arn
     assert set(records) <= {"SUCCEEDED"}, {s: len(r) for s, r in records.items()}
@@ -286,6 +286,24 @@ def test_a_prefix_of_small_objects_is_copied_in_batches_and_accounted_for(parent
     batches = parent.harness.lambdas.called("copy-batch")
     assert len(batches) == math.ceil(objects / MAX_ITEMS_PER_BATCH)
     assert parent.ledger_job("prefix-job")["batches"] == len(batches)
+
+
+@pytest.mark.parametrize("reads", ["input", "results"])
+def test_the_map_runs_record_is_found_whatever_resultwriter_resolves_paths_against(parent, reads) -> None:
+    """AWS's documentation does not say whether ResultWriter's Parameters paths are resolved
+    against the Map's input (this harness) or its results (moto, LocalStack): the job's
+    outcome must not depend on it, neither when every object is copied nor when a child fails."""
+    parent.harness.result_writer_reads = reads
+    s3 = parent.pipeline.s3
+    sources = put_sources(s3, "in/", 30)
+    spec = {"source": {"bucket": "src", "prefix": "in"}, "destination": {"bucket": "dst", "prefix": "out/"}}
+
+    described = parent.run(spec, f"reads-{reads}")
+
+    output = assert_job_succeeded(parent, described, f"reads-{reads}", len(sources))
+    assert_copied(s3, sources, "in/", "out/")
+    manifest, _ = parent.result_files(output["map_run"]["results"])
+    assert manifest["MapRunArn"] == parent.harness.map_runs[-1].map_run_arn
 
 
 def test_an_empty_prefix_copies_nothing_and_says_so(parent) -> None:
@@ -501,7 +519,7 @@ def test_a_child_execution_that_fails_above_tolerance_fails_the_map_run(parent, 
     # The ResultWriter files are written also when the Map Run fails, every child in one of them.
     run_id = run.map_run_arn.rsplit(":", 1)[-1]
     manifest, records = parent.result_files(
-        {"Bucket": PIPELINE_REPORTS, "Key": f"jobs/tolerance-job/map-run/{run_id}/manifest.json"}
+        {"Bucket": PIPELINE_REPORTS, "Key": f"jobs/.map-runs/{run_id}/manifest.json"}
     )
     assert len(records["FAILED"]) == 1 and records["FAILED"][0]["Error"] == "RuntimeError"
     assert "cannot process the batch holding in/050.txt" in records["FAILED"][0]["Cause"]
@@ -552,10 +570,12 @@ def test_a_lost_batch_within_tolerance_is_counted_failed_not_dropped(parent, mon
     assert not at_destination & {f["key"] for f in failures}
 
 
-def test_counts_that_cannot_be_reconciled_fail_the_job_with_both_numbers(parent, monkeypatch) -> None:
-    """When the Map Run's record does not say which objects a failed child held (its input
-    left out of the result file), the ledger cannot account for them: the job fails with the
-    number the Map read and the number the ledger holds, never a quiet SUCCEEDED."""
+ITEM_COUNTS_READINGS = ["items", "batches"]  # what DescribeMapRun's itemCounts may count
+
+
+def _leave_failed_inputs_out(monkeypatch: Any) -> None:
+    """The ResultWriter's FAILED records carry no Input (InputDetails.Included false), so
+    Finalize cannot tell which objects a failed child held."""
     import parent_harness
 
     original = parent_harness._child_entry
@@ -568,19 +588,110 @@ def test_counts_that_cannot_be_reconciled_fail_the_job_with_both_numbers(parent,
         return entry
 
     monkeypatch.setattr(parent_harness, "_child_entry", without_input)
+
+
+@pytest.mark.parametrize("counted", ITEM_COUNTS_READINGS)
+def test_every_object_copied_succeeds_whatever_itemcounts_counts(parent, counted) -> None:
+    """With an ItemBatcher, AWS's API reference does not settle whether DescribeMapRun's
+    itemCounts counts listed objects or batches: a job that copied every object is SUCCEEDED
+    under both readings, never FAILED on a count."""
+    parent.harness.item_counts_count = counted
+    sources = put_sources(parent.pipeline.s3, "in/", 200)
+
+    described = parent.run(
+        {"source": {"bucket": "src", "prefix": "in/"}, "destination": {"bucket": "dst"}}, f"all-{counted}"
+    )
+
+    assert_job_succeeded(parent, described, f"all-{counted}", len(sources))
+    assert_copied(parent.pipeline.s3, sources, "in/", "")
+    batches = math.ceil(LISTED / MAX_ITEMS_PER_BATCH)
+    report = parent.report(f"all-{counted}")
+    assert report["objects_read_by_map"] == LISTED
+    assert report["map_run_counts"] == {
+        "item_counts_total": LISTED if counted == "items" else batches,
+        "execution_counts_total": batches,
+        "item_counts_read_as": counted,
+        "batches_recorded": batches,
+        "objects_given_to_batches": LISTED,
+    }
+
+
+@pytest.mark.parametrize("counted", ITEM_COUNTS_READINGS)
+def test_a_batch_that_recorded_nothing_fails_the_job_whatever_itemcounts_counts(
+    parent, monkeypatch, counted
+) -> None:
+    """When the Map Run's record does not say which objects a failed child held (its input
+    left out of the result file), the ledger cannot account for them: the job fails, naming
+    the child executions the Map Run started and the batches the ledger holds, never a quiet
+    SUCCEEDED, whether itemCounts counts objects or batches."""
+    parent.harness.item_counts_count = counted
+    _leave_failed_inputs_out(monkeypatch)
     monkeypatch.setenv("FERRY_TOLERATED_FAILURE_PERCENTAGE", "50")
     parent.pipeline.services.cache_clear()
     put_sources(parent.pipeline.s3, "in/", 200)
     _break_batches_holding(parent, monkeypatch, "in/050.txt", also_record_failure=True)
 
     described = parent.run(
-        {"source": {"bucket": "src", "prefix": "in/"}, "destination": {"bucket": "dst"}}, "gap"
+        {"source": {"bucket": "src", "prefix": "in/"}, "destination": {"bucket": "dst"}}, f"gap-{counted}"
     )
 
+    batches = math.ceil(LISTED / MAX_ITEMS_PER_BATCH)
     assert described["status"] == "FAILED", described
-    assert f"the Map read {LISTED} objects but the ledger accounts for {LISTED - 40}" in described["cause"]
-    report = parent.report("gap")
-    assert report["status"] == "FAILED" and report["objects_read_by_map"] == LISTED
+    assert (
+        f"the Map Run started {batches} child executions (DescribeMapRun executionCounts.total) "
+        f"but the ledger holds {batches - 1} batches" in described["cause"]
+    ), described["cause"]
+    report = parent.report(f"gap-{counted}")
+    assert report["status"] == "FAILED" and report["objects"] == LISTED - 40
+    if counted == "items":  # and the numbers the reading gives, named as such
+        assert report["objects_read_by_map"] == LISTED
+        assert f"DescribeMapRun itemCounts.total is {LISTED}" in described["cause"]
+
+
+@pytest.mark.parametrize("counted", ITEM_COUNTS_READINGS)
+def test_objects_a_batch_handed_over_and_lost_fail_the_job_whatever_itemcounts_counts(
+    parent, monkeypatch, counted
+) -> None:
+    """The batch holding in/050.txt hands all its objects over at its first pass (recorded),
+    then its second pass fails outside its Catch and its input is left out of the result
+    file: the batch is in the ledger, 40 of its objects are not. The job fails, naming the
+    objects the batches were given and those the ledger accounts for, under both readings."""
+
+    def holds_050(event: dict[str, Any]) -> bool:
+        return any(i.get("Key") == "in/050.txt" for i in pass_event(event).get("items") or [])
+
+    def short_then_broken(event: dict[str, Any], context: Any) -> Any:
+        if holds_050(event) and pass_event(event).get("pass") == 1:
+            return copy_batch.handler(event, FakeLambdaContext(remaining_ms=1_000))
+        if holds_050(event):
+            raise RuntimeError("the second pass of the batch holding in/050.txt is lost")
+        return copy_batch.handler(event, context)
+
+    def broken_for_050(event: dict[str, Any], context: Any) -> Any:
+        if holds_050(event):
+            raise RuntimeError("cannot record the batch holding in/050.txt")
+        return record_failure.handler(event, context)
+
+    parent.harness.item_counts_count = counted
+    _leave_failed_inputs_out(monkeypatch)
+    monkeypatch.setitem(parent.harness.lambdas.handlers, "copy-batch", short_then_broken)
+    monkeypatch.setitem(parent.harness.lambdas.handlers, "record-failure", broken_for_050)
+    monkeypatch.setenv("FERRY_TOLERATED_FAILURE_PERCENTAGE", "50")
+    parent.pipeline.services.cache_clear()
+    put_sources(parent.pipeline.s3, "in/", 200)
+
+    described = parent.run(
+        {"source": {"bucket": "src", "prefix": "in/"}, "destination": {"bucket": "dst"}}, f"lost-{counted}"
+    )
+
+    assert [c.status for c in parent.harness.map_runs[-1].children].count("FAILED") == 1
+    assert described["status"] == "FAILED", described
+    assert (
+        f"the ledger's batches were given {LISTED} objects but account for {LISTED - 40}"
+        in described["cause"]
+    ), described["cause"]
+    report = parent.report(f"lost-{counted}")
+    assert report["status"] == "FAILED" and report["objects"] == LISTED - 40
 
 
 def test_a_finalize_that_fails_for_good_leaves_the_job_failed_not_running(parent, monkeypatch) -> None:

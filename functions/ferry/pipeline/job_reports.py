@@ -5,7 +5,7 @@ then, at the end, `summary.json` and `failures.jsonl`.
     s3://<report bucket>/jobs/<job id>/summary.json
     s3://<report bucket>/jobs/<job id>/failures.jsonl
     s3://<report bucket>/jobs/<job id>/report.html      (the same, as a page: ferry.report_html)
-    s3://<report bucket>/jobs/<job id>/map-run/...      (the Distributed Map's own results)
+    s3://<report bucket>/jobs/.map-runs/<Map Run id>/... (the Distributed Map's own results)
 """
 
 from __future__ import annotations

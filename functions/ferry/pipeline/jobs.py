@@ -20,10 +20,17 @@ from ferry.errors import ConfigError, describe, explain_bare
 from ferry.jobspec import JobSpec, check_not_overlapping, parse_job_spec
 from ferry.pipeline.abandoned_uploads import AbandonedUploads, abort_abandoned_uploads
 from ferry.pipeline.batches import Services, record_lost_batch
+from ferry.pipeline.count_check import (
+    CountCheck,
+    batches_recorded,
+    check_listed,
+    check_map_run,
+    map_run_counts,
+)
 from ferry.pipeline.job_reports import job_prefix
 from ferry.pipeline.job_stats import first_failures, job_stats
 from ferry.pipeline.manifest_check import check_manifest
-from ferry.pipeline.map_runs import MapRunRecord, items_read, map_run_records
+from ferry.pipeline.map_runs import MapRunRecord, job_map_runs
 from ferry.pipeline.reach import reached_otherwise
 from ferry.report_html import render_report_html
 
@@ -46,7 +53,6 @@ def prepare(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
         "spec": spec.to_dict(),
         "limits": services.settings.batching(),
         "report_prefix": job_prefix(spec.job_id),
-        "map_results_prefix": f"{job_prefix(spec.job_id)}map-run",
     }
     if spec.manifest:
         job["manifest"] = {"bucket": spec.manifest.bucket, "key": spec.manifest.key}
@@ -263,23 +269,30 @@ def finalize(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
     """Account for every object the Map read, then write the report and set the status.
 
     The ledger knows what the workers recorded; the Map Run's own record (ResultWriter's
-    FAILED and PENDING files, DescribeMapRun's item count) knows what they never got to.
-    Objects of a lost batch are recorded as failed with the error that lost them; a count
-    that still does not add up fails the job with both numbers."""
+    FAILED and PENDING files, DescribeMapRun's counts) knows what they never got to.
+    Objects of a lost batch are recorded as failed with the error that lost them; counts
+    that still do not add up fail the job with the numbers (see count_check.py: the outcome
+    does not rest on what DescribeMapRun's itemCounts counts)."""
     job_id = event["job"]["job_id"]
     ledger = services.ledger
     job = ledger.job(job_id)
     if job is None:
         raise ConfigError(f"job {job_id!r} has no record in the ledger")
     spec = parse_job_spec(job["spec"])
-    runs = list(
-        map_run_records(services.s3, services.settings.report_bucket, f"{job_prefix(job_id)}map-run/")
+    runs = job_map_runs(
+        services.s3,
+        services.stepfunctions,
+        services.settings.report_bucket,
+        written=(event.get("map") or {}).get("results"),
+        execution_arn=job.get("execution_arn"),
     )
     lost = _record_lost_batches(runs, spec, services)
+    recorded = batches_recorded(ledger, job_id)  # after the lost batches are recorded
+    counts = map_run_counts(services.stepfunctions, [run.map_run_arn for run in runs])
     return settle_job(
         {**job, "job_id": job_id},
         services,
-        read=_items_read(runs, services),
+        check=lambda objects: check_map_run(objects, recorded, counts),
         lost=lost,
         map_error=event.get("map_error"),
         map_run=event.get("map"),
@@ -290,26 +303,28 @@ def settle_job(
     job: Mapping[str, Any],
     services: Services,
     *,
-    read: int | None,
+    read: int | None = None,
+    check: Callable[[int], CountCheck] | None = None,
     lost: int = 0,
     map_error: Mapping[str, Any] | None = None,
     map_run: Any = None,
 ) -> dict[str, Any]:
     """The end of every Finalize (the state machine's and `ferry run`'s): the ledger's tally
-    checked against the `read` items, the report files, the job's status and its cause."""
+    checked (`check`, given the ledger's objects; else against the `read` items), the report
+    files, the job's status and its cause."""
     job_id = job["job_id"]
     ledger, reports = services.ledger, services.reports
     cleanup = _abort_abandoned_uploads(job, services)
     tally = ledger.tally(job_id)
     counts = tally.counts.to_dict()
-    mismatch = read is not None and read != counts["objects"]
+    counted = check(counts["objects"]) if check else check_listed(counts["objects"], read)
     summary: dict[str, Any] = {
         "job_id": job_id,
-        "status": _status(counts, map_error, mismatch),
+        "status": _status(counts, map_error, bool(counted.problems)),
         **counts,
         "batches": tally.batches,
         "lost_in_unfinished_batches": lost,
-        "objects_read_by_map": read,
+        "objects_read_by_map": counted.objects_read,
         "abandoned_uploads_aborted": cleanup.aborted,
         "started_at": job.get("started_at"),
         "source": job["spec"]["source"],
@@ -319,6 +334,10 @@ def settle_job(
     summary["bytes_per_second"] = counts["bytes_copied"] // summary["seconds"] if summary["seconds"] else 0
     if cleanup.error:
         summary["abandoned_uploads_error"] = cleanup.error
+    if counted.details is not None:
+        summary["map_run_counts"] = counted.details
+    if counted.problems:
+        summary["count_problems"] = counted.problems
     if map_error:
         summary["map_error"] = {"error": map_error.get("Error"), "cause": str(map_error.get("Cause"))[:1000]}
     if map_run:
@@ -364,16 +383,8 @@ def _record_lost_batches(runs: list[MapRunRecord], spec: JobSpec, services: Serv
     return lost
 
 
-def _items_read(runs: list[MapRunRecord], services: Services) -> int | None:
-    """Items the Map Run(s) read, or None where DescribeMapRun cannot tell."""
-    counts = [items_read(services.stepfunctions, run.map_run_arn) for run in runs]
-    if not counts or any(c is None for c in counts):
-        return None
-    return sum(c for c in counts if c is not None)
-
-
-def _status(counts: Mapping[str, int], map_error: Any, mismatch: bool) -> str:
-    if map_error or mismatch:
+def _status(counts: Mapping[str, int], map_error: Any, miscounted: bool) -> str:
+    if map_error or miscounted:
         return "FAILED"
     if counts["failed"] == 0 and counts["pending"] == 0:
         return "SUCCEEDED"
@@ -387,11 +398,8 @@ def _cause(summary: Mapping[str, Any]) -> str:
     parts = []
     if summary.get("map_error"):
         parts.append(f"the Distributed Map stopped: {summary['map_error']['error']}")
-    read, objects = summary.get("objects_read_by_map"), summary["objects"]
-    if read is not None and read != objects:
-        parts.append(
-            f"the counts do not add up: the Map read {read} objects but the ledger accounts for {objects}"
-        )
+    parts.extend(summary.get("count_problems") or [])
+    objects = summary["objects"]
     counted = (
         f"{summary['failed']} of {objects} objects failed, {summary['pending']} pending "
         f"({summary['copied']} copied, {summary['skipped']} skipped)"

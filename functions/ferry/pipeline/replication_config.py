@@ -4,7 +4,8 @@ One entry per replication (the shared shape of issue 11):
 
     {"name": "photos", "source": {"bucket": ..., "prefix": ..., "owner": ...},
      "destination": {...}, "options": {...job options...},
-     "batch_size": 1000, "batch_window_seconds": 60, "deletes": false}
+     "batch_size": 1000, "batch_window_seconds": 60, "max_concurrent_batches": 2,
+     "deletes": false}
 
 The CDK app builds, per entry, an EventBridge rule, a queue and a starter function; the
 starter reads its entry back from its environment (`to_environment` / `from_environment`),
@@ -26,12 +27,30 @@ from ferry.jobspec import as_folder, check_not_overlapping, parse_options
 from ferry.pipeline.settings import ACCESS_FIELDS, Location
 
 NAME = re.compile(r"^[A-Za-z0-9-]{1,40}$")
-FIELDS = ("name", "source", "destination", "options", "batch_size", "batch_window_seconds", "deletes")
+FIELDS = (
+    "name",
+    "source",
+    "destination",
+    "options",
+    "batch_size",
+    "batch_window_seconds",
+    "max_concurrent_batches",
+    "deletes",
+)
 # Lambda's SQS event source mapping: up to 10 messages a batch without a batching window, up
 # to 10,000 with one; the window is 0 to 300 seconds (Lambda developer guide,
 # services-sqs-configure.html; CDK SqsEventSourceProps).
 MANIFEST_NAME = "events.jsonl"  # jobs/<replication name>-<batch hash>/events.jsonl, report bucket
 MAX_BATCH_SIZE, MAX_BATCH_WINDOW_SECONDS, MAX_BATCH_WITHOUT_WINDOW = 10_000, 300, 10
+# The event source mapping's ScalingConfig.MaximumConcurrency: 2 to 1000 (Lambda API reference,
+# ScalingConfig). Without it Lambda scales its pollers with the queue, and a burst is taken as
+# many small batches at once, each a whole job; bounded, the queue holds the rest and the
+# batches fill up. Lambda's smallest bound is the default: a starter handles a batch in seconds.
+MIN_CONCURRENT_BATCHES, MAX_CONCURRENT_BATCHES, DEFAULT_CONCURRENT_BATCHES = 2, 1000, 2
+# With deletes on, the starter applies a batch's deletions one after another, each a few
+# requests (HEAD source, HEAD destination, GetItem, DeleteObject, DeleteItem): at 100 ms a
+# request (another region, a role to assume) 1,000 take about 500 s of Lambda's 900 s.
+MAX_BATCH_SIZE_WITH_DELETES, STARTER_TIMEOUT_WITH_DELETES_SECONDS = 1000, 900
 
 
 @dataclass(frozen=True)
@@ -45,6 +64,7 @@ class Replication:
     batch_size: int = 1000
     batch_window_seconds: int = 60
     deletes: bool = False
+    max_concurrent_batches: int = DEFAULT_CONCURRENT_BATCHES
 
     @classmethod
     def parse(cls, data: Any, where: str) -> Replication:
@@ -96,7 +116,19 @@ class Replication:
         deletes = data.get("deletes", False)
         if not isinstance(deletes, bool):
             raise ConfigError(f"{where}.deletes: must be true or false")
-        return cls(name, source, destination, dict(options), batch_size, window, deletes)
+        if deletes and batch_size > MAX_BATCH_SIZE_WITH_DELETES:
+            raise ConfigError(
+                f"{where}.batch_size: {batch_size} deletions one after another may outrun the starter's "
+                f"{STARTER_TIMEOUT_WITH_DELETES_SECONDS} s (a few requests each); with deletes on give "
+                f"{MAX_BATCH_SIZE_WITH_DELETES} or less"
+            )
+        concurrency = _whole(
+            data.get("max_concurrent_batches", DEFAULT_CONCURRENT_BATCHES),
+            f"{where}.max_concurrent_batches",
+            MIN_CONCURRENT_BATCHES,
+            MAX_CONCURRENT_BATCHES,
+        )
+        return cls(name, source, destination, dict(options), batch_size, window, deletes, concurrency)
 
     def job_spec(self, job_id: str, manifest_bucket: str, manifest_key: str) -> dict[str, Any]:
         """The job one drained event batch starts: the manifest's rows, copied from the source
@@ -124,6 +156,7 @@ class Replication:
                 "options": dict(self.options),
                 "batch_size": self.batch_size,
                 "batch_window_seconds": self.batch_window_seconds,
+                "max_concurrent_batches": self.max_concurrent_batches,
                 "deletes": self.deletes,
             },
             sort_keys=True,
