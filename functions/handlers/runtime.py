@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import boto3
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from botocore.config import Config
@@ -19,14 +19,14 @@ from ferry.models import Endpoint
 from ferry.pipeline.batches import Services
 from ferry.pipeline.settings import WorkerSettings
 
+from .tracing import LazyTracer
+
 SERVICE, NAMESPACE = "ferry", "Ferry"
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
-# Trace the handlers, not every request: Powertools' Tracer patches all X-Ray-supported
-# libraries by default, botocore included ("By default, it patches all available libraries
-# supported by X-Ray SDK", Powertools Tracer API reference), which wraps each of a batch's
-# thousands of S3 calls in a subsegment. auto_patch=False keeps capture_lambda_handler only.
-tracer = Tracer(service=SERVICE, auto_patch=False)
+# Powertools' Tracer, made on the first sampled invocation (tracing.py): the X-Ray SDK's
+# import is not paid in the (billed) init phase, nor by processes whose requests are not traced.
+tracer = LazyTracer(service=SERVICE)
 copy_config_to_registered_loggers(source_logger=logger, include={"ferry"}, log_level=logging.INFO)
 
 _RETRIES = Config(retries={"max_attempts": 10, "mode": "adaptive"})
