@@ -6,20 +6,17 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import boto3
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from botocore.config import Config
 
-from ferry.clients import expect_owners
-from ferry.models import Endpoint
-from ferry.pipeline.batches import Services
-from ferry.pipeline.settings import WorkerSettings
-
 from .tracing import LazyTracer
+
+if TYPE_CHECKING:
+    from ferry.pipeline.batches import Services
 
 SERVICE, NAMESPACE = "ferry", "Ferry"
 logger = Logger(service=SERVICE)
@@ -34,6 +31,16 @@ _RETRIES = Config(retries={"max_attempts": 10, "mode": "adaptive"})
 
 @functools.cache
 def services() -> Services:
+    """The job handlers' clients and settings. Imported here, not above: the starters
+    (start_replication, start_scheduled) share this module and need none of the copy engine
+    these bring in, and a Lambda's init phase is billed (start-up cost)."""
+    import boto3
+
+    from ferry.clients import expect_owners
+    from ferry.models import Endpoint
+    from ferry.pipeline.batches import Services
+    from ferry.pipeline.settings import WorkerSettings
+
     settings = WorkerSettings.from_environ()
     s3 = boto3.client("s3", config=_RETRIES)
     expect_owners(s3, settings.bucket_owners)  # Prepare's checks and the batch HEADs too

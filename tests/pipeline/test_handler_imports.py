@@ -1,6 +1,6 @@
 """Each Lambda handler's import (its init phase, which Lambda bills) loads only what the handler
 needs: not the X-Ray SDK while tracing is off (Powertools' Tracer imports it on construction,
-about 0.1 s of CPU, even when disabled).
+about 0.1 s of CPU, even when disabled), and not the copy engine where nothing is copied.
 
 What is imported, not how long it takes: timings are `make bench-startup`'s. Each handler is
 imported in a fresh interpreter that looks like a Lambda (LAMBDA_TASK_ROOT set) at init, when
@@ -23,6 +23,9 @@ HANDLERS = sorted(
     for p in (ROOT / "functions" / "handlers").glob("*.py")
     if p.stem not in ("__init__", "runtime", "tracing")  # what the handlers share
 )
+# A handler that starts executions and never copies: it needs none of the copy engine that the
+# job handlers' shared services bring in.
+NOT_COPYING = ("start_scheduled",)
 
 PROBE = """
 import importlib, json, sys
@@ -61,8 +64,15 @@ def loaded_by(handler: str) -> set[str]:
 
 def test_every_handler_is_checked() -> None:
     assert {"copy_batch", "prepare", "finalize", "record_failure", "start_replication"} <= set(HANDLERS)
+    assert set(NOT_COPYING) <= set(HANDLERS)
 
 
 @pytest.mark.parametrize("handler", HANDLERS)
 def test_a_handler_imports_no_x_ray_sdk_before_a_traced_invocation(handler: str) -> None:
     assert "aws_xray_sdk" not in loaded_by(handler)
+
+
+@pytest.mark.parametrize("handler", NOT_COPYING)
+def test_a_handler_that_copies_nothing_imports_no_engine(handler: str) -> None:
+    loaded = loaded_by(handler)
+    assert not {"ferry.engine.copier", "ferry.pipeline.batches"} & loaded, sorted(loaded)
