@@ -104,7 +104,7 @@ bench: $(BIN)/.installed $(VERSITYGW) $(MINIO) $(S5CMD) $(AWSCLI) bench-apt
 		--versitygw $(VERSITYGW) --versitygw-version $(VERSITYGW_VERSION) \
 		--s5cmd $(S5CMD) --aws $(AWSCLI) --argv "make bench$(if $(BENCH_ARGS), BENCH_ARGS=\"$(BENCH_ARGS)\")" $(BENCH_ARGS)
 
-.PHONY: bench bench-apt profile bench-lean bench-worker-cost
+.PHONY: bench bench-apt profile bench-lean bench-worker-cost bench-startup
 
 # `make bench-lean`: client CPU per 1,000 server-side copies, lean request path vs botocore
 # (bench/lean_cpu.py; MinIO and versitygw). Options: LEAN_ARGS="--objects 1000 --repeats 3".
@@ -117,6 +117,13 @@ bench-lean: $(BIN)/.installed $(VERSITYGW) $(MINIO)
 WORKER_COST_ARGS ?=
 bench-worker-cost: $(BIN)/.installed $(VERSITYGW) $(MINIO)
 	$(BIN)/python -m bench.worker_cost --minio $(MINIO) --versitygw $(VERSITYGW) $(WORKER_COST_ARGS)
+
+# `make bench-startup`: the CPU of `ferry --help`, `ferry copy --help` and each Lambda handler's
+# import beside `import botocore.session`'s, in fresh processes: bench/results/startup.md
+# (bench/startup.py). Options: STARTUP_ARGS="--rounds 5".
+STARTUP_ARGS ?=
+bench-startup: $(BIN)/.installed
+	$(BIN)/python -m bench.startup --argv "make bench-startup$(if $(STARTUP_ARGS), STARTUP_ARGS=\"$(STARTUP_ARGS)\")" $(STARTUP_ARGS)
 
 # `make profile`: where Ferry's CPU goes copying small objects (py-spy, sampled; shares, not timings).
 PYSPY_VERSION := 0.4.3

@@ -244,3 +244,31 @@ def test_seeded_keys_and_sizes_are_fixed_and_the_page_renders() -> None:
     )
     assert "- ferry copy: 100, 100, 100" in text
     assert "| jsonl | 1,000,000 | 50 MiB | 1000000 | 5000 | 40.0 | 50 MiB | 60 MiB |" in text
+
+
+# -- make bench-startup (bench/startup.py): ratios to the yardstick, and one real round ----------
+
+from bench import startup  # noqa: E402
+
+
+def test_startup_table_gives_ratios_to_the_yardstick_and_the_verdicts() -> None:
+    yardstick = startup.Command(startup.YARDSTICK, [], None, cpu=[0.2, 0.25, 0.18])
+    helped = startup.Command("ferry --help", [], startup.HELP_TARGET, cpu=[0.05, 0.04, 0.3])
+    handler = startup.Command("import handlers.x", [], startup.HANDLER_TARGET, cpu=[0.32, 0.31, 0.33])
+    lines = startup.table([yardstick, helped, handler])
+    assert lines[2] == "| `import botocore.session` | 0.200 | 0.180 | 0.250 | 1.00 | yardstick |"
+    assert lines[3] == "| `ferry --help` | 0.050 | 0.040 | 0.300 | 0.25 | meets <= 0.5x |"
+    assert lines[4] == "| `import handlers.x` | 0.320 | 0.310 | 0.330 | 1.60 | over 1.5x |"
+
+
+def test_startup_measures_every_handler_and_both_help_texts(tmp_path: Path) -> None:
+    found = startup.commands()
+    names = [c.name for c in found]
+    assert names[:3] == [startup.YARDSTICK, "ferry --help", "ferry copy --help"]
+    assert "import handlers.copy_batch" in names and "import handlers.start_scheduled" in names
+    assert not {"import handlers.runtime", "import handlers.tracing", "import handlers.__init__"} & set(names)
+    # One real round of two cheap commands: the children are measured, in rotated order.
+    cheap = [startup.Command("a", [sys.executable, "-c", "pass"], None), found[1]]
+    startup.measure(cheap, rounds=2, pycache=str(tmp_path), warm_up=False)
+    assert all(len(c.cpu) == 2 and min(c.cpu) > 0 for c in cheap)
+    assert "| `a` |" in startup.render(cheap, 2, "make bench-startup", "load", "load")

@@ -6,8 +6,11 @@ then `copy()` one object or `copy_batch()` many before a deadline. Every door (C
 Fargate) is a few lines over it.
 """
 
-from ferry.engine.checkpoints import Checkpoint, CheckpointStore, FileCheckpointStore, MemoryCheckpointStore
-from ferry.engine.copier import Copier, deadline_in, default_concurrency
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from ferry.errors import ConfigError, CopyFailed, FerryError, VerificationFailed
 from ferry.models import (
     Compare,
@@ -20,6 +23,41 @@ from ferry.models import (
     Strategy,
     Target,
 )
+
+if TYPE_CHECKING:
+    from ferry.engine.checkpoints import (
+        Checkpoint,
+        CheckpointStore,
+        FileCheckpointStore,
+        MemoryCheckpointStore,
+    )
+    from ferry.engine.copier import Copier, deadline_in, default_concurrency
+
+# The engine's names are imported on first use (PEP 562): the engine loads botocore, and every
+# `ferry` command's `--help`, like any `import ferry.<module>`, runs this file (start-up cost).
+_LAZY = {
+    "Checkpoint": "ferry.engine.checkpoints",
+    "CheckpointStore": "ferry.engine.checkpoints",
+    "FileCheckpointStore": "ferry.engine.checkpoints",
+    "MemoryCheckpointStore": "ferry.engine.checkpoints",
+    "Copier": "ferry.engine.copier",
+    "deadline_in": "ferry.engine.copier",
+    "default_concurrency": "ferry.engine.copier",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ferry' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # once: later lookups do not come here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "Checkpoint",

@@ -6,9 +6,12 @@ the Lambda handlers (later) to a Step Functions error name.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from botocore.exceptions import BotoCoreError, ClientError, EndpointConnectionError
+if TYPE_CHECKING:
+    from botocore.exceptions import ClientError
 
 
 class FerryError(Exception):
@@ -72,8 +75,26 @@ _CREDENTIAL_MESSAGES = (
 )
 
 
+def _is_botocore(error: BaseException, name: str) -> bool:
+    """`isinstance(error, botocore.exceptions.<name>)` without importing botocore: every module
+    imports this one, and `import ferry` or `ferry --help` should not pay for botocore
+    (start-up cost). An error can only be botocore's once botocore is loaded."""
+    exceptions = sys.modules.get("botocore.exceptions")
+    return exceptions is not None and isinstance(error, getattr(exceptions, name))
+
+
+def is_client_error(error: BaseException) -> bool:
+    """botocore's ClientError: the service answered with an error."""
+    return _is_botocore(error, "ClientError")
+
+
+def is_botocore_error(error: BaseException) -> bool:
+    """Any error botocore raises: the service's answer (ClientError) or its own (BotoCoreError)."""
+    return is_client_error(error) or _is_botocore(error, "BotoCoreError")
+
+
 def error_code(error: BaseException) -> str:
-    if isinstance(error, ClientError):
+    if is_client_error(error):
         return str(error.response.get("Error", {}).get("Code", "Unknown"))
     return type(error).__name__
 
@@ -85,7 +106,7 @@ def _http_status(error: ClientError) -> int | None:
 def is_bare(error: BaseException) -> bool:
     """An error without a body to name it: botocore then gives the HTTP status as its code.
     Every HEAD's error is bare: a 403 cannot tell a missing permission from a wrong key."""
-    return isinstance(error, ClientError) and error_code(error).isdigit()
+    return is_client_error(error) and error_code(error).isdigit()
 
 
 def explain_bare(error: BaseException, ask: Callable[[], object]) -> BaseException | None:
@@ -99,25 +120,17 @@ def explain_bare(error: BaseException, ask: Callable[[], object]) -> BaseExcepti
     error counts only with the same HTTP status (the same refusal, now named); anything else
     (a range error, no connection) keeps the HEAD's error.
     """
-    if not isinstance(error, ClientError) or not is_bare(error):
+    if not is_bare(error):
         return error
     try:
         ask()
-    except ClientError as named:
-        if not is_bare(named) and _http_status(named) == _http_status(error):
+    except Exception as named:
+        if is_client_error(named) and not is_bare(named) and _http_status(named) == _http_status(error):
             return named
-        return error
-    except BotoCoreError:
-        return error
+        if is_botocore_error(named):
+            return error
+        raise
     return None
-    try:
-        ask()
-    except ClientError as named:
-        if not is_bare(named) and _http_status(named) == _http_status(error):
-            return named
-    except BotoCoreError:
-        pass
-    return error
 
 
 # S3's words (and MinIO's) when an object encrypted with a customer-provided key (SSE-C) is
@@ -131,9 +144,9 @@ def describe(error: BaseException, *, side: str, action: str, bucket: str, key: 
     where = f"s3://{bucket}/{key}" if key is not None else f"s3://{bucket}"
     if isinstance(error, FerryError):
         return str(error)
-    if isinstance(error, EndpointConnectionError):
+    if _is_botocore(error, "EndpointConnectionError"):
         return f"could not connect to the {side} endpoint: {error}"
-    if isinstance(error, ClientError):
+    if is_client_error(error):
         code = error_code(error)
         message = error.response.get("Error", {}).get("Message", "")
         side_flag = "source" if side == "source" else "dest"
@@ -166,13 +179,11 @@ def describe(error: BaseException, *, side: str, action: str, bucket: str, key: 
         elif message:
             text += f": {message}"
         return text
-    if isinstance(error, BotoCoreError):
-        return f"{type(error).__name__} on {action} {where}: {error}"
     return f"{type(error).__name__} on {action} {where}: {error}"
 
 
 def is_access_denied(error: BaseException) -> bool:
-    if not isinstance(error, ClientError):
+    if not is_client_error(error):
         return False
     code = error_code(error)
     status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")

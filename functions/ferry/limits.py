@@ -27,6 +27,10 @@ DEFAULT_STREAM_PART_SIZE = 8 * MiB
 DEFAULT_COPY_PART_SIZE = 256 * MiB
 DEFAULT_MULTIPART_THRESHOLD = 16 * MiB
 MAX_REPRODUCED_STREAM_PART = 256 * MiB
+# Object bytes a streaming copy holds at once by default. The process itself (Python, boto3,
+# the clients) takes about 70 MiB beside them: 160 MiB keeps the whole `ferry` process within
+# 256 MiB whatever the source's parts (16 parts of 8 MiB fit; of 16 MiB parts, 10 run at once).
+DEFAULT_MEMORY_LIMIT = 160 * MiB
 
 _UNITS = {
     "": 1,

@@ -6,27 +6,24 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import boto3
-from aws_lambda_powertools import Logger, Metrics, Tracer
+from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from botocore.config import Config
 
-from ferry.clients import expect_owners
-from ferry.models import Endpoint
-from ferry.pipeline.batches import Services
-from ferry.pipeline.settings import WorkerSettings
+from .tracing import LazyTracer
+
+if TYPE_CHECKING:
+    from ferry.pipeline.batches import Services
 
 SERVICE, NAMESPACE = "ferry", "Ferry"
 logger = Logger(service=SERVICE)
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
-# Trace the handlers, not every request: Powertools' Tracer patches all X-Ray-supported
-# libraries by default, botocore included ("By default, it patches all available libraries
-# supported by X-Ray SDK", Powertools Tracer API reference), which wraps each of a batch's
-# thousands of S3 calls in a subsegment. auto_patch=False keeps capture_lambda_handler only.
-tracer = Tracer(service=SERVICE, auto_patch=False)
+# Powertools' Tracer, made on the first sampled invocation (tracing.py): the X-Ray SDK's
+# import is not paid in the (billed) init phase, nor by processes whose requests are not traced.
+tracer = LazyTracer(service=SERVICE)
 copy_config_to_registered_loggers(source_logger=logger, include={"ferry"}, log_level=logging.INFO)
 
 _RETRIES = Config(retries={"max_attempts": 10, "mode": "adaptive"})
@@ -34,6 +31,16 @@ _RETRIES = Config(retries={"max_attempts": 10, "mode": "adaptive"})
 
 @functools.cache
 def services() -> Services:
+    """The job handlers' clients and settings. Imported here, not above: the starters
+    (start_replication, start_scheduled) share this module and need none of the copy engine
+    these bring in, and a Lambda's init phase is billed (start-up cost)."""
+    import boto3
+
+    from ferry.clients import expect_owners
+    from ferry.models import Endpoint
+    from ferry.pipeline.batches import Services
+    from ferry.pipeline.settings import WorkerSettings
+
     settings = WorkerSettings.from_environ()
     s3 = boto3.client("s3", config=_RETRIES)
     expect_owners(s3, settings.bucket_owners)  # Prepare's checks and the batch HEADs too

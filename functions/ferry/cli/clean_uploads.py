@@ -22,7 +22,7 @@ from ferry.engine.upload_marks import FerryUpload, UploadMark, abort_ferry_uploa
 from ferry.errors import ConfigError, describe
 from ferry.jobspec import as_folder
 from ferry.listing import check_bucket, parse_s3_url
-from ferry.models import DEFAULT_MARKS_PREFIX, Endpoint
+from ferry.models import Endpoint
 
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -45,31 +45,6 @@ def check_marks_prefix(prefix: str) -> str:
             f"--marks-prefix {prefix!r} must be a folder in the bucket, such as .ferry/uploads/"
         )
     return as_folder(prefix)
-
-
-def add_clean_uploads_parser(commands: Any) -> argparse.ArgumentParser:
-    clean = commands.add_parser(
-        "clean-uploads",
-        help="abort the multipart uploads Ferry left behind (after a crash) under a prefix",
-        description=(
-            "Abort Ferry's own open multipart uploads under s3://bucket[/prefix] that are older than "
-            "--older-than, and delete their marks; also delete marks whose upload already ended. "
-            "Uploads without Ferry's mark are never touched."
-        ),
-    )
-    clean.add_argument("url", metavar="s3://BUCKET[/PREFIX]")
-    clean.add_argument("--older-than", default="24h", help="only uploads started this long ago (default 24h)")
-    clean.add_argument("--dry-run", action="store_true", help="say what would be aborted; abort nothing")
-    clean.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-    clean.add_argument(
-        "--marks-prefix",
-        default=DEFAULT_MARKS_PREFIX,
-        help=f"where Ferry's marks are (default {DEFAULT_MARKS_PREFIX})",
-    )
-    clean.add_argument("--endpoint-url", help="S3 endpoint (an S3-compatible server)")
-    clean.add_argument("--region")
-    clean.add_argument("--profile", help="AWS profile")
-    return clean
 
 
 @dataclass

@@ -12,9 +12,10 @@ from typing import IO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ferry.cli.arguments import add_copy_parser
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser
 from ferry.cli.progress import Progress
-from ferry.cli.ranges import add_memory_limit_argument, check_count, check_kms_region, memory_limit
+from ferry.cli.ranges import check_count, check_kms_region, memory_limit
 from ferry.cli.report import ReportWriter, Summary, report_for_html
 from ferry.clients import make_client
 from ferry.engine.copier import Copier, client_pool_size
@@ -22,7 +23,7 @@ from ferry.errors import ConfigError, FerryError
 from ferry.jobspec import JobOptions, parse_options
 from ferry.lean_s3 import LEAN_ENV
 from ferry.listing import check_bucket, check_overlap, parse_s3_url, plan_pairs
-from ferry.models import CHECKSUM_ALGORITHMS, CopyResult, Endpoint, Status
+from ferry.models import CopyResult, Endpoint, Status
 from ferry.report_html import render_report_html
 
 
@@ -34,78 +35,6 @@ def _pairs(values: Sequence[str], what: str) -> dict[str, str]:
             raise ConfigError(f"{what} {value!r} must be written KEY=VALUE")
         result[key] = val
     return result
-
-
-def add_copy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """`ferry copy`'s arguments, under the root parser's subcommands."""
-    copy = commands.add_parser(
-        "copy", help="copy a prefix or one object", description="Copy SRC to DST (s3://bucket/prefix)."
-    )
-    copy.add_argument("src", metavar="SRC")
-    copy.add_argument("dst", metavar="DST")
-    where = copy.add_argument_group("endpoints and credentials")
-    where.add_argument("--endpoint-url", help="S3 endpoint for both sides (an S3-compatible server)")
-    where.add_argument("--source-endpoint-url")
-    where.add_argument("--dest-endpoint-url")
-    where.add_argument("--region", help="region for both sides")
-    where.add_argument("--source-region")
-    where.add_argument("--dest-region")
-    where.add_argument("--source-profile", help="AWS profile for the source")
-    where.add_argument("--dest-profile", help="AWS profile for the destination")
-    where.add_argument("--source-role-arn", help="role to assume for the source")
-    where.add_argument("--dest-role-arn", help="role to assume for the destination")
-    where.add_argument("--source-requester-pays", action="store_true")
-    where.add_argument("--dest-requester-pays", action="store_true")
-    how = copy.add_argument_group("how to copy")
-    how.add_argument("--mode", choices=["auto", "server-side", "stream"], default="auto")
-    how.add_argument("--concurrency", type=int, help="objects copied at once (default: from CPUs and sizes)")
-    how.add_argument("--part-concurrency", type=int, help="parts in flight across all objects")
-    how.add_argument(
-        "--no-lean-requests",
-        action="store_true",
-        help="send every request through botocore (default: the lean path for small-object requests; "
-        "also FERRY_LEAN_REQUESTS=0)",
-    )
-    how.add_argument(
-        "--part-size", help="multipart part size, e.g. 8MiB (default: the source's layout, else chosen)"
-    )
-    how.add_argument("--multipart-threshold", default="16MiB", help="stream objects above this in parts")
-    add_memory_limit_argument(how)
-    how.add_argument("--checksum-algorithm", type=str.upper, choices=CHECKSUM_ALGORITHMS)
-    how.add_argument(
-        "--marks-prefix",
-        help="where the destination bucket holds the marks that let a crashed copy resume (default .ferry/uploads/)",
-    )
-    what = copy.add_argument_group("what to copy")
-    what.add_argument("--include", action="append", default=[], metavar="GLOB")
-    what.add_argument("--exclude", action="append", default=[], metavar="GLOB")
-    what.add_argument(
-        "--no-skip-existing", action="store_true", help="copy even when the destination is identical"
-    )
-    what.add_argument("--compare", choices=["checksum", "size-mtime"], default="checksum")
-    what.add_argument("--restore", choices=["bulk", "standard", "expedited"], help="restore archived objects")
-    what.add_argument("--restore-days", type=int, default=7)
-    attrs = copy.add_argument_group("destination attributes (default: preserve the source's)")
-    attrs.add_argument("--storage-class")
-    attrs.add_argument(
-        "--metadata", action="append", default=[], metavar="KEY=VALUE", help="replace user metadata"
-    )
-    attrs.add_argument("--tag", action="append", default=[], metavar="KEY=VALUE", help="replace tags")
-    attrs.add_argument("--no-tags", action="store_true", help="do not copy tags")
-    attrs.add_argument("--kms-key-id", help="encrypt the destination with this KMS key")
-    out = copy.add_argument_group("output")
-    out.add_argument("--dry-run", action="store_true", help="list and compare; copy nothing")
-    out.add_argument(
-        "--report", metavar="FILE", help="JSON Lines report: one line per object, then a summary"
-    )
-    out.add_argument(
-        "--report-html",
-        metavar="FILE",
-        help="the report as one HTML page (summary, charts, failures); opens with no network",
-    )
-    out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
-    out.add_argument("--quiet", action="store_true", help="no progress bar")
-    return copy
 
 
 def parse_copy_args(argv: Sequence[str]) -> argparse.Namespace:

@@ -24,52 +24,6 @@ from ferry.listing import check_bucket, parse_s3_url
 from ferry.models import Endpoint
 
 
-def add_estimate_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    parser = commands.add_parser(
-        "estimate",
-        help="predict a pipeline job's cost and duration",
-        description="Predict what copying SRC (or N objects of SIZE) with the deployed pipeline costs, "
-        "per service, beside S3 Batch Operations, DataSync and S3 Batch Replication.",
-    )
-    parser.add_argument(
-        "src", metavar="SRC", nargs="?", help="s3://bucket/prefix to list (real sizes and classes)"
-    )
-    parser.add_argument("--objects", type=int, help="number of objects (without SRC)")
-    parser.add_argument("--avg-size", help="average object size, e.g. 500KB (without SRC)")
-    parser.add_argument("--source-storage-class", default="STANDARD", help="the objects' class (without SRC)")
-    parser.add_argument("--mode", choices=["auto", "server-side", "stream"], default="auto")
-    parser.add_argument(
-        "--cross-region", action="store_true", help="source and destination in different regions"
-    )
-    parser.add_argument("--storage-class", help="destination storage class (its PUT price applies)")
-    parser.add_argument(
-        "--restore", choices=["bulk", "standard", "expedited"], help="restore archived objects"
-    )
-    parser.add_argument("--no-tags", action="store_true", help="tags not copied (no GetObjectTagging)")
-    parser.add_argument("--no-skip-existing", action="store_true", help="no destination listing")
-    parser.add_argument(
-        "--source-part-size", default="8MiB", help="part size multipart sources were uploaded in (assumed)"
-    )
-    parser.add_argument(
-        "--full-object-checksums",
-        action="store_true",
-        help="the sources carry full-object CRCs (written since S3's default CRC64NVME); "
-        "default: MD5 ETags only (older objects). A listing reads it per object where S3 lists it",
-    )
-    parser.add_argument(
-        "--settings", metavar="CDK_JSON", help="read batch sizes and concurrency from this cdk.json"
-    )
-    where = parser.add_argument_group("endpoint and credentials (with SRC)")
-    where.add_argument("--endpoint-url", help="S3 endpoint (an S3-compatible server)")
-    where.add_argument("--region", help="the source bucket's region")
-    where.add_argument("--profile", help="AWS profile")
-    where.add_argument("--role-arn", help="role to assume")
-    where.add_argument("--requester-pays", action="store_true")
-    parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar while listing")
-    return parser
-
-
 def run_estimate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     part_size = parse_size(args.source_part_size)
     assumptions = Assumptions(

@@ -37,88 +37,16 @@ from ferry.cli.job_runs import (
     read_failures,
     start_job,
 )
-from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, read_json_file
+from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, read_json_file
 from ferry.cli.stack_outputs import DEFAULT_STACK, StackOutputs
 from ferry.errors import ConfigError
 from ferry.jobspec import JobSpec, check_not_overlapping, parse_job_spec, parse_options
 from ferry.limits import format_size
 from ferry.listing import parse_s3_url
-from ferry.models import CHECKSUM_ALGORITHMS
 from ferry.report_html import FAILURES_SHOWN as HTML_FAILURES_SHOWN
 from ferry.report_html import render_report_html
 
-EXECUTION_STATUSES = ("RUNNING", "SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED", "PENDING_REDRIVE")
 FAILURES_SHOWN = 20
-
-
-def add_job_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """`ferry job` and its subcommands, under the root parser's subcommands."""
-    job = commands.add_parser("job", help="pipeline jobs: check a spec; start, watch, read, list, retry jobs")
-    sub = job.add_subparsers(dest="job_command", required=True, parser_class=Parser)
-    validate = sub.add_parser("validate", help="check a job spec file; print it normalised")
-    validate.add_argument("spec", metavar="FILE", help="a JSON job spec, as given to the state machine")
-
-    stack = argparse.ArgumentParser(add_help=False)
-    where = stack.add_argument_group("the deployed stack")
-    where.add_argument("--stack", default=DEFAULT_STACK, help=f"the stack's name (default {DEFAULT_STACK})")
-    where.add_argument("--region", help="the stack's region (default: your AWS configuration's)")
-    where.add_argument("--profile", help="AWS profile")
-
-    start = sub.add_parser("start", parents=[stack], help="start a job: SRC DST, or --spec FILE")
-    start.add_argument("src", metavar="SRC", nargs="?", help="s3://bucket/prefix")
-    start.add_argument("dst", metavar="DST", nargs="?", help="s3://bucket/prefix")
-    start.add_argument("--spec", metavar="FILE", help="a JSON job spec (options given here override its own)")
-    start.add_argument(
-        "--job-id", help="the job's id and execution name (default: the spec's, else job-<time>)"
-    )
-    start.add_argument("--json", action="store_true", help="print one JSON object")
-    _add_option_arguments(start)
-
-    status = sub.add_parser("status", parents=[stack], help="how far a job is: objects, bytes, rate, ETA")
-    status.add_argument("job_id", metavar="JOB")
-    status.add_argument("--watch", action="store_true", help="refresh until the job ends")
-    status.add_argument("--interval", type=float, default=5.0, help="seconds between refreshes (--watch)")
-    status.add_argument("--json", action="store_true", help="print one JSON object")
-
-    report = sub.add_parser("report", parents=[stack], help="the report Finalize wrote")
-    report.add_argument("job_id", metavar="JOB")
-    report.add_argument("--failures", action="store_true", help="every failed object, not the first 20")
-    report.add_argument("--json", action="store_true", help="print one JSON object")
-    report.add_argument(
-        "--html", metavar="FILE", help="also write the report as one self-contained HTML page to FILE"
-    )
-
-    listing = sub.add_parser("list", parents=[stack], help="recent jobs, newest first")
-    listing.add_argument("--status", type=str.upper, choices=EXECUTION_STATUSES, help="only these")
-    listing.add_argument("--max", type=int, default=20, help="at most this many (default 20)")
-    listing.add_argument("--json", action="store_true", help="print one JSON object")
-
-    retry = sub.add_parser("retry", parents=[stack], help="redrive a job, or copy its failed objects again")
-    retry.add_argument("job_id", metavar="JOB")
-    retry.add_argument("--json", action="store_true", help="print one JSON object")
-    return job
-
-
-def _add_option_arguments(parser: argparse.ArgumentParser) -> None:
-    """A job spec's options, spelled as `ferry copy` spells them; none has a default here, so
-    only what is given overrides a --spec file's options."""
-    how = parser.add_argument_group("job options (as in a job spec's options)")
-    how.add_argument("--mode", choices=["auto", "server-side", "stream"])
-    how.add_argument("--part-size")
-    how.add_argument("--multipart-threshold")
-    how.add_argument("--checksum-algorithm", type=str.upper, choices=CHECKSUM_ALGORITHMS)
-    how.add_argument("--include", action="append", metavar="GLOB")
-    how.add_argument("--exclude", action="append", metavar="GLOB")
-    how.add_argument("--no-skip-existing", action="store_true")
-    how.add_argument("--compare", choices=["checksum", "size-mtime"])
-    how.add_argument("--restore", choices=["bulk", "standard", "expedited"])
-    how.add_argument("--restore-days", type=int)
-    how.add_argument("--storage-class")
-    how.add_argument("--metadata", action="append", metavar="KEY=VALUE")
-    how.add_argument("--tag", action="append", metavar="KEY=VALUE")
-    how.add_argument("--no-tags", action="store_true")
-    how.add_argument("--kms-key-id")
-    how.add_argument("--dry-run", action="store_true")
 
 
 def given_options(args: argparse.Namespace) -> dict[str, Any]:

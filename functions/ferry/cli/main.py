@@ -14,17 +14,17 @@ import sys
 from collections.abc import Sequence
 from typing import IO
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from ferry.cli.clean_uploads import add_clean_uploads_parser, run_clean_uploads
-from ferry.cli.copy_command import add_copy_parser, run_copy
-from ferry.cli.demo import run_demo
-from ferry.cli.estimate import add_estimate_parser, run_estimate
-from ferry.cli.jobs_command import add_job_parser, run_job
+from ferry.cli.arguments import (
+    add_clean_uploads_parser,
+    add_copy_parser,
+    add_demo_parser,
+    add_estimate_parser,
+    add_job_parser,
+    add_policy_parser,
+    add_run_parser,
+)
 from ferry.cli.parsing import EXIT_USAGE, Parser
-from ferry.cli.policy import add_policy_parser, run_policy
-from ferry.cli.run_command import add_run_parser, run_run
-from ferry.errors import FerryError
+from ferry.errors import FerryError, is_botocore_error
 from ferry.limits import parse_size
 
 
@@ -39,10 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_job_parser(commands)
     add_clean_uploads_parser(commands)
-
-    demo = commands.add_parser("demo", help="run a copy on an embedded S3 endpoint (no AWS account)")
-    demo.add_argument("--objects", type=int, default=300, help="small objects to create")
-    demo.add_argument("--large-size", default="80MiB", help="size of the multipart object")
+    add_demo_parser(commands)
     return parser
 
 
@@ -55,28 +52,50 @@ def main(
     )
     args = build_parser().parse_args(argv)
     try:
-        if args.command == "demo":
-            return run_demo(objects=args.objects, large_size=parse_size(args.large_size), stdout=stdout)
-        if args.command == "estimate":
-            return run_estimate(args, stdout, stderr)
-        if args.command == "job":
-            return run_job(args, stdout, stderr)
-        if args.command == "run":
-            return run_run(args, stdout, stderr)
-        if args.command == "policy":
-            return run_policy(args, stdout, stderr)
-        if args.command == "clean-uploads":
-            return run_clean_uploads(args, stdout, stderr)
-        return run_copy(args, stdout, stderr)
+        return run_command(args, stdout, stderr)
     except FerryError as error:
-        stderr.write(f"ferry: error: {error}\n")
-        return EXIT_USAGE
-    except (ClientError, BotoCoreError) as error:
         stderr.write(f"ferry: error: {error}\n")
         return EXIT_USAGE
     except KeyboardInterrupt:
         stderr.write("ferry: interrupted\n")
         return 130
+    except Exception as error:
+        if not is_botocore_error(error):
+            raise
+        stderr.write(f"ferry: error: {error}\n")
+        return EXIT_USAGE
+
+
+def run_command(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    """The parsed command's body. Each is imported only here, when it runs: most load botocore,
+    boto3 or rich, which `--help` and a usage error should not pay for (start-up cost)."""
+    if args.command == "demo":
+        from ferry.cli.demo import run_demo
+
+        return run_demo(objects=args.objects, large_size=parse_size(args.large_size), stdout=stdout)
+    if args.command == "estimate":
+        from ferry.cli.estimate import run_estimate
+
+        return run_estimate(args, stdout, stderr)
+    if args.command == "job":
+        from ferry.cli.jobs_command import run_job
+
+        return run_job(args, stdout, stderr)
+    if args.command == "run":
+        from ferry.cli.run_command import run_run
+
+        return run_run(args, stdout, stderr)
+    if args.command == "policy":
+        from ferry.cli.policy import run_policy
+
+        return run_policy(args, stdout, stderr)
+    if args.command == "clean-uploads":
+        from ferry.cli.clean_uploads import run_clean_uploads
+
+        return run_clean_uploads(args, stdout, stderr)
+    from ferry.cli.copy_command import run_copy
+
+    return run_copy(args, stdout, stderr)
 
 
 if __name__ == "__main__":

@@ -70,28 +70,6 @@ LIST_VERSIONS = ["s3:ListBucket", "s3:ListBucketVersions"]
 OBJECT_CREATED, OBJECT_DELETED = "Object Created", "Object Deleted"
 
 
-def add_policy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    policy = commands.add_parser(
-        "policy",
-        help="print the policies another account applies for a deployed stack",
-        description="Print the bucket, key, trust and event policies the other accounts apply.",
-    )
-    policy.add_argument(
-        "--context", default="cdk.json", metavar="FILE", help="cdk.json (or a file of 'ferry' settings)"
-    )
-    policy.add_argument("--account", required=True, help="the 12-digit account Ferry is deployed in")
-    policy.add_argument("--region", help="the region Ferry is deployed in (default: AWS_REGION)")
-    policy.add_argument("--stack-name", help="the stack's name (default: ferry:stackName, else Ferry)")
-    policy.add_argument(
-        "--principal",
-        action="append",
-        default=[],
-        metavar="ROLE_ARN",
-        help="a deployed role ARN of the stack to name exactly (repeat); default: the stack's roles by name",
-    )
-    return policy
-
-
 def run_policy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     settings, stack_name = read_context(Path(args.context))
     region = args.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")

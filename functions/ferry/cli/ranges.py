@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ferry.engine.copier import DEFAULT_MEMORY_LIMIT
 from ferry.errors import ConfigError
 from ferry.kms_keys import kms_key_problem
-from ferry.limits import MIN_PART_SIZE, MiB, format_size, parse_size
+from ferry.limits import DEFAULT_MEMORY_LIMIT, MIN_PART_SIZE, MiB, format_size, parse_size
 
 MAX_CONCURRENCY = 1024
 

@@ -22,10 +22,11 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ferry.cli.arguments import add_run_parser
 from ferry.cli.copy_command import endpoints
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, read_json_file
 from ferry.cli.progress import Progress
-from ferry.cli.ranges import add_memory_limit_argument, check_kms_region, memory_limit
+from ferry.cli.ranges import check_kms_region, memory_limit
 from ferry.cli.report import Summary
 from ferry.clients import make_client
 from ferry.errors import ConfigError, error_code
@@ -38,67 +39,14 @@ from ferry.pipeline.local_run import LAMBDA_SECONDS, job_rows, local_settings, r
 from ferry.pipeline.sqlite_ledger import SQLiteLedger
 
 SHOWN_FAILURES = 20
+# A pass hands over as a CopyBatch Lambda does, before its timeout (the parser shows 810 s).
+DEFAULT_PASS_SECONDS = LAMBDA_SECONDS - 90
 
 
 def default_state_dir() -> Path:
     """~/.cache/ferry (or $XDG_CACHE_HOME/ferry): the default ledger and the job reports."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "ferry"
-
-
-def add_run_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    run = commands.add_parser(
-        "run",
-        help="run a pipeline job spec on this machine",
-        description="Run JOB.json (the spec the state machine takes) with the pipeline's code, here.",
-    )
-    run.add_argument("spec", metavar="JOB.json", help="a JSON job spec, as given to the state machine")
-    ledger = run.add_argument_group("ledger and reports").add_mutually_exclusive_group()
-    ledger.add_argument(
-        "--ledger", metavar="PATH", help="SQLite ledger file (default: ~/.cache/ferry/ledger.sqlite)"
-    )
-    ledger.add_argument(
-        "--table", metavar="NAME", help="use this DynamoDB table as the ledger (the stack's TableName)"
-    )
-    run.add_argument("--table-region", help="region of --table (default: --region)")
-    run.add_argument("--table-endpoint-url", help="DynamoDB endpoint for --table (DynamoDB Local, moto)")
-    run.add_argument(
-        "--report-dir",
-        metavar="DIR",
-        help="where the job's report files go (default: beside the ledger, jobs/<id>/)",
-    )
-    run.add_argument("--job-id", help="the job's id (default: the spec's job_id, else run-<time>-<random>)")
-    # The same endpoint and credential options as `ferry copy` (read by copy_command.endpoints).
-    where = run.add_argument_group("endpoints and credentials (as for ferry copy)")
-    for side in ("", "source-", "dest-"):
-        where.add_argument(f"--{side}endpoint-url")
-        where.add_argument(f"--{side}region")
-    for side in ("source", "dest"):
-        where.add_argument(f"--{side}-profile")
-        where.add_argument(f"--{side}-role-arn")
-        where.add_argument(f"--{side}-requester-pays", action="store_true")
-    how = run.add_argument_group("how the job runs (the pipeline's settings)")
-    how.add_argument("--batch-concurrency", type=int, default=4, help="batches at once (default 4)")
-    how.add_argument("--max-items-per-batch", type=int, help="objects per batch (default 200)")
-    how.add_argument("--max-input-bytes-per-batch", help="batch input size, e.g. 64KiB (default 150KiB)")
-    how.add_argument(
-        "--large-object-threshold", help="objects above this take the large-object path (default 10GiB)"
-    )
-    how.add_argument("--max-passes", type=int, help="passes a batch may take (default 50)")
-    how.add_argument(
-        "--pass-seconds",
-        type=float,
-        default=LAMBDA_SECONDS - 90,
-        help="a CopyBatch pass hands over after this long, as on Lambda (default 810)",
-    )
-    add_memory_limit_argument(how)
-    out = run.add_argument_group("output")
-    out.add_argument(
-        "--report", metavar="FILE", help="JSON Lines report: one line per object, then a summary"
-    )
-    out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
-    out.add_argument("--quiet", action="store_true", help="no progress bar")
-    return run
 
 
 def parse_run_args(argv: list[str]) -> argparse.Namespace:
@@ -111,7 +59,8 @@ def parse_run_args(argv: list[str]) -> argparse.Namespace:
 def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """`ferry run`: Prepare, the Map, the batches, Finalize; then the summary and exit code."""
     spec = read_json_file(args.spec)
-    if args.pass_seconds <= 0:
+    pass_seconds = DEFAULT_PASS_SECONDS if args.pass_seconds is None else args.pass_seconds
+    if pass_seconds <= 0:
         raise ConfigError("--pass-seconds must be more than 0")
     options = spec.get("options") if isinstance(spec, Mapping) else None
     # A spec of the wrong shape is named by Prepare's validator (run_job), field by field.
@@ -155,7 +104,7 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
             spec,
             services,
             job_id=args.job_id,
-            pass_seconds=args.pass_seconds,
+            pass_seconds=pass_seconds,
             on_listed=lambda listing: progress.listed(listing.items, complete=listing.complete),
         )
     data = run_report(services, final["job_id"], final, summary)

@@ -10,9 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
-
-from ferry.errors import ConfigError, error_code
+from ferry.errors import ConfigError, error_code, is_client_error
 
 DEFAULT_STACK = "Ferry"
 STATE_MACHINE_OUTPUT = "StateMachineArn"
@@ -50,11 +48,15 @@ def find_stack_outputs(cloudformation: Any, stack: str = DEFAULT_STACK) -> Stack
     region = cloudformation.meta.region_name
     try:
         stacks = cloudformation.describe_stacks(StackName=stack)["Stacks"]
-    except ClientError as error:
+    except Exception as error:  # a ClientError, told apart without importing botocore (start-up cost)
         # DescribeStacks answers ValidationError "Stack with id X does not exist" for an
         # unknown name (the AWS SDK docs' note says otherwise; boto/boto3#2807 shows the real
         # response, and moto answers the same).
-        if error_code(error) == "ValidationError" and "does not exist" in str(error):
+        if (
+            is_client_error(error)
+            and error_code(error) == "ValidationError"
+            and "does not exist" in str(error)
+        ):
             raise ConfigError(
                 f"no stack {stack!r} in {region}: deploy it (npx cdk deploy), or name yours with "
                 "--stack NAME and its region with --region"

@@ -31,6 +31,7 @@ from ferry.engine.source import SourceInfo, confirm, from_listing, inspect
 from ferry.engine.streaming import single_put_limit, stream_copy
 from ferry.errors import CopySourceDenied, FerryError, ListingWasStale
 from ferry.limits import (
+    DEFAULT_MEMORY_LIMIT,
     DEFAULT_STREAM_PART_SIZE,
     MAX_OBJECT_SIZE,
     MAX_REPRODUCED_STREAM_PART,
@@ -43,10 +44,6 @@ from ferry.models import CopyPolicy, CopyResult, Endpoint, Mode, SourceObject, S
 
 log = logging.getLogger(__name__)
 
-# Object bytes a streaming copy holds at once by default. The process itself (Python, boto3,
-# the clients) takes about 70 MiB beside them: 160 MiB keeps the whole `ferry` process within
-# 256 MiB whatever the source's parts (16 parts of 8 MiB fit; of 16 MiB parts, 10 run at once).
-DEFAULT_MEMORY_LIMIT = 160 * MiB
 # Bytes per second assumed for one request that cannot be checkpointed (a CopyObject of up to
 # 5 GiB, a PutObject, one part) when judging whether it can finish before a deadline. A
 # cross-region CopyObject can run at tens of MiB/s, not the hundreds seen within a region: too

@@ -1,0 +1,78 @@
+"""Each Lambda handler's import (its init phase, which Lambda bills) loads only what the handler
+needs: not the X-Ray SDK while tracing is off (Powertools' Tracer imports it on construction,
+about 0.1 s of CPU, even when disabled), and not the copy engine where nothing is copied.
+
+What is imported, not how long it takes: timings are `make bench-startup`'s. Each handler is
+imported in a fresh interpreter that looks like a Lambda (LAMBDA_TASK_ROOT set) at init, when
+no trace header is set yet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HANDLERS = sorted(
+    p.stem
+    for p in (ROOT / "functions" / "handlers").glob("*.py")
+    if p.stem not in ("__init__", "runtime", "tracing")  # what the handlers share
+)
+# A handler that starts executions and never copies: it needs none of the copy engine that the
+# job handlers' shared services bring in.
+NOT_COPYING = ("start_scheduled",)
+
+PROBE = """
+import importlib, json, sys
+importlib.import_module("handlers." + sys.argv[1])
+print(json.dumps(sorted({m.split(".")[0] for m in sys.modules} | {m for m in sys.modules if m.startswith("ferry.")})))
+"""
+
+
+def lambda_env(**extra: str) -> dict[str, str]:
+    env = {
+        **os.environ,
+        "AWS_LAMBDA_FUNCTION_NAME": "ferry-test",
+        "LAMBDA_TASK_ROOT": str(ROOT / "functions"),
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "PYTHONPATH": str(ROOT / "functions"),
+        **extra,
+    }
+    for name in ("_X_AMZN_TRACE_ID", "POWERTOOLS_TRACE_DISABLED", "AWS_SAM_LOCAL", "AWS_CHALICE_CLI_MODE"):
+        if name not in extra:
+            env.pop(name, None)
+    return env
+
+
+def loaded_by(handler: str) -> set[str]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, handler],
+        env=lambda_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return set(json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def test_every_handler_is_checked() -> None:
+    assert {"copy_batch", "prepare", "finalize", "record_failure", "start_replication"} <= set(HANDLERS)
+    assert set(NOT_COPYING) <= set(HANDLERS)
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_a_handler_imports_no_x_ray_sdk_before_a_traced_invocation(handler: str) -> None:
+    assert "aws_xray_sdk" not in loaded_by(handler)
+
+
+@pytest.mark.parametrize("handler", NOT_COPYING)
+def test_a_handler_that_copies_nothing_imports_no_engine(handler: str) -> None:
+    loaded = loaded_by(handler)
+    assert not {"ferry.engine.copier", "ferry.pipeline.batches"} & loaded, sorted(loaded)
