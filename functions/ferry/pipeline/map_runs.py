@@ -22,12 +22,14 @@ Run is checked against the ledger in count_check.py.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+log = logging.getLogger(__name__)
 UNFINISHED = ("FAILED", "PENDING")  # result file groups whose children recorded nothing for sure
 # A job id starts with a letter or digit (jobspec), so no job's own prefix is ever this one.
 MAP_RUNS_PREFIX = "jobs/.map-runs"
@@ -92,8 +94,13 @@ def _execution_map_runs(stepfunctions: Any, execution_arn: str | None) -> list[s
     if stepfunctions is None or not execution_arn:
         return []
     arns: list[str] = []
-    for page in stepfunctions.get_paginator("list_map_runs").paginate(executionArn=execution_arn):
-        arns.extend(run["mapRunArn"] for run in page.get("mapRuns", []))
+    try:
+        for page in stepfunctions.get_paginator("list_map_runs").paginate(executionArn=execution_arn):
+            arns.extend(run["mapRunArn"] for run in page.get("mapRuns", []))
+    except ClientError as error:
+        # Without the Map Runs, no batch is itemised; the count check still decides the job.
+        log.warning("could not list the Map Runs of %s: %s", execution_arn, error)
+        return []
     return arns
 
 
