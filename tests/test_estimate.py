@@ -105,43 +105,49 @@ def test_classes_copied_from_the_listing_are_the_engines() -> None:
 def test_a_million_objects_of_500_kb_server_side() -> None:
     result = estimate(Workload.uniform(1_000_000, 500_000))
 
-    # Items of 198 bytes (a 60-character key): 153,600 / 198 = 775 < 10,000: the bytes cap binds.
-    assert result.items_per_batch == 775
-    assert result.batches == 1_291 and result.passes == 1_291  # 1,000,000 / 775, rounded up
+    # Items of 152 bytes (a 60-character key, one-letter names) and a comma each, in 153,600
+    # bytes less the child input's wrapper (123): 1,003 < 10,000: the bytes cap binds.
+    assert model.item_json_bytes(60, 500_000, "STANDARD") == 152 and model.BATCH_WRAPPER_BYTES == 123
+    assert result.items_per_batch == (153_600 - 123 + 1) // 153 == 1_003
+    assert result.batches == 998 and result.passes == 998  # 1,000,000 / 1,003, rounded up
+    # The destination listed per batch: 997 batches of 1,003 (2 pages of 1,000), one of 9.
     assert result.requests == {
         "CopyObject": 1_000_000,
-        "ListObjectsV2": 1_000 + 1_291,
-        "PutObject": 1_291 + 3,
+        "ListObjectsV2": 1_000 + 997 * 2 + 1,
+        "PutObject": 998 + 3,
     }
     assert line(result, "S3 requests", "CopyObject").usd == pytest.approx(5.00)
-    assert line(result, "S3 requests", "ListObjectsV2").usd == pytest.approx(2_291 * PUT)
-    assert line(result, "S3 requests", "PutObject (reports)").usd == pytest.approx(1_294 * PUT)
+    assert line(result, "S3 requests", "ListObjectsV2").usd == pytest.approx(2_995 * PUT)
+    assert line(result, "S3 requests", "PutObject (reports)").usd == pytest.approx(1_001 * PUT)
     # CPU-bound: the measured CPU per object, at the geometric mean of 1x and 0.5x that rate
     # (1,769 MB gives a whole vCPU), + 0.5 s per pass; 1,769 MB.
     cpu = model.MEASURED_CPU_PER_SMALL_OBJECT
     seconds = 1_000_000 * cpu / math.sqrt(0.5)
-    gb_seconds = 1_769 / 1_024 * (seconds + 1_291 * 0.5)
+    gb_seconds = 1_769 / 1_024 * (seconds + 998 * 0.5)
     assert line(result, "Lambda", "CopyBatch duration").quantity == pytest.approx(gb_seconds)
     assert line(result, "Lambda", "CopyBatch duration").usd == pytest.approx(gb_seconds * 0.0000133334)
-    assert line(result, "Lambda", "invocations").quantity == 1_293
-    # 6 parent + 1,291 x (1 child start + CopyBatch, WhatIsLeft, BatchDone) = 5,170 transitions.
-    assert line(result, "Step Functions", "STANDARD state transitions").quantity == 5_170
+    assert line(result, "Lambda", "invocations").quantity == 1_000
+    # 6 parent + 998 x (1 child start + CopyBatch, WhatIsLeft, BatchDone) = 3,998 transitions.
+    assert line(result, "Step Functions", "STANDARD state transitions").quantity == 3_998
     assert line(result, "Step Functions", "STANDARD state transitions").usd == pytest.approx(
-        5_170 * 0.025 / 1000
+        3_998 * 0.025 / 1000
     )
-    assert line(result, "DynamoDB", "write request units").quantity == 1_291 + 3
-    # The job read once per worker (100 at once), Finalize's tally: 1,291 x 600 B / 4 KB.
-    assert line(result, "DynamoDB", "read request units").quantity == 100 + 190 + 2
-    total = 5.00 + 2_291 * PUT + 1_294 * PUT + gb_seconds * 0.0000133334 + 1_293 * 0.2e-6
-    total += 5_170 * 0.025e-3 + 1_294 * 0.625e-6 + 292 * 0.125e-6
+    assert line(result, "DynamoDB", "write request units").quantity == 998 + 3
+    # The job read once per worker (100 at once), Finalize's tally: 998 x 600 B / 4 KB.
+    assert line(result, "DynamoDB", "read request units").quantity == 100 + 147 + 2
+    total = 5.00 + 2_995 * PUT + 1_001 * PUT + gb_seconds * 0.0000133334 + 1_000 * 0.2e-6
+    total += 3_998 * 0.025e-3 + 1_001 * 0.625e-6 + 249 * 0.125e-6
     assert result.total == pytest.approx(total)
+    # Orchestration: everything but the engine's CopyObjects.
+    assert result.orchestration == pytest.approx(total - 5.00)
+    assert result.orchestration_per_million == pytest.approx(total - 5.00)
     batch_ops = result.alternatives["S3 Batch Operations (Copy)"]
     assert sum(x.usd for x in batch_ops) == pytest.approx(0.25 + 1.00 + 5.00)
     # Fast: at 1 / cpu objects/s, slow at half that; 1,291 passes of 0.5 s; 100 workers; + 30 s.
     assert result.duration_seconds == pytest.approx(
         (
-            (1_000_000 * cpu + 1_291 * 0.5) / 100 + 30,
-            (1_000_000 * 2 * cpu + 1_291 * 0.5) / 100 + 30,
+            (1_000_000 * cpu + 998 * 0.5) / 100 + 30,
+            (1_000_000 * 2 * cpu + 998 * 0.5) / 100 + 30,
         )
     )
 
@@ -149,8 +155,8 @@ def test_a_million_objects_of_500_kb_server_side() -> None:
 def test_batches_shrink_when_the_bytes_cap_binds() -> None:
     shape = PipelineShape(max_input_bytes_per_batch=20_000)
     result = estimate(Workload.uniform(1_000, 500_000), shape)
-    assert result.items_per_batch == 20_000 // 198 == 101
-    assert result.batches == 10  # 1,000 / 101, rounded up
+    assert result.items_per_batch == (20_000 - 123 + 1) // 153 == 129
+    assert result.batches == 8  # 1,000 / 129, rounded up
 
 
 def test_multipart_sources_with_md5_etags_are_copied_in_their_layout() -> None:
@@ -189,7 +195,7 @@ def test_streamed_small_objects_get_put_and_tags() -> None:
     }
     result = estimate(work, a=Assumptions(mode="stream", preserve_tags=False))
     assert result.requests["GetObject"] == 1_000
-    assert result.requests["PutObject"] == 1_000 + 2 + 3  # the copies, then 2 batch reports + 3
+    assert result.requests["PutObject"] == 1_000 + 1 + 3  # the copies, then 1 batch report + 3
     assert "GetObjectTagging" not in result.requests
     assert line(result, "S3 requests", "GetObject").usd == pytest.approx(1_000 * GET)
 
@@ -283,8 +289,91 @@ def test_no_line_counts_requests_that_are_never_sent() -> None:
 
 def test_a_batch_of_fewer_than_eight_heads_the_destination_instead_of_listing_it() -> None:
     assert model.DEST_LISTING_MIN_WINDOW == MIN_WINDOW
-    # 788 objects of 1,000 bytes (items of 196 bytes): a batch of 783 (one LIST) and one of 5 (a
-    # HEAD each), plus the Map's LIST.
-    result = estimate(Workload.uniform(788, 1_000))
-    assert result.requests["ListObjectsV2"] == 1 + 1
+    # 1,021 objects of 1,000 bytes (items of 150 bytes): a batch of 1,016 (two LISTs of the
+    # destination's 1,000-key pages) and one of 5 (a HEAD each), plus the Map's LIST.
+    result = estimate(Workload.uniform(1_021, 1_000))
+    assert result.items_per_batch == 1_016
+    assert result.requests["ListObjectsV2"] == 2 + 2
     assert result.requests["HeadObject"] == 5
+
+
+# -- batches as the Distributed Map makes them ---------------------------------------------------
+
+
+# One item of the s3:listObjectsV2 reader as the Step Functions developer guide documents it
+# (input-output-itemreader.html): `Etag` with its quotes, LastModified in epoch seconds.
+def reader_item(key: str, size: int) -> dict[str, Any]:
+    return {
+        "Etag": '"0123456789abcdef0123456789abcdef"',
+        "Key": key,
+        "LastModified": 1668699881,
+        "Size": size,
+        "StorageClass": "STANDARD",
+    }
+
+
+def selected(item: dict[str, Any]) -> Any:
+    """What CopyPrefix hands the ItemBatcher for one reader item: its ItemSelector evaluated
+    against `$$.Map.Item.Value` (the item itself where the Map has no ItemSelector)."""
+    selector = states("ferry.asl.json")["States"]["CopyPrefix"].get("ItemSelector")
+    if selector is None:
+        return item
+    out = {}
+    for name, path in selector.items():
+        assert name.endswith(".$") and path.startswith("$$.Map.Item.Value."), (name, path)
+        out[name[:-2]] = item[path.removeprefix("$$.Map.Item.Value.")]
+    return out
+
+
+def test_item_bytes_are_what_the_map_batches() -> None:
+    for key in ("k" * 60, "in/" + "日" * 100):
+        item = selected(reader_item(key, 500_000))
+        size = len(json.dumps(item, separators=(",", ":"), ensure_ascii=False).encode())
+        assert model.item_json_bytes(key, 500_000, "STANDARD") == size, key
+
+
+def test_items_per_batch_is_what_the_item_batcher_makes() -> None:
+    """The estimate's batch size equals the batches the ItemBatcher's rule cuts (the child's
+    whole input `{"Items": [...], "BatchInput": ...}` within MaxInputBytesPerBatch, as
+    item_reader.batches and the test harness count it), for the BatchInput the ASL builds."""
+    from ferry.pipeline.item_reader import batches
+
+    # A job id is the execution name (Prepare), a 36-character UUID unless one is given.
+    batch_input = {"job": {"job_id": "0" * 36, "limits": {"large_object_concurrency": 2}}}
+    template = states("ferry.asl.json")["States"]["CopyPrefix"]["ItemBatcher"]["BatchInput"]
+    assert template == {
+        "job": {
+            "job_id.$": "$.job.job_id",
+            "limits": {"large_object_concurrency.$": "$.job.limits.large_object_concurrency"},
+        }
+    }, "the BatchInput below is the ASL's"
+    for cap in (150 * KiB, 20_000):
+        shape = PipelineShape(max_input_bytes_per_batch=cap)
+        items = [selected(reader_item(f"{n:060d}", 500_000)) for n in range(5_000)]
+        first = next(batches(items, max_items=10_000, max_bytes=cap, batch_input=batch_input))
+        result = estimate(Workload.uniform(5_000, 500_000, key_length=60), shape)
+        assert result.items_per_batch == len(first), cap
+
+
+def test_the_limit_that_binds_at_a_billion_objects_a_day_follows_the_jobs_shape() -> None:
+    """One COPY per small object: one destination prefix takes 3,500 a second, under the
+    11,574 a billion a day asks; the workers, bounded by max_concurrency, follow the measured
+    CPU per object."""
+    result = estimate(Workload.uniform(1_000_000, 500_000))
+    limits = result.rate_limits
+    assert limits is not None and limits.objects_per_second == pytest.approx(1e9 / 86_400)
+    by_name = {x.what.split(" (")[0]: x for x in limits.limits}
+    assert by_name["S3 writes to one destination prefix"].objects_per_second == pytest.approx(3_500)
+    assert by_name["S3 writes to one destination prefix"].needs == "4 partitioned prefixes"
+    assert limits.binding is by_name["S3 writes to one destination prefix"]
+    per_worker = 1_000_000 / (1_000_000 * model.MEASURED_CPU_PER_SMALL_OBJECT / math.sqrt(0.5) + 998 * 0.5)
+    assert by_name["Map Run children at once"].objects_per_second == pytest.approx(100 * per_worker)
+    assert by_name["Lambda concurrency"].objects_per_second == pytest.approx(1_000 * per_worker)
+    # Fewer workers than the rate needs: the Map Run's concurrency binds instead.
+    few = estimate(Workload.uniform(1_000_000, 500_000), PipelineShape(max_concurrency=10))
+    assert few.rate_limits is not None and few.rate_limits.binding.what.startswith("Map Run children")
+    # Streamed at the assumed 15-50 objects/s a worker: 100 workers bind before S3 does.
+    streamed = estimate(Workload.uniform(1_000, 100 * KiB), a=Assumptions(mode="stream", preserve_tags=False))
+    assert streamed.rate_limits is not None
+    assert streamed.rate_limits.binding.what.startswith("Map Run children")
+    assert streamed.rate_limits.binding.objects_per_second < 100 * math.sqrt(15 * 50)  # + 0.5 s a pass
