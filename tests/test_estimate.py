@@ -326,6 +326,10 @@ def selected(item: dict[str, Any]) -> Any:
 
 
 def test_item_bytes_are_what_the_map_batches() -> None:
+    from ferry.listed_items import LISTED_FIELDS
+
+    selector = states("ferry.asl.json")["States"]["CopyPrefix"]["ItemSelector"]
+    assert selector == {f"{short}.$": f"$$.Map.Item.Value.{name}" for short, name in LISTED_FIELDS.items()}
     for key in ("k" * 60, "in/" + "日" * 100):
         item = selected(reader_item(key, 500_000))
         size = len(json.dumps(item, separators=(",", ":"), ensure_ascii=False).encode())
