@@ -36,10 +36,17 @@ def states(name: str) -> dict[str, Any]:
     return json.loads((REPO / "statemachine" / name).read_text())
 
 
-def walk(machine: dict[str, Any], decisions: dict[str, list[str]] | None = None) -> list[str]:
+def walk(
+    machine: dict[str, Any],
+    decisions: dict[str, list[str]] | None = None,
+    errors: dict[str, list[str]] | None = None,
+) -> list[str]:
     """The states one execution enters, from StartAt to an end. A Choice takes its Default
-    unless `decisions` names the branch (each in turn); Task/Map/Pass follow Next, not Catch."""
+    unless `decisions` names the branch (each in turn); Task/Map/Pass follow Next, unless
+    `errors` names the error the state raises (each in turn): then the first Catch whose
+    ErrorEquals holds it (or States.ALL), as Step Functions picks a catcher."""
     decisions = {k: list(v) for k, v in (decisions or {}).items()}
+    errors = {k: list(v) for k, v in (errors or {}).items()}
     path, name = [], machine["StartAt"]
     while True:
         state = machine["States"][name]
@@ -49,6 +56,11 @@ def walk(machine: dict[str, Any], decisions: dict[str, list[str]] | None = None)
             wanted = decisions.get(name)
             name = wanted.pop(0) if wanted else state["Default"]
             assert name in branches | {state["Default"]}, f"{name} is not a branch of {path[-1]}"
+            continue
+        if errors.get(name):
+            error = errors[name].pop(0)
+            catchers = [c for c in state["Catch"] if {error, "States.ALL"} & set(c["ErrorEquals"])]
+            name = catchers[0]["Next"]
             continue
         if state["Type"] in ("Succeed", "Fail") or state.get("End"):
             return path
@@ -66,17 +78,31 @@ def test_parent_transitions_are_the_states_of_its_normal_path() -> None:
 def test_child_transitions_per_batch_pass_and_large_object_follow_the_asl() -> None:
     child = states("copy_batch.asl.json")
     one_pass = walk(child)
-    assert one_pass == ["CopyBatch", "WhatIsLeft", "BatchDone"]
+    assert one_pass == ["CopyBatch"]
     assert len(one_pass) == model.CHILD_TRANSITIONS
-    two_passes = walk(child, {"WhatIsLeft": ["NextPass"]})
+    handed_over = {"CopyBatch": ["FerryHandOver"]}
+    two_passes = walk(child, {"WhatIsLeft": ["NextPass"]}, handed_over)
+    assert two_passes == ["CopyBatch", "ResumeHandOver", "WhatIsLeft", "NextPass", "CopyBatch"]
     assert len(two_passes) - len(one_pass) == model.EXTRA_PASS_TRANSITIONS
-    with_large = walk(child, {"WhatIsLeft": ["CopyLargeObjects"]})
+    with_large = walk(child, {"WhatIsLeft": ["CopyLargeObjects"]}, handed_over)
+    assert with_large == ["CopyBatch", "ResumeHandOver", "WhatIsLeft", "CopyLargeObjects", "BatchDone"]
     assert len(with_large) - len(one_pass) == model.LARGE_BATCH_TRANSITIONS
     per_large_object = walk(child["States"]["CopyLargeObjects"]["ItemProcessor"])
     assert len(per_large_object) == model.LARGE_OBJECT_TRANSITIONS
     # The Distributed Map is charged one transition per child execution it starts
     # (docs.aws.amazon.com/step-functions/latest/dg/concepts-transitions.html).
     assert model.CHILD_START_TRANSITIONS == 1
+
+
+def test_a_hand_over_is_caught_never_retried() -> None:
+    """FerryHandOver is not a failure: no retrier of CopyBatch may match it (a retry would copy
+    the pass again and cost transitions), and its catcher must come before States.ALL's."""
+    copy_batch = states("copy_batch.asl.json")["States"]["CopyBatch"]
+    for retrier in copy_batch["Retry"]:
+        assert not {"FerryHandOver", "States.ALL", "States.TaskFailed"} & set(retrier["ErrorEquals"])
+    first = copy_batch["Catch"][0]
+    assert first["ErrorEquals"] == ["FerryHandOver"] and first["Next"] == "ResumeHandOver"
+    assert first["ResultPath"] == "$.handed_over", "the batch's items stay in the state beside the error"
 
 
 def test_pipeline_shape_defaults_are_the_pipeline_settings_defaults() -> None:
@@ -127,16 +153,16 @@ def test_a_million_objects_of_500_kb_server_side() -> None:
     assert line(result, "Lambda", "CopyBatch duration").quantity == pytest.approx(gb_seconds)
     assert line(result, "Lambda", "CopyBatch duration").usd == pytest.approx(gb_seconds * 0.0000133334)
     assert line(result, "Lambda", "invocations").quantity == 1_000
-    # 6 parent + 998 x (1 child start + CopyBatch, WhatIsLeft, BatchDone) = 3,998 transitions.
-    assert line(result, "Step Functions", "STANDARD state transitions").quantity == 3_998
+    # 6 parent + 998 x (1 child start + CopyBatch) = 2,002 transitions.
+    assert line(result, "Step Functions", "STANDARD state transitions").quantity == 2_002
     assert line(result, "Step Functions", "STANDARD state transitions").usd == pytest.approx(
-        3_998 * 0.025 / 1000
+        2_002 * 0.025 / 1000
     )
     assert line(result, "DynamoDB", "write request units").quantity == 998 + 3
     # The job read once per worker (100 at once), Finalize's tally: 998 x 600 B / 4 KB.
     assert line(result, "DynamoDB", "read request units").quantity == 100 + 147 + 2
     total = 5.00 + 2_995 * PUT + 1_001 * PUT + gb_seconds * 0.0000133334 + 1_000 * 0.2e-6
-    total += 3_998 * 0.025e-3 + 1_001 * 0.625e-6 + 249 * 0.125e-6
+    total += 2_002 * 0.025e-3 + 1_001 * 0.625e-6 + 249 * 0.125e-6
     assert result.total == pytest.approx(total)
     # Orchestration: everything but the engine's CopyObjects.
     assert result.orchestration == pytest.approx(total - 5.00)
@@ -214,10 +240,13 @@ def test_a_20_gib_object_goes_to_fargate_in_90_second_passes() -> None:
     assert line(result, "Fargate", "vCPU-hours").quantity == pytest.approx(2 * hours)
     assert line(result, "Fargate", "vCPU-hours").usd == pytest.approx(2 * hours * 0.03238 * 0.3)  # Spot: -70%
     assert line(result, "Fargate", "GB-hours").usd == pytest.approx(4 * hours * 0.00356 * 0.3)
-    assert line(result, "Step Functions", "STANDARD state transitions").quantity == 6 + 4 + 1 + 1
+    # 6 parent; the child's start and CopyBatch; its hand-over to Fargate (ResumeHandOver,
+    # WhatIsLeft, CopyLargeObjects, BatchDone); the object's CopyLargeObject.
+    assert line(result, "Step Functions", "STANDARD state transitions").quantity == 6 + 2 + 4 + 1
+    assert line(result, "Lambda", "invocations").quantity == 1 + 1 + 2  # the pass, its resume
     # The checkpoint saved once: 300 + 150 x 2,560 bytes = 376 write units.
     assert line(result, "DynamoDB", "write request units").quantity == 1 + 1 + 376 + 1 + 3
-    assert line(result, "DynamoDB", "read request units").quantity == 1 + 1 + 1 + 1 + 1 + 2
+    assert line(result, "DynamoDB", "read request units").quantity == 1 + 1 + 1 + 1 + 1 + 1 + 2
     assert result.duration_seconds == pytest.approx((51.2 + 60 + 30, 204.8 + 60 + 30))
 
 

@@ -65,21 +65,27 @@ GB = 1000**3  # AWS bills data in GB (of 2^30 bytes on the bill; the difference 
 
 # Step Functions state transitions, from statemachine/*.asl.json (tests/test_estimate.py derives
 # each from the ASL and compares): the parent's normal path (Prepare, HowToList, CopyPrefix,
-# Finalize, DidEveryObjectSucceed, JobSucceeded); the child's (CopyBatch, WhatIsLeft,
-# BatchDone: CopyBatch takes the Map's input as it comes) plus the one transition the
-# Distributed Map is charged per child it starts; each further pass (NextPass, CopyBatch, WhatIsLeft); a batch with large objects
-# (CopyLargeObjects) and each large object (CopyLargeObject).
+# Finalize, DidEveryObjectSucceed, JobSucceeded); the child's normal path, a batch settled in one
+# pass (CopyBatch, which takes the Map's input as it comes and ends the child), plus the one
+# transition the Distributed Map is charged per child it starts. A pass that leaves work raises
+# FerryHandOver, whose Catch costs: per further pass (ResumeHandOver, WhatIsLeft, NextPass,
+# CopyBatch); per batch with large objects (ResumeHandOver, WhatIsLeft, CopyLargeObjects,
+# BatchDone); per large object (CopyLargeObject). Each such hand-over is also one more
+# invocation of the CopyBatch function (ResumeHandOver), see RESUME_SECONDS.
 PARENT_TRANSITIONS = 6
 CHILD_START_TRANSITIONS = 1
-CHILD_TRANSITIONS = 3
-EXTRA_PASS_TRANSITIONS = 3
-LARGE_BATCH_TRANSITIONS = 1
+CHILD_TRANSITIONS = 1
+EXTRA_PASS_TRANSITIONS = 4
+LARGE_BATCH_TRANSITIONS = 4
 LARGE_OBJECT_TRANSITIONS = 1
 
 LAMBDA_TIMEOUT_SECONDS = 900  # CopyBatch (cdk/ferry_cdk/stack.py: 15 minutes)
 # Assumed, not measured on AWS: the wall time a pass spends outside its copies' CPU, in sequence
 # (the first window's destination listing, the report PUT, the ledger's marker).
 PASS_OVERHEAD_SECONDS = 0.5
+# Assumed, not measured on AWS: a ResumeHandOver invocation (a consistent GetItem of the pass's
+# marker and the handler around it), billed as CopyBatch duration.
+RESUME_SECONDS = 0.1
 # CPU seconds one CopyBatch worker spends per small object copied server-side, whole passes
 # included (listing, copies, report, ledger): measured by `make bench-worker-cost` on versitygw
 # and MinIO (bench/results/worker_cost.md; the worse of the two). A worker whose threads hide
@@ -657,6 +663,7 @@ def estimate(
     passes_per_batch = max(1, math.ceil(per_batch_seconds / shape.usable_pass_seconds)) if batches else 0
     passes = batches * passes_per_batch
     large_batches = min(batches, large_objects)
+    resumes = (passes - batches) + large_batches  # passes that raised FerryHandOver
 
     # S3 requests the pipeline adds to the engine's: the Map's listing, the destination listing
     # per batch (skip-existing), a report per pass, the job report and the Map's result files.
@@ -733,7 +740,7 @@ def estimate(
 
     # Lambda: CopyBatch passes (expected rate), plus Prepare and Finalize.
     memory_gb = shape.lambda_memory_mb / 1024
-    gb_seconds = memory_gb * (lambda_seconds[2] + passes * PASS_OVERHEAD_SECONDS)
+    gb_seconds = memory_gb * (lambda_seconds[2] + passes * PASS_OVERHEAD_SECONDS + resumes * RESUME_SECONDS)
     arch = "arm64" if shape.lambda_architecture == "arm64" else "x86_64"
     lines.append(
         Line(
@@ -744,7 +751,7 @@ def estimate(
             gb_seconds * prices.price(f"lambda_{arch}_gb_second"),
         )
     )
-    invocations = passes + 2
+    invocations = passes + resumes + 2
     lines.append(
         Line("Lambda", "invocations", invocations, "requests", invocations * prices.price("lambda_request"))
     )
@@ -774,7 +781,8 @@ def estimate(
     # The job's spec is read once per worker process (batches.job_spec keeps it): about one read
     # per Lambda container, max_concurrency of them at most; one per Fargate task.
     job_reads = min(passes, shape.max_concurrency)
-    rru = job_reads + multipart_copies + checkpoint_saves + large_objects + tally_rru + 2
+    # A ResumeHandOver reads the marker of the pass that handed over (strongly consistent).
+    rru = job_reads + multipart_copies + checkpoint_saves + large_objects + resumes + tally_rru + 2
     lines.append(
         Line(
             "DynamoDB",

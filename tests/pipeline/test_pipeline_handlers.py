@@ -12,7 +12,8 @@ from typing import Any
 import boto3
 import pytest
 
-from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext
+from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext, copy_batch_pass
+from ferry.pipeline.batches import FerryHandOver
 from ferry.pipeline.ledger import DynamoLedger
 from handlers import copy_batch, finalize, prepare, record_failure
 
@@ -209,7 +210,9 @@ def test_objects_above_the_lambda_threshold_are_handed_to_fargate_uncounted(pipe
     items = listing_items(pipeline.s3, "src", "data/")
     items.append({"Key": "data/huge.bin", "Size": 100 * 1024 * 1024 * 1024, "ETag": '"abc-9"'})
 
-    out = copy_batch.handler({"job": job, "items": items, "pass": 1}, FakeLambdaContext())
+    with pytest.raises(FerryHandOver):  # the large object goes to Fargate: not the child's end
+        copy_batch.handler({"job": job, "items": items, "pass": 1}, FakeLambdaContext())
+    out = copy_batch_pass({"job": job, "items": items, "pass": 1}, FakeLambdaContext())
 
     assert out["large"] == [items[-1]]
     assert out["counts"]["objects"] == 3
@@ -407,7 +410,7 @@ def test_a_pass_that_reaches_max_passes_fails_what_it_could_not_finish(pipeline,
     max_passes = pipeline.settings.max_passes
     context = FakeLambdaContext(remaining_ms=0)  # the deadline has passed: nothing starts
 
-    early = copy_batch.handler({"job": job, "items": items, "pass": 1}, context)
+    early = copy_batch_pass({"job": job, "items": items, "pass": 1}, context)
     last = copy_batch.handler(
         {"job": job, "items": items, "pass": max_passes, "batch_id": early["batch_id"]}, context
     )
@@ -458,8 +461,14 @@ def test_a_retried_pass_returns_the_hand_over_of_the_attempt_that_was_recorded(p
 
     # Attempt 1 starts with less time than the deadline margin: it copies nothing and hands
     # every object over; it is recorded, then (say) its response is lost and the pass retried.
-    first = copy_batch.handler(json.loads(json.dumps(event)), FakeLambdaContext(remaining_ms=1_000))
-    retry = copy_batch.handler(json.loads(json.dumps(event)), FakeLambdaContext())
+    # The retry has all the time it needs and settles every object itself, yet the pass is
+    # recorded as handed over: it must hand over (FerryHandOver) what the record says.
+    with pytest.raises(FerryHandOver):
+        copy_batch.handler(json.loads(json.dumps(event)), FakeLambdaContext(remaining_ms=1_000))
+    with pytest.raises(FerryHandOver):
+        copy_batch.handler(json.loads(json.dumps(event)), FakeLambdaContext())
+    first = copy_batch_pass(event, FakeLambdaContext(remaining_ms=1_000))
+    retry = copy_batch_pass(event, FakeLambdaContext())
 
     assert len(first["remaining"]) == 6 and first["counts"]["objects"] == 0
     assert retry["counts"] == first["counts"]
