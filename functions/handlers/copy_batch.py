@@ -10,6 +10,7 @@ from typing import Any
 
 from ferry.pipeline.batches import (
     HAND_OVER_FIELD,
+    HAND_OVER_METRIC,
     FerryHandOver,
     copy_batch,
     hand_over_message,
@@ -42,4 +43,6 @@ def _invocation(event: dict[str, Any], context: Any) -> dict[str, Any]:
     result = copy_batch(event, services(), context.get_remaining_time_in_millis())
     publish_counts(result.pop("pass_counts"))
     publish_lags(result.pop("replication_lag", {}))
+    if hands_work_over(result):  # `handler` raises FerryHandOver: counted in Lambda's Errors too
+        metrics.add_metric(name=HAND_OVER_METRIC, unit="Count", value=1)
     return result

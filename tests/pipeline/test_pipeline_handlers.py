@@ -476,6 +476,28 @@ def test_a_retried_pass_returns_the_hand_over_of_the_attempt_that_was_recorded(p
     assert retry["large"] == first["large"]
 
 
+def test_a_pass_that_hands_over_publishes_its_counts_and_one_hand_over(pipeline, capsys) -> None:
+    """The pass's metrics are flushed before FerryHandOver is raised (a hand-over is counted in
+    Lambda's Errors metric; Ferry/PassesHandedOver tells the two apart); the resume publishes
+    nothing: the pass counted itself."""
+    from ferry.pipeline.batches import HAND_OVER_METRIC
+
+    fill(pipeline.s3, 3)
+    job = start_job(SPEC)
+    event = {"job": job, "items": listing_items(pipeline.s3, "src", "data/"), "pass": 1}
+    capsys.readouterr()
+
+    with pytest.raises(FerryHandOver):
+        copy_batch.handler(json.loads(json.dumps(event)), FakeLambdaContext(remaining_ms=1_000))
+    emitted = [json.loads(x) for x in capsys.readouterr().out.splitlines() if '"_aws"' in x]
+    copy_batch_pass(event, FakeLambdaContext(remaining_ms=1_000))  # again, and resumed
+    resumed = [json.loads(x) for x in capsys.readouterr().out.splitlines() if '"_aws"' in x]
+
+    (metric,) = emitted
+    assert metric[HAND_OVER_METRIC] == [1.0] and metric["ObjectsCopied"] == [0.0]
+    assert [m.get(HAND_OVER_METRIC) for m in resumed] == [[1.0]], "the retried pass only"
+
+
 def test_failures_jsonl_is_streamed_not_built_in_memory(pipeline) -> None:
     """Issue 10, defect 9: Finalize built failures.jsonl as one string (a million failures do
     not fit a Lambda's memory). It must reach S3 a part at a time, each part sent before the

@@ -170,6 +170,9 @@ def pass_event(event: Mapping[str, Any]) -> Mapping[str, Any]:
 # Where the child's Catch puts a FerryHandOver error in the pass's input (its ResultPath):
 # its presence tells the CopyBatch Lambda to resume from the ledger instead of copying.
 HAND_OVER_FIELD = "handed_over"
+# EMF metric (Ferry namespace, Powertools' service dimension): one per FerryHandOver raised.
+# Lambda counts each in the CopyBatch function's Errors metric; this tells the two apart.
+HAND_OVER_METRIC = "PassesHandedOver"
 
 
 class FerryHandOver(Exception):
