@@ -476,6 +476,27 @@ def test_a_retried_pass_returns_the_hand_over_of_the_attempt_that_was_recorded(p
     assert retry["large"] == first["large"]
 
 
+def test_a_pass_recorded_with_a_hand_over_then_failed_for_good_hands_the_objects_over_still(
+    pipeline,
+) -> None:
+    """A pass records its hand-over, then fails for good (say its retries each die after the
+    record): RecordFailedBatch finds the pass recorded and counts nothing again, but returned
+    no `remaining`, so the objects the pass handed over were neither copied nor recorded: the
+    child succeeded with them missing from its counts. It must hand them over as recorded."""
+    fill(pipeline.s3, 4)
+    job = start_job(SPEC)
+    event = {"job": job, "items": listing_items(pipeline.s3, "src", "data/"), "pass": 1}
+    handed = copy_batch_pass(event, FakeLambdaContext(remaining_ms=1_000))
+    error = {"Error": "Lambda.Unknown", "Cause": "{}"}
+
+    out = record_failure.handler({**event, "error": error}, FakeLambdaContext())
+
+    assert len(handed["remaining"]) == 4
+    assert out["remaining"] == handed["remaining"], "the recorded hand-over goes round again"
+    assert out["counts"] == handed["counts"]
+    assert list(DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).failures("exec-1")) == []
+
+
 def test_a_pass_that_hands_over_publishes_its_counts_and_one_hand_over(pipeline, capsys) -> None:
     """The pass's metrics are flushed before FerryHandOver is raised (a hand-over is counted in
     Lambda's Errors metric; Ferry/PassesHandedOver tells the two apart); the resume publishes

@@ -349,7 +349,8 @@ def _positions(items: Sequence[Any], chosen: Sequence[Any]) -> list[int]:
 
 def record_failure(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
     """A pass (or one large object) failed for good: record its objects as failed, with the
-    error, unless that pass had already been recorded before it failed."""
+    error, unless that pass had already been recorded before it failed; then the pass's
+    recorded hand-over still goes on (see below)."""
     event = pass_event(event)
     job = event["job"]
     spec = job_spec(services, job["job_id"])
@@ -369,13 +370,18 @@ def record_failure(event: Mapping[str, Any], services: Services) -> dict[str, An
             results.append(_result(plan, Status.FAILED, reason))
     _notify(services, results)
     recorded = record(services, spec.job_id, batch_key, results)
+    # A pass recorded before it failed keeps its hand-over: what it handed over goes round again
+    # (NextPass) or to Fargate, as after a retried pass, instead of vanishing from the counts.
+    handover = {} if recorded.first or "large_item" in event else recorded.handover
     return {
-        "job": job,
-        "batch_id": event.get("batch_id") or batch_key.rsplit("-p", 1)[0],
-        "counts": _sum(event.get("counts"), recorded.counts),
+        **_pass_result(
+            event,
+            event.get("batch_id") or batch_key.rsplit("-p", 1)[0],
+            recorded.counts,
+            remaining=[items[i] for i in handover.get("remaining", [])],
+            large=[items[i] for i in handover.get("large", [])],
+        ),
         "pass_counts": recorded.counts.to_dict() if recorded.first else BatchCounts().to_dict(),
-        "remaining": [],
-        "large": list(event.get("large") or []),
     }
 
 
