@@ -290,6 +290,25 @@ class FakeLambdaContext:
         return self.remaining_ms
 
 
+def copy_batch_pass(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """One CopyBatch pass as the child workflow runs it: the handler; when it raises
+    FerryHandOver, the Catch's ResumeHandOver (the same function, the pass's input with the
+    error in `handed_over`). Either way the caller gets the pass's result, as the next state
+    does. The event is copied through JSON, as Step Functions hands it over."""
+    from ferry.pipeline.batches import HAND_OVER_FIELD, FerryHandOver, hands_work_over
+    from handlers import copy_batch
+
+    try:
+        result = copy_batch.handler(json.loads(json.dumps(event)), context)
+        assert not hands_work_over(result), "a pass that leaves work must raise FerryHandOver"
+        return result
+    except FerryHandOver as handed_over:
+        error = {"Error": type(handed_over).__name__, "Cause": str(handed_over)}
+        return copy_batch.handler(
+            json.loads(json.dumps({**event, HAND_OVER_FIELD: error})), FakeLambdaContext()
+        )
+
+
 @pytest.fixture
 def pipeline(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     """moto's S3 and DynamoDB in-process, the ledger table and report bucket created, and the

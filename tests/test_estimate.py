@@ -36,10 +36,17 @@ def states(name: str) -> dict[str, Any]:
     return json.loads((REPO / "statemachine" / name).read_text())
 
 
-def walk(machine: dict[str, Any], decisions: dict[str, list[str]] | None = None) -> list[str]:
+def walk(
+    machine: dict[str, Any],
+    decisions: dict[str, list[str]] | None = None,
+    errors: dict[str, list[str]] | None = None,
+) -> list[str]:
     """The states one execution enters, from StartAt to an end. A Choice takes its Default
-    unless `decisions` names the branch (each in turn); Task/Map/Pass follow Next, not Catch."""
+    unless `decisions` names the branch (each in turn); Task/Map/Pass follow Next, unless
+    `errors` names the error the state raises (each in turn): then the first Catch whose
+    ErrorEquals holds it (or States.ALL), as Step Functions picks a catcher."""
     decisions = {k: list(v) for k, v in (decisions or {}).items()}
+    errors = {k: list(v) for k, v in (errors or {}).items()}
     path, name = [], machine["StartAt"]
     while True:
         state = machine["States"][name]
@@ -49,6 +56,11 @@ def walk(machine: dict[str, Any], decisions: dict[str, list[str]] | None = None)
             wanted = decisions.get(name)
             name = wanted.pop(0) if wanted else state["Default"]
             assert name in branches | {state["Default"]}, f"{name} is not a branch of {path[-1]}"
+            continue
+        if errors.get(name):
+            error = errors[name].pop(0)
+            catchers = [c for c in state["Catch"] if {error, "States.ALL"} & set(c["ErrorEquals"])]
+            name = catchers[0]["Next"]
             continue
         if state["Type"] in ("Succeed", "Fail") or state.get("End"):
             return path
@@ -66,17 +78,31 @@ def test_parent_transitions_are_the_states_of_its_normal_path() -> None:
 def test_child_transitions_per_batch_pass_and_large_object_follow_the_asl() -> None:
     child = states("copy_batch.asl.json")
     one_pass = walk(child)
-    assert one_pass == ["CopyBatch", "WhatIsLeft", "BatchDone"]
+    assert one_pass == ["CopyBatch"]
     assert len(one_pass) == model.CHILD_TRANSITIONS
-    two_passes = walk(child, {"WhatIsLeft": ["NextPass"]})
+    handed_over = {"CopyBatch": ["FerryHandOver"]}
+    two_passes = walk(child, {"WhatIsLeft": ["NextPass"]}, handed_over)
+    assert two_passes == ["CopyBatch", "ResumeHandOver", "WhatIsLeft", "NextPass", "CopyBatch"]
     assert len(two_passes) - len(one_pass) == model.EXTRA_PASS_TRANSITIONS
-    with_large = walk(child, {"WhatIsLeft": ["CopyLargeObjects"]})
+    with_large = walk(child, {"WhatIsLeft": ["CopyLargeObjects"]}, handed_over)
+    assert with_large == ["CopyBatch", "ResumeHandOver", "WhatIsLeft", "CopyLargeObjects", "BatchDone"]
     assert len(with_large) - len(one_pass) == model.LARGE_BATCH_TRANSITIONS
     per_large_object = walk(child["States"]["CopyLargeObjects"]["ItemProcessor"])
     assert len(per_large_object) == model.LARGE_OBJECT_TRANSITIONS
     # The Distributed Map is charged one transition per child execution it starts
     # (docs.aws.amazon.com/step-functions/latest/dg/concepts-transitions.html).
     assert model.CHILD_START_TRANSITIONS == 1
+
+
+def test_a_hand_over_is_caught_never_retried() -> None:
+    """FerryHandOver is not a failure: no retrier of CopyBatch may match it (a retry would copy
+    the pass again and cost transitions), and its catcher must come before States.ALL's."""
+    copy_batch = states("copy_batch.asl.json")["States"]["CopyBatch"]
+    for retrier in copy_batch["Retry"]:
+        assert not {"FerryHandOver", "States.ALL", "States.TaskFailed"} & set(retrier["ErrorEquals"])
+    first = copy_batch["Catch"][0]
+    assert first["ErrorEquals"] == ["FerryHandOver"] and first["Next"] == "ResumeHandOver"
+    assert first["ResultPath"] == "$.handed_over", "the batch's items stay in the state beside the error"
 
 
 def test_pipeline_shape_defaults_are_the_pipeline_settings_defaults() -> None:
@@ -105,43 +131,49 @@ def test_classes_copied_from_the_listing_are_the_engines() -> None:
 def test_a_million_objects_of_500_kb_server_side() -> None:
     result = estimate(Workload.uniform(1_000_000, 500_000))
 
-    # Items of 198 bytes (a 60-character key): 153,600 / 198 = 775 < 10,000: the bytes cap binds.
-    assert result.items_per_batch == 775
-    assert result.batches == 1_291 and result.passes == 1_291  # 1,000,000 / 775, rounded up
+    # Items of 152 bytes (a 60-character key, one-letter names) and a comma each, in 153,600
+    # bytes less the child input's wrapper (123): 1,003 < 10,000: the bytes cap binds.
+    assert model.item_json_bytes(60, 500_000, "STANDARD") == 152 and model.BATCH_WRAPPER_BYTES == 123
+    assert result.items_per_batch == (153_600 - 123 + 1) // 153 == 1_003
+    assert result.batches == 998 and result.passes == 998  # 1,000,000 / 1,003, rounded up
+    # The destination listed per batch: 997 batches of 1,003 (2 pages of 1,000), one of 9.
     assert result.requests == {
         "CopyObject": 1_000_000,
-        "ListObjectsV2": 1_000 + 1_291,
-        "PutObject": 1_291 + 3,
+        "ListObjectsV2": 1_000 + 997 * 2 + 1,
+        "PutObject": 998 + 3,
     }
     assert line(result, "S3 requests", "CopyObject").usd == pytest.approx(5.00)
-    assert line(result, "S3 requests", "ListObjectsV2").usd == pytest.approx(2_291 * PUT)
-    assert line(result, "S3 requests", "PutObject (reports)").usd == pytest.approx(1_294 * PUT)
+    assert line(result, "S3 requests", "ListObjectsV2").usd == pytest.approx(2_995 * PUT)
+    assert line(result, "S3 requests", "PutObject (reports)").usd == pytest.approx(1_001 * PUT)
     # CPU-bound: the measured CPU per object, at the geometric mean of 1x and 0.5x that rate
     # (1,769 MB gives a whole vCPU), + 0.5 s per pass; 1,769 MB.
     cpu = model.MEASURED_CPU_PER_SMALL_OBJECT
     seconds = 1_000_000 * cpu / math.sqrt(0.5)
-    gb_seconds = 1_769 / 1_024 * (seconds + 1_291 * 0.5)
+    gb_seconds = 1_769 / 1_024 * (seconds + 998 * 0.5)
     assert line(result, "Lambda", "CopyBatch duration").quantity == pytest.approx(gb_seconds)
     assert line(result, "Lambda", "CopyBatch duration").usd == pytest.approx(gb_seconds * 0.0000133334)
-    assert line(result, "Lambda", "invocations").quantity == 1_293
-    # 6 parent + 1,291 x (1 child start + CopyBatch, WhatIsLeft, BatchDone) = 5,170 transitions.
-    assert line(result, "Step Functions", "STANDARD state transitions").quantity == 5_170
+    assert line(result, "Lambda", "invocations").quantity == 1_000
+    # 6 parent + 998 x (1 child start + CopyBatch) = 2,002 transitions.
+    assert line(result, "Step Functions", "STANDARD state transitions").quantity == 2_002
     assert line(result, "Step Functions", "STANDARD state transitions").usd == pytest.approx(
-        5_170 * 0.025 / 1000
+        2_002 * 0.025 / 1000
     )
-    assert line(result, "DynamoDB", "write request units").quantity == 1_291 + 3
-    # The job read once per worker (100 at once), Finalize's tally: 1,291 x 600 B / 4 KB.
-    assert line(result, "DynamoDB", "read request units").quantity == 100 + 190 + 2
-    total = 5.00 + 2_291 * PUT + 1_294 * PUT + gb_seconds * 0.0000133334 + 1_293 * 0.2e-6
-    total += 5_170 * 0.025e-3 + 1_294 * 0.625e-6 + 292 * 0.125e-6
+    assert line(result, "DynamoDB", "write request units").quantity == 998 + 3
+    # The job read once per worker (100 at once), Finalize's tally: 998 x 600 B / 4 KB.
+    assert line(result, "DynamoDB", "read request units").quantity == 100 + 147 + 2
+    total = 5.00 + 2_995 * PUT + 1_001 * PUT + gb_seconds * 0.0000133334 + 1_000 * 0.2e-6
+    total += 2_002 * 0.025e-3 + 1_001 * 0.625e-6 + 249 * 0.125e-6
     assert result.total == pytest.approx(total)
+    # Orchestration: everything but the engine's CopyObjects.
+    assert result.orchestration == pytest.approx(total - 5.00)
+    assert result.orchestration_per_million == pytest.approx(total - 5.00)
     batch_ops = result.alternatives["S3 Batch Operations (Copy)"]
     assert sum(x.usd for x in batch_ops) == pytest.approx(0.25 + 1.00 + 5.00)
     # Fast: at 1 / cpu objects/s, slow at half that; 1,291 passes of 0.5 s; 100 workers; + 30 s.
     assert result.duration_seconds == pytest.approx(
         (
-            (1_000_000 * cpu + 1_291 * 0.5) / 100 + 30,
-            (1_000_000 * 2 * cpu + 1_291 * 0.5) / 100 + 30,
+            (1_000_000 * cpu + 998 * 0.5) / 100 + 30,
+            (1_000_000 * 2 * cpu + 998 * 0.5) / 100 + 30,
         )
     )
 
@@ -149,8 +181,8 @@ def test_a_million_objects_of_500_kb_server_side() -> None:
 def test_batches_shrink_when_the_bytes_cap_binds() -> None:
     shape = PipelineShape(max_input_bytes_per_batch=20_000)
     result = estimate(Workload.uniform(1_000, 500_000), shape)
-    assert result.items_per_batch == 20_000 // 198 == 101
-    assert result.batches == 10  # 1,000 / 101, rounded up
+    assert result.items_per_batch == (20_000 - 123 + 1) // 153 == 129
+    assert result.batches == 8  # 1,000 / 129, rounded up
 
 
 def test_multipart_sources_with_md5_etags_are_copied_in_their_layout() -> None:
@@ -189,7 +221,7 @@ def test_streamed_small_objects_get_put_and_tags() -> None:
     }
     result = estimate(work, a=Assumptions(mode="stream", preserve_tags=False))
     assert result.requests["GetObject"] == 1_000
-    assert result.requests["PutObject"] == 1_000 + 2 + 3  # the copies, then 2 batch reports + 3
+    assert result.requests["PutObject"] == 1_000 + 1 + 3  # the copies, then 1 batch report + 3
     assert "GetObjectTagging" not in result.requests
     assert line(result, "S3 requests", "GetObject").usd == pytest.approx(1_000 * GET)
 
@@ -208,10 +240,13 @@ def test_a_20_gib_object_goes_to_fargate_in_90_second_passes() -> None:
     assert line(result, "Fargate", "vCPU-hours").quantity == pytest.approx(2 * hours)
     assert line(result, "Fargate", "vCPU-hours").usd == pytest.approx(2 * hours * 0.03238 * 0.3)  # Spot: -70%
     assert line(result, "Fargate", "GB-hours").usd == pytest.approx(4 * hours * 0.00356 * 0.3)
-    assert line(result, "Step Functions", "STANDARD state transitions").quantity == 6 + 4 + 1 + 1
+    # 6 parent; the child's start and CopyBatch; its hand-over to Fargate (ResumeHandOver,
+    # WhatIsLeft, CopyLargeObjects, BatchDone); the object's CopyLargeObject.
+    assert line(result, "Step Functions", "STANDARD state transitions").quantity == 6 + 2 + 4 + 1
+    assert line(result, "Lambda", "invocations").quantity == 1 + 1 + 2  # the pass, its resume
     # The checkpoint saved once: 300 + 150 x 2,560 bytes = 376 write units.
     assert line(result, "DynamoDB", "write request units").quantity == 1 + 1 + 376 + 1 + 3
-    assert line(result, "DynamoDB", "read request units").quantity == 1 + 1 + 1 + 1 + 1 + 2
+    assert line(result, "DynamoDB", "read request units").quantity == 1 + 1 + 1 + 1 + 1 + 1 + 2
     assert result.duration_seconds == pytest.approx((51.2 + 60 + 30, 204.8 + 60 + 30))
 
 
@@ -283,8 +318,95 @@ def test_no_line_counts_requests_that_are_never_sent() -> None:
 
 def test_a_batch_of_fewer_than_eight_heads_the_destination_instead_of_listing_it() -> None:
     assert model.DEST_LISTING_MIN_WINDOW == MIN_WINDOW
-    # 788 objects of 1,000 bytes (items of 196 bytes): a batch of 783 (one LIST) and one of 5 (a
-    # HEAD each), plus the Map's LIST.
-    result = estimate(Workload.uniform(788, 1_000))
-    assert result.requests["ListObjectsV2"] == 1 + 1
+    # 1,021 objects of 1,000 bytes (items of 150 bytes): a batch of 1,016 (two LISTs of the
+    # destination's 1,000-key pages) and one of 5 (a HEAD each), plus the Map's LIST.
+    result = estimate(Workload.uniform(1_021, 1_000))
+    assert result.items_per_batch == 1_016
+    assert result.requests["ListObjectsV2"] == 2 + 2
     assert result.requests["HeadObject"] == 5
+
+
+# -- batches as the Distributed Map makes them ---------------------------------------------------
+
+
+# One item of the s3:listObjectsV2 reader as the Step Functions developer guide documents it
+# (input-output-itemreader.html): `Etag` with its quotes, LastModified in epoch seconds.
+def reader_item(key: str, size: int) -> dict[str, Any]:
+    return {
+        "Etag": '"0123456789abcdef0123456789abcdef"',
+        "Key": key,
+        "LastModified": 1668699881,
+        "Size": size,
+        "StorageClass": "STANDARD",
+    }
+
+
+def selected(item: dict[str, Any]) -> Any:
+    """What CopyPrefix hands the ItemBatcher for one reader item: its ItemSelector evaluated
+    against `$$.Map.Item.Value` (the item itself where the Map has no ItemSelector)."""
+    selector = states("ferry.asl.json")["States"]["CopyPrefix"].get("ItemSelector")
+    if selector is None:
+        return item
+    out = {}
+    for name, path in selector.items():
+        assert name.endswith(".$") and path.startswith("$$.Map.Item.Value."), (name, path)
+        out[name[:-2]] = item[path.removeprefix("$$.Map.Item.Value.")]
+    return out
+
+
+def test_item_bytes_are_what_the_map_batches() -> None:
+    from ferry.listed_items import LISTED_FIELDS
+
+    selector = states("ferry.asl.json")["States"]["CopyPrefix"]["ItemSelector"]
+    assert selector == {f"{short}.$": f"$$.Map.Item.Value.{name}" for short, name in LISTED_FIELDS.items()}
+    for key in ("k" * 60, "in/" + "日" * 100):
+        item = selected(reader_item(key, 500_000))
+        size = len(json.dumps(item, separators=(",", ":"), ensure_ascii=False).encode())
+        assert model.item_json_bytes(key, 500_000, "STANDARD") == size, key
+
+
+def test_items_per_batch_is_what_the_item_batcher_makes() -> None:
+    """The estimate's batch size equals the batches the ItemBatcher's rule cuts (the child's
+    whole input `{"Items": [...], "BatchInput": ...}` within MaxInputBytesPerBatch, as
+    item_reader.batches and the test harness count it), for the BatchInput the ASL builds."""
+    from ferry.pipeline.item_reader import batches
+
+    # A job id is the execution name (Prepare), a 36-character UUID unless one is given.
+    batch_input = {"job": {"job_id": "0" * 36, "limits": {"large_object_concurrency": 2}}}
+    template = states("ferry.asl.json")["States"]["CopyPrefix"]["ItemBatcher"]["BatchInput"]
+    assert template == {
+        "job": {
+            "job_id.$": "$.job.job_id",
+            "limits": {"large_object_concurrency.$": "$.job.limits.large_object_concurrency"},
+        }
+    }, "the BatchInput below is the ASL's"
+    for cap in (150 * KiB, 20_000):
+        shape = PipelineShape(max_input_bytes_per_batch=cap)
+        items = [selected(reader_item(f"{n:060d}", 500_000)) for n in range(5_000)]
+        first = next(batches(items, max_items=10_000, max_bytes=cap, batch_input=batch_input))
+        result = estimate(Workload.uniform(5_000, 500_000, key_length=60), shape)
+        assert result.items_per_batch == len(first), cap
+
+
+def test_the_limit_that_binds_at_a_billion_objects_a_day_follows_the_jobs_shape() -> None:
+    """One COPY per small object: one destination prefix takes 3,500 a second, under the
+    11,574 a billion a day asks; the workers, bounded by max_concurrency, follow the measured
+    CPU per object."""
+    result = estimate(Workload.uniform(1_000_000, 500_000))
+    limits = result.rate_limits
+    assert limits is not None and limits.objects_per_second == pytest.approx(1e9 / 86_400)
+    by_name = {x.what.split(" (")[0]: x for x in limits.limits}
+    assert by_name["S3 writes to one destination prefix"].objects_per_second == pytest.approx(3_500)
+    assert by_name["S3 writes to one destination prefix"].needs == "4 partitioned prefixes"
+    assert limits.binding is by_name["S3 writes to one destination prefix"]
+    per_worker = 1_000_000 / (1_000_000 * model.MEASURED_CPU_PER_SMALL_OBJECT / math.sqrt(0.5) + 998 * 0.5)
+    assert by_name["Map Run children at once"].objects_per_second == pytest.approx(100 * per_worker)
+    assert by_name["Lambda concurrency"].objects_per_second == pytest.approx(1_000 * per_worker)
+    # Fewer workers than the rate needs: the Map Run's concurrency binds instead.
+    few = estimate(Workload.uniform(1_000_000, 500_000), PipelineShape(max_concurrency=10))
+    assert few.rate_limits is not None and few.rate_limits.binding.what.startswith("Map Run children")
+    # Streamed at the assumed 15-50 objects/s a worker: 100 workers bind before S3 does.
+    streamed = estimate(Workload.uniform(1_000, 100 * KiB), a=Assumptions(mode="stream", preserve_tags=False))
+    assert streamed.rate_limits is not None
+    assert streamed.rate_limits.binding.what.startswith("Map Run children")
+    assert streamed.rate_limits.binding.objects_per_second < 100 * math.sqrt(15 * 50)  # + 0.5 s a pass

@@ -10,6 +10,10 @@ Alarms (each notifies the optional SNS topics; state is visible on the dashboard
 - replication lag p99 above `alarm_replication_lag_seconds` (Ferry/ReplicationLag per Replication);
 - the scheduled-start function failed: a recurring sync that did not start.
 
+No alarm watches the CopyBatch function's Lambda `Errors`: a pass that hands work over raises
+FerryHandOver, which Lambda counts there. The dashboard plots Ferry/PassesHandedOver (one per
+hand-over, emitted by the handler) beside the functions' errors, so the rest stand out.
+
 CloudWatch matches a metric only by its full dimension set, so each alarm names exactly the
 dimensions its emitter writes: `ScheduledStartSkipped` carries Powertools' `service` dimension
 besides `Schedule`; `ReplicationLag` is emitted with `Replication` alone (ferry.pipeline.lag).
@@ -39,6 +43,7 @@ from .schedules import RecurringSyncs
 
 NAMESPACE = "Ferry"
 LAG_METRIC = "ReplicationLag"
+HAND_OVER_METRIC = "PassesHandedOver"  # ferry.pipeline.batches.HAND_OVER_METRIC (a test pins it)
 PERIOD = cdk.Duration.minutes(5)
 
 
@@ -255,10 +260,20 @@ def _dashboard(
         )
     widgets.append(
         graph(
-            "Lambda errors (left) and throttles (right)",
+            "Lambda errors (left; CopyBatch's include its hand-overs) and throttles (right)",
             [
-                f.metric_errors(period=PERIOD, statistic="Sum", label=f"{n} errors")
-                for n, f in functions.items()
+                *(
+                    f.metric_errors(period=PERIOD, statistic="Sum", label=f"{n} errors")
+                    for n, f in functions.items()
+                ),
+                cw.Metric(
+                    namespace=NAMESPACE,
+                    metric_name=HAND_OVER_METRIC,
+                    dimensions_map={"service": service},
+                    statistic="Sum",
+                    period=PERIOD,
+                    label="CopyBatch hand-overs (FerryHandOver, not failures)",
+                ),
             ],
             [
                 f.metric_throttles(period=PERIOD, statistic="Sum", label=f"{n} throttles")

@@ -53,6 +53,7 @@ from ferry.limits import (
     choose_part_size,
     parse_size,
 )
+from ferry.listed_items import select
 from ferry.models import ARCHIVE_CLASSES
 
 # Storage classes whose objects the engine copies from the listing's evidence (engine/source.py
@@ -64,21 +65,27 @@ GB = 1000**3  # AWS bills data in GB (of 2^30 bytes on the bill; the difference 
 
 # Step Functions state transitions, from statemachine/*.asl.json (tests/test_estimate.py derives
 # each from the ASL and compares): the parent's normal path (Prepare, HowToList, CopyPrefix,
-# Finalize, DidEveryObjectSucceed, JobSucceeded); the child's (CopyBatch, WhatIsLeft,
-# BatchDone: CopyBatch takes the Map's input as it comes) plus the one transition the
-# Distributed Map is charged per child it starts; each further pass (NextPass, CopyBatch, WhatIsLeft); a batch with large objects
-# (CopyLargeObjects) and each large object (CopyLargeObject).
+# Finalize, DidEveryObjectSucceed, JobSucceeded); the child's normal path, a batch settled in one
+# pass (CopyBatch, which takes the Map's input as it comes and ends the child), plus the one
+# transition the Distributed Map is charged per child it starts. A pass that leaves work raises
+# FerryHandOver, whose Catch costs: per further pass (ResumeHandOver, WhatIsLeft, NextPass,
+# CopyBatch); per batch with large objects (ResumeHandOver, WhatIsLeft, CopyLargeObjects,
+# BatchDone); per large object (CopyLargeObject). Each such hand-over is also one more
+# invocation of the CopyBatch function (ResumeHandOver), see RESUME_SECONDS.
 PARENT_TRANSITIONS = 6
 CHILD_START_TRANSITIONS = 1
-CHILD_TRANSITIONS = 3
-EXTRA_PASS_TRANSITIONS = 3
-LARGE_BATCH_TRANSITIONS = 1
+CHILD_TRANSITIONS = 1
+EXTRA_PASS_TRANSITIONS = 4
+LARGE_BATCH_TRANSITIONS = 4
 LARGE_OBJECT_TRANSITIONS = 1
 
 LAMBDA_TIMEOUT_SECONDS = 900  # CopyBatch (cdk/ferry_cdk/stack.py: 15 minutes)
 # Assumed, not measured on AWS: the wall time a pass spends outside its copies' CPU, in sequence
 # (the first window's destination listing, the report PUT, the ledger's marker).
 PASS_OVERHEAD_SECONDS = 0.5
+# Assumed, not measured on AWS: a ResumeHandOver invocation (a consistent GetItem of the pass's
+# marker and the handler around it), billed as CopyBatch duration.
+RESUME_SECONDS = 0.1
 # CPU seconds one CopyBatch worker spends per small object copied server-side, whole passes
 # included (listing, copies, report, ledger): measured by `make bench-worker-cost` on versitygw
 # and MinIO (bench/results/worker_cost.md; the worse of the two). A worker whose threads hide
@@ -92,6 +99,16 @@ REPORT_LINE_BYTES = 400  # assumed: one object's line in a batch report
 CHECKPOINT_PART_BYTES = 150  # a part's entry in a saved checkpoint (upload id, etag, checksum)
 MARKER_BYTES = 600  # a batch marker item (counts, hand-over, attempt, report key)
 DEST_LISTING_MIN_WINDOW = 8  # engine/dest_listing.MIN_WINDOW (a test keeps them equal)
+
+# What bounds one stack's rate, at the defaults (quotas an account may raise are marked so):
+S3_WRITES_PER_PREFIX = 3_500  # PUT/COPY/POST/DELETE per second per partitioned prefix (S3)
+S3_READS_PER_PREFIX = 5_500  # GET/HEAD per second per partitioned prefix (S3)
+MAP_RUN_MAX_CHILDREN = 10_000  # child executions a Distributed Map runs at once, at most
+LAMBDA_ACCOUNT_CONCURRENCY = 1_000  # a region's default; a quota AWS raises on request
+# DynamoDB: 1,000 write units per second per partition; a job's markers share its partition
+# key (JOB#<id>), so the ledger is counted as one partition (adaptive capacity may split it).
+LEDGER_PARTITION_WRU = 1_000
+DEFAULT_OBJECTS_PER_DAY = 1_000_000_000
 
 PUT_CLASS = frozenset(
     {
@@ -314,16 +331,36 @@ def resume_requests(per_object: Counter[str], a: Assumptions) -> Counter[str]:
 
 
 def item_json_bytes(key: str | int, size: int, storage_class: str) -> int:
-    """Bytes of one ItemReader (ListObjectsV2) item as the ItemBatcher measures it."""
+    """Bytes of one item as the ItemBatcher measures it: the `s3:listObjectsV2` reader's item
+    (input-output-itemreader.html: `Etag` with its quotes, LastModified in epoch seconds) as
+    CopyPrefix's ItemSelector renames it (ferry.listed_items), compact UTF-8 JSON."""
     key_text = key if isinstance(key, str) else "k" * key
     item = {
         "Etag": '"' + "0" * 32 + '"',
         "Key": key_text,
-        "LastModified": "2026-01-01T00:00:00.000Z",
+        "LastModified": 1668699881,
         "Size": size,
         "StorageClass": storage_class,
     }
-    return len(json.dumps(item, separators=(",", ":")).encode())
+    return _json_bytes(select(item))
+
+
+def _json_bytes(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+# The child's input around its items: `{"Items":[...],"BatchInput":{"job":{...}}}` as the
+# ItemBatcher builds it from the ASL's BatchInput, for a job id of ASSUMED_JOB_ID_LENGTH
+# characters (the execution's name: a UUID unless one is given).
+ASSUMED_JOB_ID_LENGTH = 36
+BATCH_WRAPPER_BYTES = _json_bytes(
+    {
+        "Items": [],
+        "BatchInput": {
+            "job": {"job_id": "0" * ASSUMED_JOB_ID_LENGTH, "limits": {"large_object_concurrency": 2}}
+        },
+    }
+)
 
 
 # -- the workload: a bounded histogram, never a list of objects ---------------------------------
@@ -430,6 +467,43 @@ class Line:
     quantity: float
     unit: str
     usd: float
+    orchestration: bool = False  # the pipeline's own cost, beyond the engine's S3 requests
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One limit on how fast one stack copies objects of this job's shape."""
+
+    what: str
+    objects_per_second: float  # what the limit allows
+    needs: str  # what the rate asked for takes, in the limit's own unit
+
+
+@dataclass(frozen=True)
+class RateLimits:
+    """Each limit against `objects_per_day` on one stack; the lowest binds."""
+
+    objects_per_day: int
+    limits: tuple[Limit, ...]
+
+    @property
+    def objects_per_second(self) -> float:
+        return self.objects_per_day / 86_400
+
+    @property
+    def binding(self) -> Limit:
+        return min(self.limits, key=lambda x: x.objects_per_second)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "objects_per_day": self.objects_per_day,
+            "objects_per_second": round(self.objects_per_second, 1),
+            "binding": self.binding.what,
+            "limits": [
+                {"what": x.what, "objects_per_second": round(x.objects_per_second, 1), "needs": x.needs}
+                for x in self.limits
+            ],
+        }
 
 
 @dataclass
@@ -446,10 +520,21 @@ class Estimate:
     alternatives: dict[str, list[Line]]
     duration_seconds: tuple[float, float]
     assumptions: list[str]
+    rate_limits: RateLimits | None = None
 
     @property
     def total(self) -> float:
         return sum(line.usd for line in self.lines)
+
+    @property
+    def orchestration(self) -> float:
+        """What the pipeline adds to the engine's own S3 requests: Lambda, Step Functions,
+        DynamoDB, Fargate and the pipeline's listings and reports."""
+        return sum(line.usd for line in self.lines if line.orchestration)
+
+    @property
+    def orchestration_per_million(self) -> float:
+        return self.orchestration / self.objects * 1_000_000 if self.objects else 0.0
 
     def by_service(self) -> dict[str, float]:
         out: dict[str, float] = {}
@@ -470,6 +555,9 @@ class Estimate:
             "lines": [asdict(line) for line in self.lines],
             "by_service_usd": {k: round(v, 6) for k, v in self.by_service().items()},
             "total_usd": round(self.total, 6),
+            "orchestration_usd": round(self.orchestration, 6),
+            "orchestration_usd_per_million_objects": round(self.orchestration_per_million, 6),
+            "rate_limits": self.rate_limits.to_dict() if self.rate_limits else None,
             "alternatives": {
                 name: {"lines": [asdict(x) for x in lines], "total_usd": round(sum(x.usd for x in lines), 6)}
                 for name, lines in self.alternatives.items()
@@ -484,8 +572,10 @@ class Estimate:
 
 
 def items_per_batch(shape: PipelineShape, mean_item_bytes: float) -> int:
-    """The ItemBatcher's batch: the item cap, or fewer where the bytes cap binds first."""
-    by_bytes = int(shape.max_input_bytes_per_batch // max(1.0, mean_item_bytes))
+    """The ItemBatcher's batch: the item cap, or fewer where the bytes cap binds first. The
+    bytes are the child's whole input: the wrapper and BatchInput once, each item and its comma."""
+    room = shape.max_input_bytes_per_batch - BATCH_WRAPPER_BYTES + 1  # the first item has no comma
+    by_bytes = int(room // (max(1.0, mean_item_bytes) + 1))
     return max(1, min(shape.max_items_per_batch, by_bytes))
 
 
@@ -511,6 +601,7 @@ def estimate(
     shape: PipelineShape | None = None,
     a: Assumptions | None = None,
     rates: Rates | None = None,
+    objects_per_day: int = DEFAULT_OBJECTS_PER_DAY,
 ) -> Estimate:
     shape = shape or PipelineShape()
     a = a or Assumptions()
@@ -572,6 +663,7 @@ def estimate(
     passes_per_batch = max(1, math.ceil(per_batch_seconds / shape.usable_pass_seconds)) if batches else 0
     passes = batches * passes_per_batch
     large_batches = min(batches, large_objects)
+    resumes = (passes - batches) + large_batches  # passes that raised FerryHandOver
 
     # S3 requests the pipeline adds to the engine's: the Map's listing, the destination listing
     # per batch (skip-existing), a report per pass, the job report and the Map's result files.
@@ -609,6 +701,7 @@ def estimate(
             listing,
             "requests",
             listing * prices.price("s3_put_copy_post_list"),
+            orchestration=True,
         )
     )
     reports = pipeline_requests["PutObject"]
@@ -619,6 +712,7 @@ def estimate(
             reports,
             "requests",
             reports * prices.price("s3_put_copy_post_list"),
+            orchestration=True,
         )
     )
     if restore_requests:
@@ -646,7 +740,7 @@ def estimate(
 
     # Lambda: CopyBatch passes (expected rate), plus Prepare and Finalize.
     memory_gb = shape.lambda_memory_mb / 1024
-    gb_seconds = memory_gb * (lambda_seconds[2] + passes * PASS_OVERHEAD_SECONDS)
+    gb_seconds = memory_gb * (lambda_seconds[2] + passes * PASS_OVERHEAD_SECONDS + resumes * RESUME_SECONDS)
     arch = "arm64" if shape.lambda_architecture == "arm64" else "x86_64"
     lines.append(
         Line(
@@ -657,7 +751,7 @@ def estimate(
             gb_seconds * prices.price(f"lambda_{arch}_gb_second"),
         )
     )
-    invocations = passes + 2
+    invocations = passes + resumes + 2
     lines.append(
         Line("Lambda", "invocations", invocations, "requests", invocations * prices.price("lambda_request"))
     )
@@ -687,7 +781,8 @@ def estimate(
     # The job's spec is read once per worker process (batches.job_spec keeps it): about one read
     # per Lambda container, max_concurrency of them at most; one per Fargate task.
     job_reads = min(passes, shape.max_concurrency)
-    rru = job_reads + multipart_copies + checkpoint_saves + large_objects + tally_rru + 2
+    # A ResumeHandOver reads the marker of the pass that handed over (strongly consistent).
+    rru = job_reads + multipart_copies + checkpoint_saves + large_objects + resumes + tally_rru + 2
     lines.append(
         Line(
             "DynamoDB",
@@ -762,7 +857,7 @@ def estimate(
         + ("with full-object CRCs" if a.source_full_checksum else "with MD5 ETags and no stored checksum")
         + " (where a listing does not say)",
         f"throughput per worker {rate_word}: server-side {_pair(rates.server_side_objects)} objects/s or {_pair(rates.server_side_bytes, MiB)} MiB/s, streamed {_pair(rates.stream_objects)} objects/s or {_pair(rates.stream_bytes, MiB)} MiB/s; {workers} Lambda workers at once",
-        f"batches of {per_batch} objects (max_items_per_batch {shape.max_items_per_batch}, max_input_bytes_per_batch {shape.max_input_bytes_per_batch} over items of ~{round(mean_item)} bytes)",
+        f"batches of {per_batch} objects (max_items_per_batch {shape.max_items_per_batch}, max_input_bytes_per_batch {shape.max_input_bytes_per_batch} over items of ~{round(mean_item)} bytes as CopyPrefix's ItemSelector makes them; AWS does not document whether the ItemBatcher measures the selected or the listed item: if the listed one, batches are smaller, never larger)",
     ]
     used = {"s3_get_head", "s3_put_copy_post_list", "batch_operations_object", "datasync_gb"}
     used.add(prices.PUT_BY_CLASS.get(a.storage_class or "STANDARD", "s3_put_copy_post_list"))
@@ -778,7 +873,20 @@ def estimate(
         notes.append(
             f"{skipped} archived objects (GLACIER, DEEP_ARCHIVE) would be skipped: needs restore (--restore TIER)"
         )
+    for entry in lines:
+        if entry.service in ORCHESTRATION_SERVICES:
+            entry.orchestration = True
+    in_lambda = objects - large_objects - skipped
+    lambda_busy = lambda_seconds[2] + passes * PASS_OVERHEAD_SECONDS
+    rate_limits = rate_limits_at(
+        objects_per_day,
+        shape,
+        requests_per_object={op: n / objects for op, n in requests.items()} if objects else {},
+        worker_objects_per_second=in_lambda / lambda_busy if lambda_busy and in_lambda > 0 else None,
+        ledger_wru_per_object=wru / objects if objects else 0.0,
+    )
     return Estimate(
+        rate_limits=rate_limits,
         objects=objects,
         bytes=work.bytes,
         batches=batches,
@@ -792,6 +900,76 @@ def estimate(
         duration_seconds=(duration[0], duration[1]),
         assumptions=notes,
     )
+
+
+ORCHESTRATION_SERVICES = frozenset({"Lambda", "Step Functions", "DynamoDB", "Fargate"})
+
+
+def rate_limits_at(
+    objects_per_day: int,
+    shape: PipelineShape,
+    *,
+    requests_per_object: Mapping[str, float],
+    worker_objects_per_second: float | None,
+    ledger_wru_per_object: float,
+) -> RateLimits:
+    """How many objects a second each limit lets one stack copy, for this job's requests per
+    object and one worker's rate (the estimate's expected one), against `objects_per_day`.
+
+    S3's rates are per partitioned prefix: one source and one destination prefix are assumed
+    (S3 partitions a busy prefix over time; that is not counted on). A server-side copy is
+    counted as a read of its source besides the write (assumed: S3 documents the rates per
+    request, not how a copy's source read counts). The Map Run's children and Lambda's
+    concurrency bound the workers; the ledger's markers share one partition key."""
+    rate = objects_per_day / 86_400
+    writes = sum(n for op, n in requests_per_object.items() if op in DESTINATION_WRITES)
+    reads = sum(n for op, n in requests_per_object.items() if op in GET_CLASS)
+    reads += requests_per_object.get("CopyObject", 0.0) + requests_per_object.get("UploadPartCopy", 0.0)
+    limits: list[Limit] = []
+
+    def add(what: str, allows: float, unit: str, per_unit: float) -> None:
+        needed = math.ceil(rate / per_unit) if per_unit > 0 else 0
+        limits.append(Limit(what, allows, f"{needed:,} {unit}"))
+
+    if writes:
+        per_prefix = S3_WRITES_PER_PREFIX / writes
+        add(
+            f"S3 writes to one destination prefix ({S3_WRITES_PER_PREFIX:,}/s)",
+            per_prefix,
+            "partitioned prefixes",
+            per_prefix,
+        )
+    if reads:
+        per_prefix = S3_READS_PER_PREFIX / reads
+        add(
+            f"S3 reads of one source prefix ({S3_READS_PER_PREFIX:,}/s)",
+            per_prefix,
+            "partitioned prefixes",
+            per_prefix,
+        )
+    if worker_objects_per_second:
+        children = min(shape.max_concurrency, MAP_RUN_MAX_CHILDREN)
+        add(
+            f"Map Run children at once (max_concurrency {shape.max_concurrency:,}; at most {MAP_RUN_MAX_CHILDREN:,})",
+            children * worker_objects_per_second,
+            f"children at {worker_objects_per_second:,.0f} objects/s each",
+            worker_objects_per_second,
+        )
+        add(
+            f"Lambda concurrency ({LAMBDA_ACCOUNT_CONCURRENCY:,}, the account default)",
+            LAMBDA_ACCOUNT_CONCURRENCY * worker_objects_per_second,
+            "concurrent CopyBatch workers",
+            worker_objects_per_second,
+        )
+    if ledger_wru_per_object:
+        per_partition = LEDGER_PARTITION_WRU / ledger_wru_per_object
+        add(
+            f"ledger writes ({LEDGER_PARTITION_WRU:,} WRU/s on a job's partition)",
+            per_partition,
+            "partitions",
+            per_partition,
+        )
+    return RateLimits(objects_per_day, tuple(limits))
 
 
 def _alternatives(work: Workload, a: Assumptions, copied_bytes: float, objects: int) -> dict[str, list[Line]]:

@@ -496,6 +496,31 @@ def test_the_stack_dashboard_names_the_skipped_metric_per_schedule(built: Simple
     assert len(functions) == 5  # Prepare, CopyBatch, RecordFailure, Finalize, StartScheduled
 
 
+def test_no_alarm_fires_on_a_hand_over_and_the_dashboard_shows_hand_overs(built: SimpleNamespace) -> None:
+    """A CopyBatch pass that hands over raises FerryHandOver, which Lambda counts in the
+    function's Errors metric: no alarm may watch that metric (directly or in metric math),
+    and the dashboard plots the hand-overs the handler publishes beside the errors."""
+    from ferry.pipeline.batches import HAND_OVER_METRIC
+
+    t = built.template
+    copy_batch = next(
+        lid
+        for lid, r in resources(t, "AWS::Lambda::Function").items()
+        if r["Properties"].get("Handler") == "handlers.copy_batch.handler"
+    )
+    for lid, alarm in alarms(t).items():
+        watched = [alarm] + [m["MetricStat"]["Metric"] for m in alarm.get("Metrics", []) if "MetricStat" in m]
+        for metric in watched:
+            names = json.dumps(metric.get("Dimensions", []))
+            assert not (metric.get("MetricName") == "Errors" and copy_batch in names), lid
+    (dashboard,) = resources(t, "AWS::CloudWatch::Dashboard").values()
+    body = json.loads(plain(dashboard["Properties"]["DashboardBody"], t))
+    metrics = [m for w in body["widgets"] if w["type"] == "metric" for m in w["properties"]["metrics"]]
+    assert [tuple(m[:4]) for m in metrics if m[:2] == ["Ferry", HAND_OVER_METRIC]] == [
+        ("Ferry", HAND_OVER_METRIC, "service", "ferry")
+    ]
+
+
 # -- the linters on this template --------------------------------------------------------------
 
 

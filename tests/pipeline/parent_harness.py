@@ -629,6 +629,8 @@ def _map_run(harness: ParentHarness, component: Any, env: Any, eval_input: Any) 
     items: list[Any] = env.stack.pop()
     extras: MapExtras = getattr(component, "_ferry_extras", None) or MapExtras(eval_input.state_name)
     if extras.batcher is not None:
+        if eval_input.item_selector is not None:  # each item, then the batches (AWS's order)
+            items = [_select_item(component, env, eval_input, i, item) for i, item in enumerate(items)]
         child_inputs = _batches(harness, extras, env, items)
     else:
         child_inputs = [(item, 1) for item in items]
@@ -685,6 +687,34 @@ def _map_run(harness: ParentHarness, component: Any, env: Any, eval_input: Any) 
     env.stack.append([c.output for c in run.children])
 
 
+def _select_item(component: Any, env: Any, eval_input: Any, index: int, item: Any) -> Any:
+    """The Map's ItemSelector for one item, `$$.Map.Item.Value` being that item: with an
+    ItemBatcher, AWS selects each item and batches what the selector made (the ASL
+    specification's "batch selected items"; Step Functions' emulators do the same)."""
+    from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.itemprocessor.inline_item_processor_worker import (
+        InlineItemProcessorWorker,
+    )
+    from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.job import JobPool
+    from moto.stepfunctions.parser.asl.eval.states import ItemData, MapData
+
+    frame = env.open_inner_frame()
+    try:
+        frame.states.context_object.context_object_data["Map"] = MapData(
+            Item=ItemData(Index=index, Value=item)
+        )
+        worker = InlineItemProcessorWorker(
+            work_name=eval_input.state_name,
+            job_pool=JobPool(job_program=component._get_iteration_program(), job_inputs=[]),
+            env=env,
+            item_selector=eval_input.item_selector,
+            parameters=None,
+        )
+        worker._eval_input(env_frame=frame)
+        return copy.deepcopy(frame.states.get_input())
+    finally:
+        env.delete_frame(frame)
+
+
 def _run_child(
     component: Any, env: Any, eval_input: Any, run: MapRun, program: Any, child: ChildRecord
 ) -> None:
@@ -728,7 +758,10 @@ def _run_child(
             work_name=eval_input.state_name,
             job_pool=JobPool(job_program=program, job_inputs=[]),
             env=env,
-            item_selector=eval_input.item_selector,
+            # With a batcher the items were selected one by one before batching (_select_item).
+            item_selector=None
+            if getattr(component, "_ferry_extras", None) and component._ferry_extras.batcher
+            else eval_input.item_selector,
             parameters=eval_input.parameters,
         )
         selector._eval_input(env_frame=frame)

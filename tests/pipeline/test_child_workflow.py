@@ -207,7 +207,7 @@ def test_a_large_object_is_checkpointed_at_the_deadline_and_finished_in_a_second
     described = child.run(items_of(pipeline.s3, "src", "big/"), job)
 
     assert described["status"] == "SUCCEEDED", described
-    passes = [pass_event(event) for name, event in child.calls if name == "copy-batch"]
+    passes = [pass_event(e) for name, e in child.calls if name == "copy-batch" and "handed_over" not in e]
     assert [p["pass"] for p in passes] == [1, 2]
     assert "big/object.bin" in [i["Key"] for i in passes[1]["items"]], (
         "the checkpointed object goes round again"
@@ -292,6 +292,103 @@ def test_a_pass_killed_by_the_lambda_timeout_is_retried_and_counted_once(
     assert list(ledger.failures("job-1")) == []
     keys = {o["Key"] for o in pipeline.s3.list_objects_v2(Bucket="dst")["Contents"]}
     assert keys == {str(n) for n in range(6)}
+
+
+def states_entered(execution_arn: str) -> list[str]:
+    """The states the execution entered, in order (its history's *StateEntered events): each is
+    one state transition on Step Functions' bill."""
+    sfn = boto3.client("stepfunctions", region_name="us-east-1")
+    events = sfn.get_execution_history(executionArn=execution_arn, maxResults=1000)["events"]
+    return [e["stateEnteredEventDetails"]["name"] for e in events if e["type"].endswith("StateEntered")]
+
+
+def test_a_batch_done_in_one_pass_enters_copy_batch_alone(pipeline, child) -> None:
+    """The normal path: the Map starts the child (one transition), CopyBatch copies the batch
+    and ends the child (one more). Only the batch id and its counts leave the child."""
+    from ferry import estimate
+
+    for n in range(4):
+        pipeline.s3.put_object(Bucket="src", Key=f"n/{n}", Body=b"z" * (n + 1))
+    job = start_job({"source": {"bucket": "src", "prefix": "n/"}, "destination": {"bucket": "dst"}})
+
+    described = child.run(items_of(pipeline.s3, "src", "n/"), job)
+
+    assert described["status"] == "SUCCEEDED", described
+    assert states_entered(described["executionArn"]) == ["CopyBatch"]
+    assert estimate.CHILD_START_TRANSITIONS + estimate.CHILD_TRANSITIONS == 1 + 1
+    output = json.loads(described["output"])
+    assert set(output) == {"batch_id", "counts"}
+    assert (output["counts"]["objects"], output["counts"]["copied"]) == (4, 4)
+
+
+def test_a_batch_handed_over_twice_resumes_each_time_from_the_ledger(pipeline, child) -> None:
+    """Passes 1 and 2 start with no time left: each records every object as handed over and
+    raises FerryHandOver; the Catch resumes from the hand-over the ledger holds and the pass
+    loop goes round. Pass 3 copies the batch and ends the child: every object once."""
+    for n in range(5):
+        pipeline.s3.put_object(Bucket="src", Key=f"h/{n}", Body=b"h" * (n + 1))
+    job = start_job({"source": {"bucket": "src", "prefix": "h/"}, "destination": {"bucket": "dst"}})
+    margin_ms = pipeline.settings.deadline_margin_seconds * 1000
+    short = {1, 3}  # CopyBatch's passes 1 and 2 (calls 2 and 4 resume)
+    child.remaining_ms = lambda call: margin_ms if call in short else 900_000
+
+    described = child.run(items_of(pipeline.s3, "src", "h/"), job)
+
+    assert described["status"] == "SUCCEEDED", described
+    hand_over = ["CopyBatch", "ResumeHandOver", "WhatIsLeft", "NextPass"]
+    assert states_entered(described["executionArn"]) == hand_over * 2 + ["CopyBatch"]
+    passes = [(pass_event(e)["pass"], "handed_over" in e) for name, e in child.calls]
+    assert passes == [(1, False), (1, True), (2, False), (2, True), (3, False)]
+    counts = json.loads(described["output"])["counts"]
+    assert (counts["objects"], counts["copied"], counts["failed"]) == (5, 5, 0), counts
+    ledger = DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE)
+    tally = ledger.tally("job-1").to_dict()
+    assert (tally["objects"], tally["copied"], tally["batches"]) == (5, 5, 3)
+    keys = {o["Key"] for o in pipeline.s3.list_objects_v2(Bucket="dst")["Contents"]}
+    assert keys == {str(n) for n in range(5)}
+
+
+def test_a_pass_killed_after_recording_its_hand_over_is_retried_and_resumed(
+    pipeline, child, monkeypatch
+) -> None:
+    """Pass 1 records its hand-over, then the Lambda's timeout kills it before it raises
+    FerryHandOver (Sandbox.Timedout). The retry finds the pass recorded, hands over what the
+    recorded attempt handed over, and the batch finishes in pass 2, each object counted once."""
+    for n in range(3):
+        pipeline.s3.put_object(Bucket="src", Key=f"k/{n}", Body=b"k")
+    job = start_job({"source": {"bucket": "src", "prefix": "k/"}, "destination": {"bucket": "dst"}})
+    from ferry.pipeline import batches
+
+    real_record = batches.record
+    killed: list[str] = []
+
+    def record_then_killed(services: Any, job_id: str, batch_key: str, results: Any, **kwargs: Any) -> Any:
+        recorded = real_record(services, job_id, batch_key, results, **kwargs)
+        if not killed:
+            killed.append(batch_key)
+            raise SandboxTimedout("RequestId: 1 Error: Task timed out after 900.00 seconds")
+        return recorded
+
+    monkeypatch.setattr(batches, "record", record_then_killed)
+    margin_ms = pipeline.settings.deadline_margin_seconds * 1000
+    child.remaining_ms = lambda call: margin_ms if call in (1, 2) else 900_000  # pass 1 and its retry
+
+    described = child.run(items_of(pipeline.s3, "src", "k/"), job)
+
+    assert described["status"] == "SUCCEEDED", described
+    assert states_entered(described["executionArn"]) == [
+        "CopyBatch",
+        "ResumeHandOver",
+        "WhatIsLeft",
+        "NextPass",
+        "CopyBatch",
+    ]
+    passes = [(pass_event(e)["pass"], "handed_over" in e) for name, e in child.calls]
+    assert passes == [(1, False), (1, False), (1, True), (2, False)], "killed, retried, resumed, pass 2"
+    counts = json.loads(described["output"])["counts"]
+    assert (counts["objects"], counts["copied"], counts["failed"]) == (3, 3, 0), counts
+    tally = DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).tally("job-1").to_dict()
+    assert (tally["objects"], tally["copied"], tally["batches"]) == (3, 3, 2)
 
 
 # -- payload sizes at the limits -------------------------------------------------------------
@@ -410,12 +507,13 @@ def test_every_state_payload_stays_under_256_kib_at_the_batch_limit(pipeline, ch
     described = child.run(items, batch_input["job"])
 
     assert described["status"] == "SUCCEEDED", described
-    assert [(name, pass_event(event).get("pass")) for name, event in child.calls] == [
-        ("copy-batch", 1),
-        ("copy-batch", 2),
-        ("record-failure", 2),
+    assert [(name, pass_event(e).get("pass"), "handed_over" in e) for name, e in child.calls] == [
+        ("copy-batch", 1, False),
+        ("copy-batch", 1, True),  # ResumeHandOver: pass 1's input and the FerryHandOver error
+        ("copy-batch", 2, False),
+        ("record-failure", 2, False),
     ]
-    assert len(child.calls[1][1]["items"]) == len(items), "pass 1 handed every object over"
+    assert len(child.calls[2][1]["items"]) == len(items), "pass 1 handed every object over"
     counts = json.loads(described["output"])["counts"]
     assert (counts["objects"], counts["failed"]) == (len(items), len(items)), counts
     sizes = state_payload_sizes(described["executionArn"])

@@ -5,9 +5,11 @@ handing over what it could not finish, ends exactly as one uninterrupted pass do
 Time is a virtual clock: the engine's deadline checks read the seconds the S3 requests made
 so far are deemed to have taken (`VirtualClock`), and objects are copied one at a time, so
 each pass runs out of time after one part or ten small objects on any machine, however
-loaded, without sleeping. The passes are driven as the child workflow's NextPass state
-drives them (statemachine/copy_batch.asl.json): the next pass gets the previous pass's
-`remaining`, `next_pass`, `batch_id`, `counts` and `large`.
+loaded, without sleeping. The passes are driven as the child workflow drives them
+(statemachine/copy_batch.asl.json): a pass that hands over raises FerryHandOver and
+ResumeHandOver reads its result back from the ledger (conftest.copy_batch_pass); NextPass
+then gives the next pass the previous pass's `remaining`, `next_pass`, `batch_id`, `counts`
+and `large`.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext
+from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext, copy_batch_pass
 from ferry.engine.upload_marks import list_marks
 from ferry.pipeline.ledger import DynamoLedger
 from handlers import copy_batch, finalize, prepare
@@ -153,7 +155,8 @@ def listing_items(s3: Any) -> list[dict[str, Any]]:
 
 def run_passes(job: dict[str, Any], items: list[dict[str, Any]], remaining_ms: int) -> list[dict[str, Any]]:
     """CopyBatch in passes, each fed as the child workflow's NextPass feeds it, until nothing is
-    handed over. Returns every pass's output."""
+    handed over. Returns every pass's output (a pass that hands over raises FerryHandOver; its
+    output is then what ResumeHandOver reads back from the ledger, as in the child workflow)."""
     return run_passes_from({"job": job, "items": items, "pass": 1}, remaining_ms)
 
 
@@ -161,7 +164,7 @@ def run_passes_from(event: dict[str, Any], remaining_ms: int) -> list[dict[str, 
     """The passes from `event` on (a first pass, or a retried one)."""
     outputs = []
     while True:
-        out = copy_batch.handler(json.loads(json.dumps(event)), FakeLambdaContext(remaining_ms))
+        out = copy_batch_pass(event, FakeLambdaContext(remaining_ms))
         outputs.append(out)
         assert len(outputs) < 400, "the passes never finished"
         if not out["remaining"]:
@@ -320,7 +323,7 @@ def test_a_pass_killed_hard_is_retried_and_resumes_from_s3(pipeline, timed, monk
     remaining_ms = pipeline.settings.deadline_margin_seconds * 1000 + int(PASS_SECONDS * 1000)
     event: dict[str, Any] = {"job": job, "items": listing_items(pipeline.s3), "pass": 1}
     for _ in range(nth - 1):  # the passes before the killed one hand the copy over as usual
-        out = copy_batch.handler(json.loads(json.dumps(event)), FakeLambdaContext(remaining_ms))
+        out = copy_batch_pass(event, FakeLambdaContext(remaining_ms))
         event = {**event, "items": out["remaining"], "pass": out["next_pass"], "batch_id": out["batch_id"]}
 
     with pytest.raises(LambdaKilled):

@@ -12,7 +12,8 @@ from typing import Any
 import boto3
 import pytest
 
-from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext
+from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext, copy_batch_pass
+from ferry.pipeline.batches import FerryHandOver
 from ferry.pipeline.ledger import DynamoLedger
 from handlers import copy_batch, finalize, prepare, record_failure
 
@@ -209,7 +210,9 @@ def test_objects_above_the_lambda_threshold_are_handed_to_fargate_uncounted(pipe
     items = listing_items(pipeline.s3, "src", "data/")
     items.append({"Key": "data/huge.bin", "Size": 100 * 1024 * 1024 * 1024, "ETag": '"abc-9"'})
 
-    out = copy_batch.handler({"job": job, "items": items, "pass": 1}, FakeLambdaContext())
+    with pytest.raises(FerryHandOver):  # the large object goes to Fargate: not the child's end
+        copy_batch.handler({"job": job, "items": items, "pass": 1}, FakeLambdaContext())
+    out = copy_batch_pass({"job": job, "items": items, "pass": 1}, FakeLambdaContext())
 
     assert out["large"] == [items[-1]]
     assert out["counts"]["objects"] == 3
@@ -407,7 +410,7 @@ def test_a_pass_that_reaches_max_passes_fails_what_it_could_not_finish(pipeline,
     max_passes = pipeline.settings.max_passes
     context = FakeLambdaContext(remaining_ms=0)  # the deadline has passed: nothing starts
 
-    early = copy_batch.handler({"job": job, "items": items, "pass": 1}, context)
+    early = copy_batch_pass({"job": job, "items": items, "pass": 1}, context)
     last = copy_batch.handler(
         {"job": job, "items": items, "pass": max_passes, "batch_id": early["batch_id"]}, context
     )
@@ -458,13 +461,62 @@ def test_a_retried_pass_returns_the_hand_over_of_the_attempt_that_was_recorded(p
 
     # Attempt 1 starts with less time than the deadline margin: it copies nothing and hands
     # every object over; it is recorded, then (say) its response is lost and the pass retried.
-    first = copy_batch.handler(json.loads(json.dumps(event)), FakeLambdaContext(remaining_ms=1_000))
-    retry = copy_batch.handler(json.loads(json.dumps(event)), FakeLambdaContext())
+    # The retry has all the time it needs and settles every object itself, yet the pass is
+    # recorded as handed over: it must hand over (FerryHandOver) what the record says.
+    with pytest.raises(FerryHandOver):
+        copy_batch.handler(json.loads(json.dumps(event)), FakeLambdaContext(remaining_ms=1_000))
+    with pytest.raises(FerryHandOver):
+        copy_batch.handler(json.loads(json.dumps(event)), FakeLambdaContext())
+    first = copy_batch_pass(event, FakeLambdaContext(remaining_ms=1_000))
+    retry = copy_batch_pass(event, FakeLambdaContext())
 
     assert len(first["remaining"]) == 6 and first["counts"]["objects"] == 0
     assert retry["counts"] == first["counts"]
     assert retry["remaining"] == first["remaining"], "the recorded attempt's hand-over, not the retry's"
     assert retry["large"] == first["large"]
+
+
+def test_a_pass_recorded_with_a_hand_over_then_failed_for_good_hands_the_objects_over_still(
+    pipeline,
+) -> None:
+    """A pass records its hand-over, then fails for good (say its retries each die after the
+    record): RecordFailedBatch finds the pass recorded and counts nothing again, but returned
+    no `remaining`, so the objects the pass handed over were neither copied nor recorded: the
+    child succeeded with them missing from its counts. It must hand them over as recorded."""
+    fill(pipeline.s3, 4)
+    job = start_job(SPEC)
+    event = {"job": job, "items": listing_items(pipeline.s3, "src", "data/"), "pass": 1}
+    handed = copy_batch_pass(event, FakeLambdaContext(remaining_ms=1_000))
+    error = {"Error": "Lambda.Unknown", "Cause": "{}"}
+
+    out = record_failure.handler({**event, "error": error}, FakeLambdaContext())
+
+    assert len(handed["remaining"]) == 4
+    assert out["remaining"] == handed["remaining"], "the recorded hand-over goes round again"
+    assert out["counts"] == handed["counts"]
+    assert list(DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).failures("exec-1")) == []
+
+
+def test_a_pass_that_hands_over_publishes_its_counts_and_one_hand_over(pipeline, capsys) -> None:
+    """The pass's metrics are flushed before FerryHandOver is raised (a hand-over is counted in
+    Lambda's Errors metric; Ferry/PassesHandedOver tells the two apart); the resume publishes
+    nothing: the pass counted itself."""
+    from ferry.pipeline.batches import HAND_OVER_METRIC
+
+    fill(pipeline.s3, 3)
+    job = start_job(SPEC)
+    event = {"job": job, "items": listing_items(pipeline.s3, "src", "data/"), "pass": 1}
+    capsys.readouterr()
+
+    with pytest.raises(FerryHandOver):
+        copy_batch.handler(json.loads(json.dumps(event)), FakeLambdaContext(remaining_ms=1_000))
+    emitted = [json.loads(x) for x in capsys.readouterr().out.splitlines() if '"_aws"' in x]
+    copy_batch_pass(event, FakeLambdaContext(remaining_ms=1_000))  # again, and resumed
+    resumed = [json.loads(x) for x in capsys.readouterr().out.splitlines() if '"_aws"' in x]
+
+    (metric,) = emitted
+    assert metric[HAND_OVER_METRIC] == [1.0] and metric["ObjectsCopied"] == [0.0]
+    assert [m.get(HAND_OVER_METRIC) for m in resumed] == [[1.0]], "the retried pass only"
 
 
 def test_failures_jsonl_is_streamed_not_built_in_memory(pipeline) -> None:

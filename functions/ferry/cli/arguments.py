@@ -13,6 +13,7 @@ import argparse
 from ferry.cli.parsing import Parser
 from ferry.cli.ranges import add_memory_limit_argument
 from ferry.cli.stack_outputs import DEFAULT_STACK
+from ferry.estimate import DEFAULT_OBJECTS_PER_DAY
 from ferry.models import CHECKSUM_ALGORITHMS, DEFAULT_MARKS_PREFIX
 
 
@@ -184,6 +185,13 @@ def add_estimate_parser(commands: argparse._SubParsersAction) -> argparse.Argume
     where.add_argument("--profile", help="AWS profile")
     where.add_argument("--role-arn", help="role to assume")
     where.add_argument("--requester-pays", action="store_true")
+    parser.add_argument(
+        "--per-day",
+        type=int,
+        default=DEFAULT_OBJECTS_PER_DAY,
+        metavar="N",
+        help="objects a day to check one stack's limits against (default: 1,000,000,000)",
+    )
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar while listing")
     return parser

@@ -18,7 +18,13 @@ from botocore.exceptions import ClientError
 from ferry.cli.parsing import EXIT_OK
 from ferry.clients import make_client
 from ferry.errors import ConfigError, describe
-from ferry.estimate import Assumptions, Estimate, PipelineShape, Workload, estimate
+from ferry.estimate import (
+    Assumptions,
+    Estimate,
+    PipelineShape,
+    Workload,
+    estimate,
+)
 from ferry.limits import format_size, parse_size
 from ferry.listing import check_bucket, parse_s3_url
 from ferry.models import Endpoint
@@ -48,7 +54,9 @@ def run_estimate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> 
         if args.objects < 0:
             raise ConfigError(f"--objects {args.objects}: must be 0 or more")
         work = Workload.uniform(args.objects, parse_size(args.avg_size), args.source_storage_class.upper())
-    result = estimate(work, shape, assumptions)
+    if args.per_day <= 0:
+        raise ConfigError(f"--per-day {args.per_day}: must be 1 or more")
+    result = estimate(work, shape, assumptions, objects_per_day=args.per_day)
     if args.json:
         stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
     else:
@@ -145,6 +153,21 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+def render_rate_limits(result: Estimate) -> list[str]:
+    """Each limit at the rate asked for (`--per-day`), the lowest marked as the one that binds."""
+    limits = result.rate_limits
+    assert limits is not None
+    binding = limits.binding
+    out = [
+        f"at {limits.objects_per_day:,} objects a day ({limits.objects_per_second:,.0f}/s) on one stack, "
+        "objects/s each limit allows:"
+    ]
+    for limit in limits.limits:
+        mark = "  <- binds" if limit is binding else ""
+        out.append(f"  {limit.what:<68} {limit.objects_per_second:>12,.0f}  needs {limit.needs}{mark}")
+    return out
+
+
 def render(result: Estimate) -> str:
     """The plain table: each line, each service's subtotal, the total, the alternatives."""
     out = [
@@ -161,6 +184,12 @@ def render(result: Estimate) -> str:
     out.append(f"{'':<16} {'total':<46} {'':>16}  {_usd(result.total):>12}")
     out.append("")
     out.append("by service: " + ", ".join(f"{k} {_usd(v)}" for k, v in result.by_service().items()))
+    out.append(
+        f"orchestration (Lambda, Step Functions, DynamoDB, Fargate, the pipeline's listings and reports): "
+        f"{_usd(result.orchestration)}, {_usd(result.orchestration_per_million)} per million objects"
+    )
+    if result.rate_limits is not None:
+        out.extend(["", *render_rate_limits(result)])
     out.append("")
     out.append("the same job elsewhere:")
     for name, lines in result.alternatives.items():

@@ -6,6 +6,12 @@ settled (copied, skipped, failed, pending a restore) under its own batch key and
 ones it handed over at its deadline (`remaining`) and the ones too large for Lambda (`large`,
 one Fargate task each, see `copy_large_object`). `record_failure` records a pass, or a large
 object, that failed for good, so nothing listed is ever lost from the counts.
+
+A pass that settles its whole batch ends the child workflow: the Map's child start and
+CopyBatch are its only state transitions. A pass that leaves work (`hands_work_over`) is the
+rare case: the CopyBatch Lambda raises `FerryHandOver` after recording the pass, the child's
+Catch sends the pass's own input to `resume_hand_over`, which rebuilds the pass's result
+from the hand-over its ledger marker holds, and the pass loop goes round as before.
 """
 
 from __future__ import annotations
@@ -163,6 +169,84 @@ def pass_event(event: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**rest, "job": event["BatchInput"]["job"], "items": event["Items"], "pass": 1}
 
 
+# Where the child's Catch puts a FerryHandOver error in the pass's input (its ResultPath):
+# its presence tells the CopyBatch Lambda to resume from the ledger instead of copying.
+HAND_OVER_FIELD = "handed_over"
+# EMF metric (Ferry namespace, Powertools' service dimension): one per FerryHandOver raised.
+# Lambda counts each in the CopyBatch function's Errors metric; this tells the two apart.
+HAND_OVER_METRIC = "PassesHandedOver"
+
+
+class FerryHandOver(Exception):
+    """A pass recorded its settled objects and left work for another pass or for Fargate.
+    Raised by the CopyBatch Lambda so the child workflow's normal path (a batch finished in
+    one pass) can end at CopyBatch: Lambda reports a Python exception's class name as the
+    errorType, which is the error name the child's Catch matches (`ErrorEquals:
+    ["FerryHandOver"]`). The message stays short: the Catch puts the error beside the batch's
+    items in a state payload capped at 256 KiB; what was handed over is in the ledger."""
+
+
+def hands_work_over(result: Mapping[str, Any]) -> bool:
+    """Whether a pass's result leaves objects for another pass or for Fargate."""
+    return bool(result.get("remaining") or result.get("large"))
+
+
+def hand_over_message(result: Mapping[str, Any]) -> str:
+    return (
+        f"pass {result['pass']} of batch {result['batch_id']} handed over "
+        f"{len(result['remaining'])} objects to its next pass and {len(result['large'])} to Fargate"
+    )
+
+
+def resume_hand_over(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
+    """The result of the pass whose input `event` is, as the ledger recorded it: the pass raised
+    FerryHandOver after recording, so its return value never reached the state machine. Reads
+    the pass's marker (consistently) and rebuilds what `copy_batch` returned from the marker's
+    counts and hand-over positions, the same way a retried pass does. A pure read: retrying it
+    changes nothing. No marker means the pass never recorded, which FerryHandOver cannot
+    follow; raising then fails the child, and Finalize records its unrecorded objects as
+    failed (`record_lost_batch`)."""
+    event = pass_event(event)
+    job = event["job"]
+    spec = job_spec(services, job["job_id"])
+    items: list[Any] = list(event.get("items") or [])
+    pass_no = int(event.get("pass", 1))
+    batch_id = event.get("batch_id") or batch_id_for(spec.job_id, items)
+    marker = services.ledger.batch(spec.job_id, f"{batch_id}-p{pass_no}")
+    if marker is None:
+        raise RuntimeError(f"pass {pass_no} of batch {batch_id} handed over but has no record in the ledger")
+    handover = marker.get("handover") or {}
+    return _pass_result(
+        event,
+        batch_id,
+        BatchCounts.from_dict(marker.get("counts") or {}),
+        remaining=[items[i] for i in handover.get("remaining", [])],
+        large=[items[i] for i in handover.get("large", [])],
+    )
+
+
+def _pass_result(
+    event: Mapping[str, Any],
+    batch_id: str,
+    recorded: BatchCounts,
+    *,
+    remaining: list[Any],
+    large: list[Any],
+) -> dict[str, Any]:
+    """What a pass hands the state machine: the batch's counts so far, what goes round again
+    and what goes to Fargate (the earlier passes' large objects too)."""
+    pass_no = int(event.get("pass", 1))
+    return {
+        "job": event["job"],
+        "batch_id": batch_id,
+        "pass": pass_no,
+        "next_pass": pass_no + 1,
+        "counts": _sum(event.get("counts"), recorded),
+        "remaining": remaining,
+        "large": list(event.get("large") or []) + large,
+    }
+
+
 def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) -> dict[str, Any]:
     event = pass_event(event)
     job = event["job"]
@@ -218,14 +302,8 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
         "" if recorded.first else " (as recorded by an earlier attempt)",
     )
     return {
-        "job": job,
-        "batch_id": batch_id,
-        "pass": pass_no,
-        "next_pass": pass_no + 1,
-        "counts": _sum(event.get("counts"), recorded.counts),
+        **_pass_result(event, batch_id, recorded.counts, remaining=remaining, large=large_items),
         "pass_counts": recorded.counts.to_dict() if recorded.first else BatchCounts().to_dict(),
-        "remaining": remaining,
-        "large": list(event.get("large") or []) + large_items,
         # Popped by the handler (EMF), never returned to the state machine; a pass an earlier
         # attempt recorded already measured its copies.
         "replication_lag": lags if recorded.first else {},
@@ -273,7 +351,8 @@ def _positions(items: Sequence[Any], chosen: Sequence[Any]) -> list[int]:
 
 def record_failure(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
     """A pass (or one large object) failed for good: record its objects as failed, with the
-    error, unless that pass had already been recorded before it failed."""
+    error, unless that pass had already been recorded before it failed; then the pass's
+    recorded hand-over still goes on (see below)."""
     event = pass_event(event)
     job = event["job"]
     spec = job_spec(services, job["job_id"])
@@ -293,13 +372,18 @@ def record_failure(event: Mapping[str, Any], services: Services) -> dict[str, An
             results.append(_result(plan, Status.FAILED, reason))
     _notify(services, results)
     recorded = record(services, spec.job_id, batch_key, results)
+    # A pass recorded before it failed keeps its hand-over: what it handed over goes round again
+    # (NextPass) or to Fargate, as after a retried pass, instead of vanishing from the counts.
+    handover = {} if recorded.first or "large_item" in event else recorded.handover
     return {
-        "job": job,
-        "batch_id": event.get("batch_id") or batch_key.rsplit("-p", 1)[0],
-        "counts": _sum(event.get("counts"), recorded.counts),
+        **_pass_result(
+            event,
+            event.get("batch_id") or batch_key.rsplit("-p", 1)[0],
+            recorded.counts,
+            remaining=[items[i] for i in handover.get("remaining", [])],
+            large=[items[i] for i in handover.get("large", [])],
+        ),
         "pass_counts": recorded.counts.to_dict() if recorded.first else BatchCounts().to_dict(),
-        "remaining": [],
-        "large": list(event.get("large") or []),
     }
 
 

@@ -51,6 +51,7 @@ from ferry.engine.checksums import from_response
 from ferry.engine.skip import identical_reason
 from ferry.engine.source import inspect
 from ferry.errors import FerryError, describe, error_code, is_access_denied
+from ferry.listed_items import expand
 from ferry.models import Compare, CopyResult, SourceObject, Status, Target
 from ferry.pipeline.event_keys import EVENT_KEY_FIELD, key_forms
 
@@ -651,7 +652,8 @@ def _record_of(
             result.dest_key,
         )
         return None
-    etag = item.get("etag") or item.get("Etag") or item.get("ETag")
+    fields = expand(item)  # a listed item carries its ETag as "e" (ferry.listed_items)
+    etag = fields.get("etag") or fields.get("Etag") or fields.get("ETag")
     return CopyRecord(
         dest_bucket=result.dest_bucket or "",
         dest_key=result.dest_key,

@@ -5,7 +5,8 @@ them into batches by the same two limits.
 Item shapes, as the Step Functions developer guide documents them (input-output-itemreader.html),
 so CopyBatch sees on this machine exactly what it sees on AWS:
 - a prefix (`s3:listObjectsV2`): `{"Etag": "\"<md5>\"", "Key": ..., "LastModified": <epoch
-  seconds>, "Size": ..., "StorageClass": ...}`; `Etag` spelled so, with its quotes;
+  seconds>, "Size": ..., "StorageClass": ...}`; `Etag` spelled so, with its quotes; `read_items`
+  then renames the fields as the parent's ItemSelector does (ferry.listed_items);
 - a CSV manifest (`InputType: CSV`, header in the first row): one object per row keyed by the
   header's names, every value a string, "" for a missing field, extra fields dropped;
 - a JSON Lines manifest (`InputType: JSONL`): one JSON value per line;
@@ -28,6 +29,7 @@ from typing import IO, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.errors import ConfigError, describe
+from ferry.listed_items import select
 from ferry.listing import list_objects
 
 # Step Functions' state payload quota: no batch is larger, whatever MaxInputBytesPerBatch says.
@@ -37,8 +39,8 @@ MAX_BATCH_BYTES = 256 * 1024
 def read_items(s3: Any, job: Mapping[str, Any]) -> Iterator[Any]:
     """The items of a job as Prepare returned it (`listing` or `manifest`, and `reader`)."""
     reader = job["reader"]
-    if reader == "listing":
-        yield from listing_items(s3, job["listing"]["bucket"], job["listing"]["prefix"])
+    if reader == "listing":  # then the CopyPrefix Map's ItemSelector, as on AWS
+        yield from map(select, listing_items(s3, job["listing"]["bucket"], job["listing"]["prefix"]))
         return
     bucket, key = job["manifest"]["bucket"], job["manifest"]["key"]
     if reader == "csv":

@@ -1,6 +1,7 @@
 """From a Distributed Map item to the object to copy and where it lands.
 
-Items come in four shapes, one per reader: ListObjectsV2 entries (`Key`, `Size`, `ETag`...),
+Items come in four shapes, one per reader: ListObjectsV2 entries (`Key`, `Size`, `Etag`...,
+renamed `k`, `s`, `e`... by the parent's ItemSelector: ferry.listed_items),
 CSV rows (header names as written: `key`, `bucket`, `version_id`), JSON Lines objects (the
 same names), and S3 Inventory rows (`Bucket`, `Key` URL-encoded, `VersionId`, `IsLatest`,
 `IsDeleteMarker`, `Size`...). Names are matched without regard to case or `_`, so `VersionId`,
@@ -19,6 +20,7 @@ from urllib.parse import unquote_plus
 
 from ferry.jobspec import JobSpec, changes_attributes
 from ferry.limits import MAX_OBJECT_SIZE
+from ferry.listed_items import expand
 from ferry.listing import matches
 from ferry.models import SourceObject, Target
 
@@ -40,35 +42,38 @@ class Planned:
 
 
 def plan_item(item: Mapping[str, Any], spec: JobSpec) -> Planned:
+    """What to do with one item. `Planned.item` stays the item as it came (a listed one in its
+    short names), so what a pass hands over is no larger than what the Map gave it."""
     if not isinstance(item, Mapping):
         return Planned({"item": item}, fail=f"manifest row is not an object: {item!r:.200}")
-    raw_key = _field(item, "key")
+    fields = expand(item) if spec.reader == "listing" else item
+    raw_key = _field(fields, "key")
     if not isinstance(raw_key, str) or raw_key == "":
         return Planned(item, fail=f"manifest row has no key: {dict(item)!r:.300}")
     inventory = spec.reader == "inventory"
     key = unquote_plus(raw_key) if inventory else raw_key
-    bucket = _field(item, "bucket") or spec.source_bucket
+    bucket = _field(fields, "bucket") or spec.source_bucket
     if not bucket:
         return Planned(item, fail="manifest row names no bucket and the job's source.bucket is not set")
-    version_id = _field(item, "version_id") or None
-    size, wrong_size = _size(_field(item, "size"))
+    version_id = _field(fields, "version_id") or None
+    size, wrong_size = _size(_field(fields, "size"))
     obj = SourceObject(
         bucket=str(bucket),
         key=key,
         version_id=str(version_id) if version_id else None,
         size=size,
-        etag=(str(_field(item, "etag") or "").strip('"') or None),
-        storage_class=_field(item, "storage_class") or None,
-        last_modified=_time(_field(item, "last_modified") or _field(item, "last_modified_date")),
+        etag=(str(_field(fields, "etag") or "").strip('"') or None),
+        storage_class=_field(fields, "storage_class") or None,
+        last_modified=_time(_field(fields, "last_modified") or _field(fields, "last_modified_date")),
     )
     relative = key[len(spec.source_prefix) :] if key.startswith(spec.source_prefix) else key
     target = Target(spec.destination_bucket, spec.destination_prefix + relative)
     planned = Planned(item, obj, target)
     if wrong_size:  # named with the object's bucket and (decoded) key, as a failed copy is
         return Planned(item, obj, target, fail=f"manifest row: {wrong_size}")
-    if inventory and _field(item, "is_delete_marker") in ("true", True):
+    if inventory and _field(fields, "is_delete_marker") in ("true", True):
         return Planned(item, obj, target, skip="delete marker in the inventory: nothing to copy")
-    if inventory and _field(item, "is_latest") in ("false", False):
+    if inventory and _field(fields, "is_latest") in ("false", False):
         return Planned(item, obj, target, skip="not the latest version in the inventory")
     if not matches(relative, spec.options.include, spec.options.exclude):
         return Planned(item, obj, target, skip="excluded by options.include / options.exclude")

@@ -4,9 +4,12 @@ calling the very functions the Lambda and Fargate workers call.
     Prepare            jobs.prepare (validate the spec, check access, create the job record)
     Distributed Map    item_reader.read_items + item_reader.batches (ItemReader, ItemBatcher),
                        `concurrency` batches at once (MaxConcurrency)
-      child workflow   batches.copy_batch in passes until nothing is handed over (NextPass),
-                       retried like the CopyBatch task, else batches.record_failure
-                       (RecordFailedBatch); then batches.copy_large_object per large object
+      child workflow   batches.copy_batch (CopyBatch); a pass that leaves work is read back
+                       from the ledger (batches.resume_hand_over: ResumeHandOver, which the
+                       Lambda's FerryHandOver leads to) and the next pass gets what it
+                       handed over (NextPass); retried like the CopyBatch task, else
+                       batches.record_failure (RecordFailedBatch); then
+                       batches.copy_large_object per large object
                        (the Fargate task), else record_failure with the object (RecordFailedLargeObject)
     Finalize           `finalize_local`: the ledger's tally checked against the items read,
                        the report (summary.json, failures.jsonl), the job's status
@@ -30,7 +33,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.errors import ConfigError, FerryError
 from ferry.limits import TiB
-from ferry.pipeline.batches import Services, copy_batch, copy_large_object, record_failure
+from ferry.pipeline.batches import (
+    Services,
+    copy_batch,
+    copy_large_object,
+    hands_work_over,
+    record_failure,
+    resume_hand_over,
+)
 from ferry.pipeline.item_reader import batches, read_items
 from ferry.pipeline.jobs import prepare, settle_job
 from ferry.pipeline.settings import PipelineSettings, WorkerSettings
@@ -175,12 +185,16 @@ class _Child:
     def run(self, job: Mapping[str, Any], items: list[Any]) -> None:
         event: dict[str, Any] = {"job": job, "items": items, "pass": 1}
         remaining_ms = int((self.pass_seconds + self.services.settings.deadline_margin_seconds) * 1000)
-        while True:  # CopyBatch -> WhatIsLeft -> NextPass
+        while True:  # CopyBatch (-> ResumeHandOver -> WhatIsLeft -> NextPass)
             try:
                 result = self._retried(lambda e=event: copy_batch(e, self.services, remaining_ms))
             except Exception as error:  # Catch States.ALL -> RecordFailedBatch
                 log.warning("batch pass failed for good, recording its objects as failed: %s", error)
                 result = record_failure({**event, "error": _error(error)}, self.services)
+            else:
+                if hands_work_over(result):  # ResumeHandOver: the hand-over as the ledger recorded it
+                    # No Catch, as on AWS: a resume that fails for good ends the child (run_safely).
+                    result = self._retried(lambda e=event: resume_hand_over(e, self.services))
             if not result["remaining"]:
                 break
             event = {
