@@ -148,7 +148,8 @@ class MinIO(Server):
 
 class Versitygw(Server):
     def command(self) -> list[str]:
-        return [self.binary, "--port", f"127.0.0.1:{self.port}", "posix", str(self.data_dir)]
+        # Keep-alive as S3 and MinIO keep connections open (versitygw closes each by default).
+        return [self.binary, "--keep-alive", "--port", f"127.0.0.1:{self.port}", "posix", str(self.data_dir)]
 
     def env(self) -> dict[str, str]:
         return dict(os.environ, ROOT_ACCESS_KEY_ID=ACCESS_KEY, ROOT_SECRET_ACCESS_KEY=SECRET_KEY)

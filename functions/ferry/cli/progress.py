@@ -8,44 +8,15 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator
-from typing import IO, Any, TypeVar
+from typing import IO, TYPE_CHECKING, Any, TypeVar
 
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    ProgressColumn,
-    Task,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.progress import Progress as RichProgress
-from rich.text import Text
-
-from ferry.limits import format_size
 from ferry.models import CopyResult, Status
 
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import Progress as RichProgress
+
 T = TypeVar("T")
-
-
-class _BytesColumn(ProgressColumn):
-    """Bytes copied so far and their rate, from the task's `bytes` field."""
-
-    def render(self, task: Task) -> Text:
-        copied = int(task.fields.get("bytes", 0))
-        elapsed = task.elapsed or 0.0
-        rate = copied / elapsed if elapsed > 0 else 0.0
-        return Text(f"{format_size(copied)} ({format_size(rate)}/s)", style="progress.data.speed")
-
-
-class _EtaColumn(TimeRemainingColumn):
-    """An ETA only once the listing is complete: until then the total is not known."""
-
-    def render(self, task: Task) -> Text:
-        if task.total is None:
-            return Text("ETA: listing...", style="progress.remaining")
-        return Text.assemble("ETA ", super().render(task))
 
 
 class Progress:
@@ -56,26 +27,17 @@ class Progress:
     def __init__(
         self, stream: IO[str] | None = None, *, enabled: bool | None = None, console: Console | None = None
     ) -> None:
-        if console is None:
-            wanted = bool(stream is not None and stream.isatty()) if enabled is None else enabled
-            console = Console(file=stream, stderr=stream is None) if wanted else None
-        self.enabled = console is not None and (enabled is None or enabled)
+        if console is not None:
+            self.enabled = enabled is None or enabled
+        else:
+            self.enabled = bool(stream is not None and stream.isatty()) if enabled is None else enabled
         self._lock = threading.Lock()
         self._bar: RichProgress | None = None
         self._task: Any = None
         if self.enabled:
-            self._bar = RichProgress(
-                BarColumn(bar_width=20),  # the whole line fits 80 columns
-                MofNCompleteColumn(),
-                TextColumn("objects"),
-                _BytesColumn(),
-                TimeElapsedColumn(),
-                _EtaColumn(),
-                console=console,
-                transient=True,
-                redirect_stdout=False,
-                redirect_stderr=False,
-            )
+            from ferry.cli import progress_bar  # rich only where a bar is drawn
+
+            self._bar = progress_bar.make_bar(console or progress_bar.console_for(stream))
             self._task = self._bar.add_task("copying", total=None, bytes=0)
 
     def __enter__(self) -> Progress:
