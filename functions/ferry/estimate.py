@@ -45,6 +45,7 @@ from ferry import prices
 from ferry.errors import ConfigError
 from ferry.limits import (
     DEFAULT_MULTIPART_THRESHOLD,
+    DEFAULT_OBJECTS_PER_DAY,
     DEFAULT_STREAM_PART_SIZE,
     MAX_SINGLE_COPY,
     GiB,
@@ -108,7 +109,6 @@ LAMBDA_ACCOUNT_CONCURRENCY = 1_000  # a region's default; a quota AWS raises on 
 # DynamoDB: 1,000 write units per second per partition; a job's markers share its partition
 # key (JOB#<id>), so the ledger is counted as one partition (adaptive capacity may split it).
 LEDGER_PARTITION_WRU = 1_000
-DEFAULT_OBJECTS_PER_DAY = 1_000_000_000
 
 PUT_CLASS = frozenset(
     {

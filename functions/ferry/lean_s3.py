@@ -96,6 +96,10 @@ LEAN_USER_AGENT_MARK = "ferry-lean"
 _HOOKED = ("provide-client-params", "before-parameter-build", "before-call", "after-call")
 
 
+# Lambda sets the function's name for the life of the process, and a trace header per invocation.
+_IN_LAMBDA = bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))
+
+
 def lean_requests_enabled(environ: Any = None) -> bool:
     """On unless FERRY_LEAN_REQUESTS is 0/false/no/off (`--no-lean-requests` sets it)."""
     value = (environ if environ is not None else os.environ).get(LEAN_ENV, "1")
@@ -291,21 +295,23 @@ class _Headers:
 
     __slots__ = ("_items", "lower")
 
-    def __init__(self, lines: list[bytes]) -> None:
+    def __init__(self, lines: list[str]) -> None:
         items: list[tuple[str, str]] = []
-        for raw in lines:
-            line = raw.decode("iso-8859-1").rstrip("\r\n")
+        lower: dict[str, str] = {}
+        for line in lines:
             if not line:
                 break
             if line[0] in " \t" and items:  # an obsolete folded line continues the one before
                 name, value = items[-1]
                 items[-1] = (name, f"{value} {line.strip()}")
+                key = name.lower()
+                lower[key] = f"{lower[key]} {line.strip()}"
                 continue
             name, sep, value = line.partition(":")
-            if sep:
-                items.append((name.strip(), value.strip()))
-        lower: dict[str, str] = {}
-        for name, value in items:
+            if not sep:
+                continue
+            value = value.strip()
+            items.append((name, value))
             key = name.lower()
             lower[key] = f"{lower[key]}, {value}" if key in lower else value
         self._items = items
@@ -331,7 +337,7 @@ class _Headers:
         return iter(self.keys())
 
 
-def _buffered_head(fp: Any) -> list[bytes] | None:
+def _buffered_head(fp: Any) -> list[str] | None:
     """The status line and header lines of an answer whose whole head is in the reader's
     buffer (one read from the socket brings an S3 answer's head, and usually its body), read
     in one piece instead of a readline per line; None when it is not all there yet."""
@@ -339,12 +345,11 @@ def _buffered_head(fp: Any) -> list[bytes] | None:
     end = buffered.find(b"\r\n\r\n")
     if end < 0:
         return None
-    return fp.read(end + 4).split(b"\r\n")[:-2]
+    return fp.read(end + 4).decode("iso-8859-1").split("\r\n")[:-2]
 
 
-def _status_line(raw: bytes) -> tuple[str, int, str]:
+def _status_line(line: str) -> tuple[str, int, str]:
     """(version, status, reason), refused as http.client refuses a malformed status line."""
-    line = raw.decode("iso-8859-1")
     version, _, rest = line.partition(" ")
     code, _, reason = rest.strip().partition(" ")
     if not version.startswith("HTTP/") or not (len(code) == 3 and code.isdigit()) or code < "100":
@@ -378,7 +383,10 @@ class _LeanResponse(http.client.HTTPResponse):
             self.version = 11
         else:
             raise http.client.UnknownProtocol(version)
-        header_lines = lines[1:] if lines is not None else http.client._read_headers(self.fp)  # type: ignore[attr-defined]
+        if lines is None:
+            read = http.client._read_headers(self.fp)  # type: ignore[attr-defined]
+            lines = [""] + [raw.decode("iso-8859-1").rstrip("\r\n") for raw in read]
+        header_lines = lines[1:]
         headers = _Headers(header_lines)
         self.headers = self.msg = headers  # type: ignore[assignment]
         encoding = headers.lower.get("transfer-encoding")
@@ -827,8 +835,8 @@ class LeanClient:
         headers["x-amz-content-sha256"] = payload_hash
         if credentials.token:
             headers["x-amz-security-token"] = credentials.token
-        trace = os.environ.get("_X_AMZN_TRACE_ID")
-        if trace and os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
+        trace = os.environ.get("_X_AMZN_TRACE_ID") if _IN_LAMBDA else None
+        if trace:
             headers.setdefault("x-amzn-trace-id", quote(trace, safe="-=;:+&[]{}\"',"))
         signed = sorted(name for name in headers if name not in UNSIGNED_HEADERS)
         canonical_headers = "".join(f"{name}:{' '.join(headers[name].split())}\n" for name in signed)

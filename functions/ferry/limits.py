@@ -121,3 +121,7 @@ def parts_from_sizes(sizes: list[int]) -> list[Part]:
         parts.append(Part(number, offset, offset + size))
         offset += size
     return parts
+
+
+# The daily rate `ferry estimate` checks one stack's limits against (its --per-day default).
+DEFAULT_OBJECTS_PER_DAY = 1_000_000_000

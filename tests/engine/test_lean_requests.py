@@ -403,3 +403,47 @@ def test_lean_listings_are_botocores_listings(request, server_name):
     assert lean.sent >= 5 and lean.fallbacks == 0
     listed = [o.key for o in listing.list_objects(lean, bucket, "dir/")]
     assert sorted(listed) == sorted(k for k in keys if k.startswith("dir/"))
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_answers_are_framed_as_http_client_frames_them(split):
+    """The lean path reads an answer's head itself: a 100 Continue skipped, repeated headers
+    joined, a folded line continued, a chunked body, the connection's Connection: close, and a
+    head that arrives in pieces (read line by line), all as http.client reads them."""
+    import socket
+    import threading
+
+    from ferry.lean_s3 import _LeanResponse
+
+    raw = (
+        b"HTTP/1.1 100 Continue\r\n\r\n"
+        b"HTTP/1.1 200 OK\r\nx-amz-meta-a: 1\r\nX-Amz-Meta-A: 2\r\nx-folded: one\r\n two\r\n"
+        b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n5\r\nhello\r\n0\r\n\r\n"
+    )
+    ours, theirs = socket.socketpair()
+
+    def serve() -> None:
+        if split:  # the head in pieces, so no one read brings it whole
+            for n in range(0, len(raw), 7):
+                theirs.sendall(raw[n : n + 7])
+                time.sleep(0.002)
+        else:
+            theirs.sendall(raw)
+
+    sender = threading.Thread(target=serve)
+    sender.start()
+    response = _LeanResponse(ours, method="GET")
+    response.begin()
+    sender.join()
+    assert (response.status, response.reason, response.chunked, response.will_close) == (
+        200,
+        "OK",
+        True,
+        True,
+    )
+    assert response.headers.lower["x-amz-meta-a"] == "1, 2"
+    assert response.getheader("x-amz-meta-a") == "1, 2"
+    assert response.headers.lower["x-folded"] == "one two"
+    assert response.read() == b"hello"
+    ours.close()
+    theirs.close()

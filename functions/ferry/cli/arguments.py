@@ -13,7 +13,7 @@ import argparse
 from ferry.cli.parsing import Parser
 from ferry.cli.ranges import add_memory_limit_argument
 from ferry.cli.stack_outputs import DEFAULT_STACK
-from ferry.estimate import DEFAULT_OBJECTS_PER_DAY
+from ferry.limits import DEFAULT_OBJECTS_PER_DAY
 from ferry.models import CHECKSUM_ALGORITHMS, DEFAULT_MARKS_PREFIX
 
 
