@@ -130,14 +130,7 @@ def minio() -> Iterator[S3Server]:
     root = tempfile.mkdtemp(prefix="ferry-minio-")
     port = free_port()
     log = open(os.path.join(root, "server.log"), "wb")  # noqa: SIM115 - lives as long as the server
-    env = dict(
-        os.environ,
-        MINIO_ROOT_USER=ACCESS_KEY,
-        MINIO_ROOT_PASSWORD=SECRET_KEY,
-        MINIO_BROWSER="off",
-        MINIO_UPDATE="off",
-        MINIO_CI_CD="1",  # a data dir on the root disk is fine for tests
-    )
+    env = minio_environment()
     command = [binary, "server", os.path.join(root, "data"), "--address", f"127.0.0.1:{port}"]
     command += ["--console-address", f"127.0.0.1:{free_port()}", "--quiet"]
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
@@ -151,6 +144,54 @@ def minio() -> Iterator[S3Server]:
         process.wait(timeout=10)
         log.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def minio_environment() -> dict[str, str]:
+    """What every MinIO the tests start runs with: the test credentials, nothing else on."""
+    return dict(
+        os.environ,
+        MINIO_ROOT_USER=ACCESS_KEY,
+        MINIO_ROOT_PASSWORD=SECRET_KEY,
+        MINIO_BROWSER="off",
+        MINIO_UPDATE="off",
+        MINIO_CI_CD="1",  # a data dir on the root disk is fine for tests
+    )
+
+
+def self_signed_certificate(cert_path: Path, key_path: Path) -> None:
+    """A certificate for 127.0.0.1 that is its own CA (ECDSA P-256, a day long), for servers
+    the tests run over https: naming it in AWS_CA_BUNDLE makes clients trust the server."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
 
 
 def _wait_until_serving(server: S3Server, timeout: float = 30.0) -> None:

@@ -282,42 +282,21 @@ def test_the_option_turns_the_lean_path_off(monkeypatch, versitygw):
 @pytest.fixture(scope="module")
 def tls_versitygw(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """versitygw over https with a self-signed certificate for 127.0.0.1: (url, cert path)."""
-    import ipaddress
     import os
     import subprocess
 
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    from conftest import ACCESS_KEY, SECRET_KEY, free_port, server_binary, wait_for_port
+    from conftest import (
+        ACCESS_KEY,
+        SECRET_KEY,
+        free_port,
+        self_signed_certificate,
+        server_binary,
+        wait_for_port,
+    )
 
     root = tmp_path_factory.mktemp("tls-vgw")
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .sign(key, hashes.SHA256())
-    )
     cert_path, key_path = root / "cert.pem", root / "key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
+    self_signed_certificate(cert_path, key_path)
     (root / "data").mkdir()
     port = free_port()
     env = dict(os.environ, ROOT_ACCESS_KEY_ID=ACCESS_KEY, ROOT_SECRET_ACCESS_KEY=SECRET_KEY)

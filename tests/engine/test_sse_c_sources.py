@@ -17,8 +17,6 @@ moto copies SSE-C objects without the key, so it cannot show any of this.
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
 import os
 import secrets
@@ -33,18 +31,14 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 import ferry
 from conftest import (
-    ACCESS_KEY,
-    SECRET_KEY,
     S3Server,
     _wait_until_serving,
     free_port,
+    minio_environment,
+    self_signed_certificate,
     server_binary,
     wait_for_port,
 )
@@ -69,32 +63,9 @@ FERRY_ROOT = str(Path(ferry.__file__).resolve().parents[1])
 
 
 def _self_signed(certs: Path) -> Path:
-    """public.crt and private.key for 127.0.0.1, as MinIO reads them from --certs-dir; the
-    certificate is its own CA, so naming it in AWS_CA_BUNDLE makes clients trust the server."""
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), False
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), True)
-        .sign(key, hashes.SHA256())
-    )
+    """public.crt and private.key for 127.0.0.1, as MinIO reads them from --certs-dir."""
     certs.mkdir()
-    (certs / "public.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (certs / "private.key").write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-    )
+    self_signed_certificate(certs / "public.crt", certs / "private.key")
     return certs / "public.crt"
 
 
@@ -107,14 +78,7 @@ def tls_minio() -> Iterator[tuple[S3Server, str]]:
     cert = str(_self_signed(root / "certs"))
     port = free_port()
     log = open(root / "server.log", "wb")  # noqa: SIM115 - lives as long as the server
-    env = dict(
-        os.environ,
-        MINIO_ROOT_USER=ACCESS_KEY,
-        MINIO_ROOT_PASSWORD=SECRET_KEY,
-        MINIO_BROWSER="off",
-        MINIO_UPDATE="off",
-        MINIO_CI_CD="1",  # a data dir on the root disk is fine for tests
-    )
+    env = minio_environment()
     command = [binary, "server", str(root / "data"), "--address", f"127.0.0.1:{port}"]
     command += ["--console-address", f"127.0.0.1:{free_port()}", "--certs-dir", str(root / "certs")]
     command += ["--quiet"]

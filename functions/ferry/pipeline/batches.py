@@ -207,11 +207,7 @@ def resume_hand_over(event: Mapping[str, Any], services: Services) -> dict[str, 
     follow; raising then fails the child, and Finalize records its unrecorded objects as
     failed (`record_lost_batch`)."""
     event = pass_event(event)
-    job = event["job"]
-    spec = job_spec(services, job["job_id"])
-    items: list[Any] = list(event.get("items") or [])
-    pass_no = int(event.get("pass", 1))
-    batch_id = event.get("batch_id") or batch_id_for(spec.job_id, items)
+    spec, items, pass_no, batch_id = _pass_of(event, services)
     marker = services.ledger.batch(spec.job_id, f"{batch_id}-p{pass_no}")
     if marker is None:
         raise RuntimeError(f"pass {pass_no} of batch {batch_id} handed over but has no record in the ledger")
@@ -223,6 +219,14 @@ def resume_hand_over(event: Mapping[str, Any], services: Services) -> dict[str, 
         remaining=[items[i] for i in handover.get("remaining", [])],
         large=[items[i] for i in handover.get("large", [])],
     )
+
+
+def _pass_of(event: Mapping[str, Any], services: Services) -> tuple[JobSpec, list[Any], int, str]:
+    """(job spec, items, pass number, batch id) of one pass's input: a batch is named by its
+    items when the Map gave it no id, so every pass and its resume name it alike."""
+    spec = job_spec(services, event["job"]["job_id"])
+    items: list[Any] = list(event.get("items") or [])
+    return spec, items, int(event.get("pass", 1)), event.get("batch_id") or batch_id_for(spec.job_id, items)
 
 
 def _pass_result(
@@ -249,11 +253,7 @@ def _pass_result(
 
 def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) -> dict[str, Any]:
     event = pass_event(event)
-    job = event["job"]
-    spec = job_spec(services, job["job_id"])
-    items: list[Any] = list(event.get("items") or [])
-    pass_no = int(event.get("pass", 1))
-    batch_id = event.get("batch_id") or batch_id_for(spec.job_id, items)
+    spec, items, pass_no, batch_id = _pass_of(event, services)
     settings = services.settings
     deadline = deadline_in(remaining_ms / 1000 - settings.deadline_margin_seconds)
 
