@@ -25,6 +25,7 @@ import pytest
 from parent_harness import FargateTasks, LambdaRouter, ParentHarness
 
 from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext
+from ferry.listed_items import expand
 from ferry.pipeline.batches import pass_event
 from ferry.pipeline.ledger import DynamoLedger
 from ferry_cdk.definition import parent_definition
@@ -666,7 +667,7 @@ def test_objects_a_batch_handed_over_and_lost_fail_the_job_whatever_itemcounts_c
     objects the batches were given and those the ledger accounts for, under both readings."""
 
     def holds_050(event: dict[str, Any]) -> bool:
-        return any(i.get("Key") == "in/050.txt" for i in pass_event(event).get("items") or [])
+        return any(expand(i).get("Key") == "in/050.txt" for i in pass_event(event).get("items") or [])
 
     def short_then_broken(event: dict[str, Any], context: Any) -> Any:
         if holds_050(event) and pass_event(event).get("pass") == 1:
