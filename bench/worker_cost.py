@@ -62,11 +62,11 @@ REPO = Path(__file__).resolve().parents[1]
 ONE_VCPU_MB = 1769  # Lambda: one full vCPU at 1,769 MB, proportionally less below (aws-limits.md)
 RESULTS = REPO / "bench" / "results"
 # `ferry copy`'s CPU ms per object on an idle machine: bench/results/latest.md, case 1 (2,000
-# objects of 500 KB, server-side, default settings, median of 3), measured 2026-11-21. The
+# objects of 500 KB, server-side, default settings, median of 3), measured 2026-11-26. The
 # `ferry copy` run beside the passes tells how much this machine's load inflates CPU time now;
 # the passes' CPU is scaled by the same factor for an idle-machine figure.
 _COUNT_LOCK = threading.Lock()
-IDLE_CLI_CPU_MS = {"minio": 2.78, "versitygw": 3.44}
+IDLE_CLI_CPU_MS = {"minio": 0.45, "versitygw": 0.46}
 
 
 @dataclass
@@ -300,8 +300,8 @@ def report(rows: list[Measured], memory_mb: int, argv: str) -> str:
         "them than in bench/results/latest.md (case 1: the same 2,000 objects of 500 KB on the same "
         "servers, idle): the same engine sending the same requests, so the machine's load is taken to "
         "inflate both alike (an assumption, not a measurement). These servers echo no encryption in "
-        "CopyObject's answer, so each copy is confirmed with a HEAD (2 requests per object here) that "
-        "AWS's answer makes unnecessary (README, Benchmarks): on AWS the worker needs less than this.",
+        "CopyObject's answer and hold no encrypted object: one probe per bucket learns that "
+        "(engine/encryption_probe.py), and each copy is one CopyObject, as on AWS.",
         "",
         "How: GB-s per object = CPU s per object / min(1, memory / 1,769 MB) x memory in GB. One Python "
         "process holding the GIL uses at most one vCPU, which Lambda gives at 1,769 MB; below that it gets "

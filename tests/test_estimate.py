@@ -22,6 +22,17 @@ PUT = 0.005 / 1000
 GET = 0.0004 / 1000
 
 
+def _server_side_seconds(objects: int, size: int, case: str = "expected") -> float:
+    """One worker's seconds for small server-side copies, as the model reckons them: the slower
+    of the measured CPU per object and the assumed bytes S3 copies per second (100-400 MiB/s),
+    in the fast case, the slow case (half the CPU-bound rate, the slower byte rate) or the
+    expected case (the geometric mean of the two)."""
+    cpu = model.MEASURED_CPU_PER_SMALL_OBJECT
+    per_object = {"fast": cpu, "slow": 2 * cpu, "expected": cpu / math.sqrt(0.5)}[case]
+    per_byte = {"fast": 400 * MiB, "slow": 100 * MiB, "expected": math.sqrt(100 * 400) * MiB}[case]
+    return max(objects * per_object, objects * size / per_byte)
+
+
 def line(result: Any, service: str, what: str) -> Any:
     lines = [x for x in result.lines if x.service == service]
     exact = [x for x in lines if x.what == what]
@@ -145,10 +156,10 @@ def test_a_million_objects_of_500_kb_server_side() -> None:
     assert line(result, "S3 requests", "CopyObject").usd == pytest.approx(5.00)
     assert line(result, "S3 requests", "ListObjectsV2").usd == pytest.approx(2_995 * PUT)
     assert line(result, "S3 requests", "PutObject (reports)").usd == pytest.approx(1_001 * PUT)
-    # CPU-bound: the measured CPU per object, at the geometric mean of 1x and 0.5x that rate
-    # (1,769 MB gives a whole vCPU), + 0.5 s per pass; 1,769 MB.
-    cpu = model.MEASURED_CPU_PER_SMALL_OBJECT
-    seconds = 1_000_000 * cpu / math.sqrt(0.5)
+    # The slower of CPU-bound (the measured CPU per object, at the geometric mean of 1x and 0.5x
+    # that rate; 1,769 MB gives a whole vCPU) and bytes-bound (S3 copying 100-400 MiB/s for one
+    # worker, assumed: geometric mean 200 MiB/s), + 0.5 s per pass; 1,769 MB.
+    seconds = _server_side_seconds(1_000_000, 500_000)
     gb_seconds = 1_769 / 1_024 * (seconds + 998 * 0.5)
     assert line(result, "Lambda", "CopyBatch duration").quantity == pytest.approx(gb_seconds)
     assert line(result, "Lambda", "CopyBatch duration").usd == pytest.approx(gb_seconds * 0.0000133334)
@@ -169,11 +180,11 @@ def test_a_million_objects_of_500_kb_server_side() -> None:
     assert result.orchestration_per_million == pytest.approx(total - 5.00)
     batch_ops = result.alternatives["S3 Batch Operations (Copy)"]
     assert sum(x.usd for x in batch_ops) == pytest.approx(0.25 + 1.00 + 5.00)
-    # Fast: at 1 / cpu objects/s, slow at half that; 1,291 passes of 0.5 s; 100 workers; + 30 s.
+    # Fast and slow cases; 998 passes of 0.5 s; 100 workers; + 30 s.
     assert result.duration_seconds == pytest.approx(
         (
-            (1_000_000 * cpu + 998 * 0.5) / 100 + 30,
-            (1_000_000 * 2 * cpu + 998 * 0.5) / 100 + 30,
+            (_server_side_seconds(1_000_000, 500_000, "fast") + 998 * 0.5) / 100 + 30,
+            (_server_side_seconds(1_000_000, 500_000, "slow") + 998 * 0.5) / 100 + 30,
         )
     )
 
@@ -399,7 +410,7 @@ def test_the_limit_that_binds_at_a_billion_objects_a_day_follows_the_jobs_shape(
     assert by_name["S3 writes to one destination prefix"].objects_per_second == pytest.approx(3_500)
     assert by_name["S3 writes to one destination prefix"].needs == "4 partitioned prefixes"
     assert limits.binding is by_name["S3 writes to one destination prefix"]
-    per_worker = 1_000_000 / (1_000_000 * model.MEASURED_CPU_PER_SMALL_OBJECT / math.sqrt(0.5) + 998 * 0.5)
+    per_worker = 1_000_000 / (_server_side_seconds(1_000_000, 500_000) + 998 * 0.5)
     assert by_name["Map Run children at once"].objects_per_second == pytest.approx(100 * per_worker)
     assert by_name["Lambda concurrency"].objects_per_second == pytest.approx(1_000 * per_worker)
     # Fewer workers than the rate needs: the Map Run's concurrency binds instead.

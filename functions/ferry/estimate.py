@@ -92,7 +92,7 @@ RESUME_SECONDS = 0.1
 # and MinIO (bench/results/worker_cost.md; the worse of the two). A worker whose threads hide
 # S3's latency is CPU-bound; one Python process uses at most one vCPU (the GIL), which Lambda
 # gives at ONE_VCPU_MB and proportionally less below.
-MEASURED_CPU_PER_SMALL_OBJECT = 0.00312
+MEASURED_CPU_PER_SMALL_OBJECT = 0.00038
 ONE_VCPU_MB = 1769
 FARGATE_START_SECONDS = 60  # assumed: task start-up (and Fargate's one-minute minimum)
 FARGATE_PASS_SECONDS = 90  # batches.copy_large_object: a checkpoint every pass (Spot's SIGTERM)
