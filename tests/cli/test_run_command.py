@@ -281,12 +281,13 @@ def test_a_pass_that_reaches_its_deadline_hands_over_and_the_next_pass_resumes_f
     a checkpoint in the ledger; later passes resume it without copying a part twice.
 
     Sized so that one 2.5 s pass cannot finish, however fast the machine: one 5 MiB part in
-    flight (--memory-limit 5MiB), 600 MiB would need 240 MiB/s (300 MiB once finished in one
-    pass on an idle machine); and so that 200 passes do even on 2 loaded cores (at 5 MiB/s,
-    about 60). A pass starts the object only if 1 s plus a part
+    flight (--memory-limit 5MiB), 1 GiB would need 410 MiB/s, more than this machine streams
+    with 16 parts in flight (357 MiB/s in bench/results/latest.md, case 3; 600 MiB once
+    finished in one pass on a quiet machine); and so that 200 passes do even on 2 loaded
+    cores (at 5 MiB/s, about 80). A pass starts the object only if 1 s plus a part
     at 16 MiB/s fits before its deadline, which leaves 1.2 s for a pass's start-up."""
     src, dst = vgw_buckets
-    body = bytes(range(256)) * (600 * MiB // 256)
+    body = bytes(range(256)) * (1024 * MiB // 256)
     # With a full-object CRC (not only an MD5 ETag) the stream may go in parts, each checkpointed.
     versitygw.client.put_object(Bucket=src, Key="h/big.bin", Body=body, ChecksumAlgorithm="CRC32C")
     spec = write_spec(
