@@ -93,6 +93,18 @@ def is_single_object(client: Any, url: S3Url) -> bool:
     return True
 
 
+def listed_entry(client: Any, bucket: str, key: str) -> dict[str, Any] | None:
+    """The key's listing entry (Key, ETag, Size, ...), None when the listing shows it absent.
+    A listing, not a HEAD: S3 answers a HEAD of a missing key with 403 when the caller may
+    not list the bucket (HeadObject, "Permissions"), and Ferry's identities may list only
+    with an `s3:prefix` inside their locations, which a HEAD does not carry; a listing whose
+    prefix is the key itself is allowed, and returns the key first if it exists. Raises the
+    listing's own error."""
+    page = client.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+    contents = page.get("Contents") or []
+    return contents[0] if contents and contents[0].get("Key") == key else None
+
+
 def list_pages(client: Any, **params: Any) -> Iterator[dict[str, Any]]:
     """ListObjectsV2 page by page, as botocore's paginator pages it, through the client's
     own `list_objects_v2`: the lean path's where the client has one (a listed key costs a

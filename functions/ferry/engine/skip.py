@@ -15,6 +15,7 @@ from ferry.engine.dest_listing import ABSENT, Listed
 from ferry.engine.source import SourceInfo, read_tags
 from ferry.engine.verify import etag_proves
 from ferry.errors import CopyFailed, describe, error_code, is_access_denied
+from ferry.listing import listed_entry
 from ferry.models import Compare, CopyPolicy, Target
 
 
@@ -98,21 +99,13 @@ def _head(client: Any, target: Target) -> dict[str, Any] | None:
 
 
 def _listed_absent(client: Any, target: Target) -> bool:
-    """Whether a listing proves the key absent, after its HEAD was refused.
-
-    S3 answers a HEAD of a missing key with 403, not 404, when the caller may not list the
-    bucket (HeadObject, "Permissions"), and Ferry's workers may list only under their
-    configured prefixes (`StringLike` on `s3:prefix`): a HEAD carries no `s3:prefix`, so for
-    IAM it asks to list without one. A listing whose prefix is the key itself is allowed, and
-    the key, if it exists, is the first it returns. Only a listing that succeeds and does not
-    show the key makes "absent"; any other answer leaves the 403 an access problem.
-    """
+    """Whether a listing proves the key absent, after its HEAD was refused (listing.listed_entry
+    says why a listing can when a HEAD cannot). Only a listing that succeeds and does not show
+    the key makes "absent"; any other answer leaves the 403 an access problem."""
     try:
-        page = client.list_objects_v2(Bucket=target.bucket, Prefix=target.key, MaxKeys=1)
+        return listed_entry(client, target.bucket, target.key) is None
     except Exception:
         return False
-    contents = page.get("Contents") or []
-    return not contents or contents[0].get("Key") != target.key
 
 
 def already_as_asked(client: Any, info: SourceInfo, policy: CopyPolicy) -> str | None:

@@ -52,6 +52,7 @@ from ferry.engine.skip import identical_reason
 from ferry.engine.source import inspect
 from ferry.errors import FerryError, describe, error_code, is_access_denied
 from ferry.listed_items import expand
+from ferry.listing import listed_entry
 from ferry.models import Compare, CopyResult, SourceObject, Status, Target
 from ferry.pipeline.event_keys import EVENT_KEY_FIELD, key_forms
 
@@ -540,18 +541,12 @@ def _head(client: Any, bucket: str, key: str, side: str) -> dict[str, Any] | Non
 
 
 def _listed_absent(client: Any, bucket: str, key: str) -> bool:
-    """After a 403 HEAD: does a listing with the key as its prefix show the key absent?
-
-    S3 answers a HEAD of a missing key with 403 unless the caller may list the bucket
-    (HeadObject, "Permissions"), and Ferry's roles may list only with an `s3:prefix` inside
-    their locations, which a HEAD does not carry. A listing prefixed by the key is allowed and
-    returns the key first if it exists (the same rule as engine/skip.py)."""
+    """After a 403 HEAD: does a listing with the key as its prefix show the key absent
+    (listing.listed_entry says why a listing can when a HEAD cannot)?"""
     try:
-        page = client.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+        return listed_entry(client, bucket, key) is None
     except (ClientError, BotoCoreError):
         return False
-    contents = page.get("Contents") or []
-    return not contents or contents[0].get("Key") != key
 
 
 def _target(deletion: Deletion, replication: Replication) -> Target | None:

@@ -27,6 +27,7 @@ from urllib.parse import unquote_plus
 from botocore.exceptions import ClientError
 
 from ferry.errors import FerryError, describe
+from ferry.listing import listed_entry
 
 # Manifest row fields of an event key with two forms: every form (so the job counts the object
 # deleted only when all are absent), and the key as the event spelled it (kept in the copy
@@ -46,16 +47,14 @@ def key_forms(delivered: str, prefix: str = "") -> tuple[str, ...]:
 
 
 def listed(client: Any, bucket: str, key: str, side: str = "source") -> Mapping[str, Any] | None:
-    """The key's listing entry (Key, ETag, Size), None when absent. A listing, not a HEAD: under
-    prefix-scoped ListBucket a HEAD of a missing key answers 403, a listing answers."""
+    """The key's listing entry (listing.listed_entry), None when absent; a refused listing is a
+    FerryError naming the identity's missing permission."""
     try:
-        page = client.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+        return listed_entry(client, bucket, key)
     except ClientError as error:
         raise FerryError(
             describe(error, side=side, action="s3:ListBucket", bucket=bucket, key=key)
         ) from error
-    contents = page.get("Contents") or []
-    return contents[0] if contents and contents[0].get("Key") == key else None
 
 
 @dataclass(frozen=True)
