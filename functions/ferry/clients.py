@@ -18,7 +18,6 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import unquote
 
-import boto3
 import botocore
 import botocore.session
 from botocore.config import Config
@@ -44,7 +43,7 @@ def _user_agent() -> str:
     except Exception:
         ferry = "unknown"
     return (
-        f"ferry/{ferry} Boto3/{boto3.__version__} Botocore/{botocore.__version__} "
+        f"ferry/{ferry} Botocore/{botocore.__version__} "
         f"Python/{platform.python_version()} {platform.system()}/{platform.release()}"
     )
 
@@ -75,13 +74,14 @@ def _loader() -> Loader:
     return botocore.session.get_session().get_component("data_loader")
 
 
-def _session(profile: str | None, region: str | None) -> boto3.Session:
-    core = botocore.session.get_session()
-    core.register_component("data_loader", _loader())
-    core.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=fast_timestamp)
-    session = boto3.Session(botocore_session=core, profile_name=profile, region_name=region)
-    paths = _loader().search_paths
-    paths[:] = list(dict.fromkeys(paths))  # boto3 appends its data path once per session
+def _session(profile: str | None, region: str | None) -> botocore.session.Session:
+    """A botocore session, not a boto3 one: Ferry makes clients only, and importing boto3
+    (with s3transfer) costs a tenth of the CLI's start-up."""
+    session = botocore.session.Session(profile=profile)
+    session.register_component("data_loader", _loader())
+    session.get_component("response_parser_factory").set_parser_defaults(timestamp_parser=fast_timestamp)
+    if region:
+        session.set_config_variable("region", region)
     return session
 
 
@@ -128,11 +128,11 @@ def forget_credentials() -> None:
 
 
 def _role_credentials(
-    base: boto3.Session, role_arn: str, session_policy: str | None = None
+    base: botocore.session.Session, role_arn: str, session_policy: str | None = None
 ) -> RefreshableCredentials:
     """Credentials from sts:AssumeRole that refresh themselves before they expire, narrowed by
     `session_policy` when one is given (every refresh passes it again)."""
-    sts = base.client("sts")
+    sts = base.create_client("sts")
     narrowed = {"Policy": session_policy} if session_policy else {}
 
     def fetch() -> dict[str, Any]:
@@ -173,7 +173,7 @@ def _secret_credentials(secret_id: str) -> RefreshableCredentials:
     """Access keys from a Secrets Manager secret {"access_key_id", "secret_access_key"},
     re-read every SECRET_REFRESH so that a rotation reaches a long-lived worker. The keys go
     into botocore's credentials only: no message here ever holds the secret's text."""
-    secrets = _session(None, secret_region(secret_id)).client("secretsmanager")
+    secrets = _session(None, secret_region(secret_id)).create_client("secretsmanager")
 
     def fetch() -> dict[str, Any]:
         _QUIET.reading.active = True
@@ -205,15 +205,15 @@ def _secret_credentials(secret_id: str) -> RefreshableCredentials:
     return RefreshableCredentials.create_from_metadata(fetch(), fetch, "ferry-secrets-manager")
 
 
-def _with_credentials(session: boto3.Session, credentials: RefreshableCredentials) -> boto3.Session:
-    """The same session, signing with `credentials`. Not a second boto3.Session around the
-    same botocore session: boto3 would register its S3 handlers twice and the first S3 client
-    made from it fails ("Cannot inject class attribute upload_file")."""
-    session._session._credentials = credentials  # boto3 has no public setter for refreshable ones
+def _with_credentials(
+    session: botocore.session.Session, credentials: RefreshableCredentials
+) -> botocore.session.Session:
+    """The same session, signing with `credentials` (shared by every client of that identity)."""
+    session._credentials = credentials  # botocore has no public setter for refreshable ones
     return session
 
 
-def session_for(endpoint: Endpoint) -> boto3.Session:
+def session_for(endpoint: Endpoint) -> botocore.session.Session:
     """The session one side's clients are made from: its profile, then the role it assumes or
     the secret whose keys it uses, with credentials shared by every client of that identity."""
     session = _session(endpoint.profile, endpoint.region)
@@ -270,7 +270,7 @@ def make_client(endpoint: Endpoint, pool_size: int = 64, *, lean: bool | None = 
     everything else, and every answer but a clean one, is botocore's. The lean path is put in
     front before Ferry's own hooks are registered, so it calls them as botocore does."""
     session = session_for(endpoint)
-    client = session.client(
+    client = session.create_client(
         "s3", endpoint_url=endpoint.endpoint_url, config=client_config(endpoint, pool_size)
     )
     if lean is None:
