@@ -228,9 +228,14 @@ class FerryStack(cdk.Stack):
             prepare.add_to_role_policy(
                 statement("DecryptManifests", ["kms:Decrypt"], s.manifest_kms_key_arns)
             )
-        # The destination check opens a multipart upload and aborts it at once.
+        # The destination check opens a multipart upload and aborts it at once, once more with
+        # the job's tags if it has some (jobs._check_write_options), as the workers will write.
         prepare.add_to_role_policy(
-            statement("ProbeDestinations", ["s3:PutObject", "s3:AbortMultipartUpload"], destinations)
+            statement(
+                "ProbeDestinations",
+                ["s3:PutObject", "s3:PutObjectTagging", "s3:AbortMultipartUpload"],
+                destinations,
+            )
         )
         if s.destination_kms_key_arns:
             prepare.add_to_role_policy(

@@ -8,7 +8,9 @@ what would be right.
 
 from __future__ import annotations
 
+import json
 import re
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +23,38 @@ from ferry.models import CHECKSUM_ALGORITHMS, DEFAULT_MARKS_PREFIX, RESTORE_TIER
 
 MANIFEST_FORMATS = ("csv", "jsonl", "inventory")
 _JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,79}$")
+
+# S3's own rules, checked before anything moves: broken, each would fail every object alike.
+# The storage classes of PutObject/CopyObject's StorageClass (the S3 API model's enum; a test
+# compares this list with botocore's model).
+STORAGE_CLASSES = (
+    "STANDARD",
+    "REDUCED_REDUNDANCY",
+    "STANDARD_IA",
+    "ONEZONE_IA",
+    "INTELLIGENT_TIERING",
+    "GLACIER",
+    "DEEP_ARCHIVE",
+    "OUTPOSTS",
+    "GLACIER_IR",
+    "SNOW",
+    "EXPRESS_ONEZONE",
+    "FSX_OPENZFS",
+    "FSX_ONTAP",
+    "AWS_BACKUP_WARM",
+    "AWS_BACKUP_LOW_COST_WARM",
+)
+MAX_KEY_BYTES = 1024  # an object key, UTF-8
+MAX_TAGS = 10  # per object
+MAX_TAG_KEY_CHARS, MAX_TAG_VALUE_CHARS = 128, 256
+# Tag keys and values: Unicode letters, digits, spaces and + - = . _ : / @ (S3 object tagging).
+_TAG_TEXT = re.compile(r"^[\w\s+\-=.:/@]*$")
+MAX_METADATA_BYTES = 2048  # user metadata: the UTF-8 bytes of every key and value together
+# Metadata names travel as x-amz-meta-NAME headers: an HTTP token (RFC 9110).
+_HEADER_TOKEN = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+# Step Functions takes at most 256 KiB of execution input, and Prepare returns the spec again
+# inside its result (the next state's input): a little is kept for the result's other fields.
+MAX_SPEC_BYTES = 250 * 1024
 
 
 class SpecError(ConfigError):
@@ -192,7 +226,8 @@ def parse_job_spec(data: Any, default_job_id: str | None = None) -> JobSpec:
     if source_bucket is not None or manifest is None:
         source_bucket = _bucket(source_bucket, "source.bucket")
     prefix = _string(source.get("prefix", ""), "source.prefix")
-    return JobSpec(
+    check_spec_size(spec)
+    parsed = JobSpec(
         job_id=job_id,
         source_bucket=source_bucket,
         source_prefix=as_folder(prefix) if manifest is None else prefix,
@@ -202,6 +237,121 @@ def parse_job_spec(data: Any, default_job_id: str | None = None) -> JobSpec:
         options=parse_options(spec.get("options", {})),
         replication=_replication(spec["replication"]) if "replication" in spec else None,
     )
+    _check_keys(parsed)
+    return parsed
+
+
+def validate_job_spec(data: Any, default_job_id: str | None = None) -> JobSpec:
+    """The one validator of a job spec, used by every door (`ferry job validate`, `ferry job
+    start`, `ferry run`, Prepare, `cdk synth`'s schedules): the spec's shape and S3's rules
+    (`parse_job_spec`), then a listing job whose destination overlaps its source."""
+    spec = parse_job_spec(data, default_job_id)
+    if spec.source_bucket and not spec.manifest:
+        check_not_overlapping(
+            spec.source_bucket,
+            spec.source_prefix,
+            spec.destination_bucket,
+            spec.destination_prefix,
+            spec.options,
+        )
+    return spec
+
+
+def check_spec_size(data: Any) -> None:
+    """A spec over Step Functions' input quota would be refused by StartExecution, or (through
+    `ferry run`) cost minutes and hundreds of MiB for every batch that reads it."""
+    size = len(
+        json.dumps(data, ensure_ascii=False, separators=(",", ":"), default=str).encode("utf-8", "replace")
+    )
+    if size > MAX_SPEC_BYTES:
+        raise SpecError(
+            f"the job spec: {size:,} bytes, over the {MAX_SPEC_BYTES:,} a job can take (Step Functions "
+            "takes 256 KiB of input): shorten options.include/options.exclude with wider globs, or "
+            "list the keys in a manifest (source.manifest)"
+        )
+
+
+def key_text_problem(value: str) -> str | None:
+    """Why `value` cannot be (part of) an S3 key, or None: not UTF-8 (a lone surrogate), a
+    control character (S3's XML listings cannot carry it; S3 advises against it), or over
+    S3's 1,024 bytes."""
+    try:
+        size = len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "is not valid Unicode text (a lone surrogate): S3 keys are UTF-8"
+    for char in value:
+        if unicodedata.category(char) == "Cc":
+            return f"holds the control character U+{ord(char):04X}: S3 listings cannot carry it; remove it"
+    if size > MAX_KEY_BYTES:
+        return f"is {size:,} bytes in UTF-8, over S3's {MAX_KEY_BYTES:,}-byte key limit"
+    return None
+
+
+def _check_keys(spec: JobSpec) -> None:
+    """Prefixes and keys S3 could never hold: every object would fail alike after the fan-out."""
+    texts = {"source.prefix": spec.source_prefix, "destination.prefix": spec.destination_prefix}
+    if spec.manifest:
+        texts["source.manifest.key"] = spec.manifest.key
+    texts["options.marks_prefix"] = spec.options.policy.marks_prefix
+    for where, text in texts.items():
+        problem = key_text_problem(text)
+        if problem:
+            raise SpecError(f"{where}: {text[:60]!r} {problem}")
+    if len(spec.destination_prefix.encode()) >= MAX_KEY_BYTES:
+        raise SpecError(
+            f"destination.prefix: {len(spec.destination_prefix.encode()):,} bytes leaves no room for a key "
+            f"under S3's {MAX_KEY_BYTES:,}-byte limit: every object would fail; shorten it"
+        )
+
+
+def _check_storage_class(value: str, where: str) -> str:
+    upper = value.upper()
+    if upper not in STORAGE_CLASSES:
+        raise SpecError(f"{where}: {value!r} is not an S3 storage class; one of {', '.join(STORAGE_CLASSES)}")
+    return upper
+
+
+def _check_tags(tags: Mapping[str, str] | None, where: str) -> None:
+    """S3's object tag rules (at most 10; key 1-128 and value 0-256 characters of letters,
+    digits, spaces and + - = . _ : / @; no aws: keys)."""
+    if not tags:
+        return
+    if len(tags) > MAX_TAGS:
+        raise SpecError(f"{where}: {len(tags)} tags; S3 keeps at most {MAX_TAGS} per object")
+    for key, value in tags.items():
+        if not 1 <= len(key) <= MAX_TAG_KEY_CHARS:
+            raise SpecError(f"{where}: tag key {key[:40]!r} must be 1-{MAX_TAG_KEY_CHARS} characters")
+        if len(value) > MAX_TAG_VALUE_CHARS:
+            raise SpecError(f"{where}.{key}: the value must be at most {MAX_TAG_VALUE_CHARS} characters")
+        if key.lower().startswith("aws:"):
+            raise SpecError(f"{where}: tag key {key!r}: keys starting with aws: are reserved for AWS")
+        for text, what in ((key, "key"), (value, "value")):
+            if not _TAG_TEXT.match(text):
+                raise SpecError(
+                    f"{where}: tag {what} {text[:40]!r} may hold only letters, digits, spaces and + - = . _ : / @"
+                )
+
+
+def _check_metadata(metadata: Mapping[str, str] | None, where: str) -> None:
+    """User metadata travels as x-amz-meta-* headers: names are HTTP tokens, values ASCII
+    (botocore sends nothing else), and S3 keeps at most 2 KB of them in all."""
+    if not metadata:
+        return
+    size = 0
+    for name, value in metadata.items():
+        if not _HEADER_TOKEN.match(name):
+            raise SpecError(
+                f"{where}: name {name[:40]!r} must be letters, digits and - _ . (an HTTP header name)"
+            )
+        if not value.isascii() or any(unicodedata.category(c) == "Cc" and c != "\t" for c in value):
+            raise SpecError(
+                f"{where}.{name}: the value must be printable ASCII (S3 metadata travels in HTTP headers)"
+            )
+        size += len(name.encode()) + len(value.encode())
+    if size > MAX_METADATA_BYTES:
+        raise SpecError(
+            f"{where}: {size:,} bytes of names and values; S3 keeps at most {MAX_METADATA_BYTES:,}"
+        )
 
 
 def _replication(data: Any) -> ReplicationTag:
@@ -275,7 +425,12 @@ def parse_options(data: Any, name: Callable[[str], str] | None = None) -> JobOpt
         )
     storage_class = get("storage_class")
     if storage_class is not None:
-        storage_class = _string(storage_class, label("storage_class")).upper()
+        storage_class = _check_storage_class(
+            _string(storage_class, label("storage_class")), label("storage_class")
+        )
+    tags, metadata = _string_map(get("tags"), label("tags")), _string_map(get("metadata"), label("metadata"))
+    _check_tags(tags, label("tags"))
+    _check_metadata(metadata, label("metadata"))
     restore_days = get("restore_days", 7)
     if isinstance(restore_days, bool) or not isinstance(restore_days, int) or not 1 <= restore_days <= 30000:
         raise SpecError(
@@ -303,8 +458,8 @@ def parse_options(data: Any, name: Callable[[str], str] | None = None) -> JobOpt
             multipart_threshold=DEFAULT_MULTIPART_THRESHOLD if threshold is None else threshold,
             checksum_algorithm=algorithm.upper() if algorithm else None,
             storage_class=storage_class,
-            metadata=_string_map(get("metadata"), label("metadata")),
-            tags=_string_map(get("tags"), label("tags")),
+            metadata=metadata,
+            tags=tags,
             preserve_tags=_bool(get("preserve_tags", True), label("preserve_tags")),
             dest_kms_key_id=kms_key_id,
             skip_existing=_bool(get("skip_existing", True), label("skip_existing")),

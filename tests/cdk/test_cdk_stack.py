@@ -455,7 +455,12 @@ def test_each_role_gets_what_its_code_does(built: SimpleNamespace) -> None:
         assert "s3:ListBucketMultipartUploads" in actions_on(role, dest_buckets), role
         assert actions_on(role, arns["reports"]) == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}, role
     assert actions_on("PrepareRole", arns["sources"]) == set()  # lists them, reads no object
-    assert actions_on("PrepareRole", arns["destinations"]) == {"s3:PutObject", "s3:AbortMultipartUpload"}
+    # The destination probe: a multipart upload opened and aborted, with the job's tags if any.
+    assert actions_on("PrepareRole", arns["destinations"]) == {
+        "s3:PutObject",
+        "s3:PutObjectTagging",
+        "s3:AbortMultipartUpload",
+    }
     for role in ("RecordFailureRole", "PrepareRole"):
         assert actions_on(role, arns["marks"]) == set(), role
     assert actions_on("RecordFailureRole", arns["sources"] | arns["destinations"]) == set()

@@ -40,7 +40,7 @@ from ferry.cli.job_runs import (
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, read_json_file
 from ferry.cli.stack_outputs import DEFAULT_STACK, StackOutputs
 from ferry.errors import ConfigError
-from ferry.jobspec import JobSpec, check_not_overlapping, parse_job_spec, parse_options
+from ferry.jobspec import JobSpec, parse_options, validate_job_spec
 from ferry.limits import format_size
 from ferry.listing import parse_s3_url
 from ferry.report_html import FAILURES_SHOWN as HTML_FAILURES_SHOWN
@@ -79,15 +79,7 @@ def run_job(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     if args.job_command == "validate":
         return run_job_validate(args.spec, stdout)
     if args.job_command == "start":
-        spec = parse_job_spec(spec_from_args(args))  # Prepare's validator, before any AWS setting
-        if spec.source_bucket and not spec.manifest:  # and Prepare's rule on overlapping prefixes
-            check_not_overlapping(
-                spec.source_bucket,
-                spec.source_prefix,
-                spec.destination_bucket,
-                spec.destination_prefix,
-                spec.options,
-            )
+        spec = validate_job_spec(spec_from_args(args))  # Prepare's validator, before any AWS setting
         return run_start(JobClients.create(args.region, args.profile), args, stdout, spec)
     clients = JobClients.create(args.region, args.profile)
     runs: dict[str, Callable[[JobClients, argparse.Namespace, IO[str]], int]] = {
@@ -102,7 +94,7 @@ def run_job(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
 def run_job_validate(path: str, stdout: IO[str]) -> int:
     """`ferry job validate FILE`: the same validation Prepare runs before any fan-out."""
     data = read_json_file(path)
-    spec = parse_job_spec(data, default_job_id="EXECUTION-NAME")
+    spec = validate_job_spec(data, default_job_id="EXECUTION-NAME")
     stdout.write(json.dumps(spec.to_dict(), indent=2) + "\n")
     return EXIT_OK
 

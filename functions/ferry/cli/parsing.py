@@ -92,6 +92,28 @@ def read_json_file(path: str) -> Any:
             f"{path!r} is not UTF-8 (byte 0x{data[error.start]:02x} on line {line}): save it as UTF-8"
         ) from error
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_names, parse_constant=_no_constant)
     except json.JSONDecodeError as error:
         raise ConfigError(f"{path!r} is not JSON: {error}") from error
+    except _Ambiguous as error:
+        raise ConfigError(f"{path!r}: {error}") from None
+
+
+class _Ambiguous(ValueError):
+    """A JSON text that parsers read two ways (RFC 8259 leaves them free)."""
+
+
+def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """An object naming one field twice: Python keeps the last value, other parsers the first,
+    so the spec a user reviewed may not be the job that runs."""
+    seen: dict[str, Any] = {}
+    for name, value in pairs:
+        if name in seen:
+            raise _Ambiguous(f"the field {name!r} appears twice in one object; keep one")
+        seen[name] = value
+    return seen
+
+
+def _no_constant(name: str) -> Any:
+    """NaN and Infinity are not JSON (RFC 8259), though Python reads them."""
+    raise _Ambiguous(f"{name} is not a JSON value; write a number or a string")

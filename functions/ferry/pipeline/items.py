@@ -69,6 +69,8 @@ def plan_item(item: Mapping[str, Any], spec: JobSpec) -> Planned:
     relative = key[len(spec.source_prefix) :] if key.startswith(spec.source_prefix) else key
     target = Target(spec.destination_bucket, spec.destination_prefix + relative)
     planned = Planned(item, obj, target)
+    if not key.startswith(spec.source_prefix):  # only a manifest's row can be: a listing is inside
+        return Planned(item, obj, target, skip=f"outside source.prefix {spec.source_prefix!r}")
     if wrong_size:  # named with the object's bucket and (decoded) key, as a failed copy is
         return Planned(item, obj, target, fail=f"manifest row: {wrong_size}")
     if inventory and _field(fields, "is_delete_marker") in ("true", True):

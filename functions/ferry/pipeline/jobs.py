@@ -12,12 +12,13 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
+from urllib.parse import urlencode
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.clients import make_client
-from ferry.errors import ConfigError, describe, explain_bare
-from ferry.jobspec import JobSpec, check_not_overlapping, parse_job_spec
+from ferry.errors import ConfigError, describe, error_code, explain_bare
+from ferry.jobspec import JobSpec, SpecError, parse_job_spec, validate_job_spec
 from ferry.pipeline.abandoned_uploads import AbandonedUploads, abort_abandoned_uploads
 from ferry.pipeline.batches import Services, record_lost_batch
 from ferry.pipeline.count_check import (
@@ -40,8 +41,7 @@ class AccessCheckFailed(ConfigError):
 
 
 def prepare(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
-    spec = parse_job_spec(event.get("spec"), default_job_id=event.get("execution_name"))
-    check_not_into_source(spec)
+    spec = validate_job_spec(event.get("spec"), default_job_id=event.get("execution_name"))
     check_reader_region(spec, services)
     check_access(spec, services)
     if spec.manifest:  # read through once, so a manifest the ItemReader would choke on is refused now
@@ -59,20 +59,6 @@ def prepare(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
     else:
         job["listing"] = {"bucket": spec.source_bucket, "prefix": spec.source_prefix}
     return job
-
-
-def check_not_into_source(spec: JobSpec) -> None:
-    """A listing job whose destination overlaps its source would copy its own copies (the
-    same rule as `ferry copy`). A manifest names its keys: a row onto itself is settled per
-    row (see items.plan_item)."""
-    if spec.source_bucket and not spec.manifest:
-        check_not_overlapping(
-            spec.source_bucket,
-            spec.source_prefix,
-            spec.destination_bucket,
-            spec.destination_prefix,
-            spec.options,
-        )
 
 
 def check_reader_region(spec: JobSpec, services: Services) -> None:
@@ -181,7 +167,33 @@ def check_access(spec: JobSpec, services: Services) -> None:
         key=probe,
         side="destination",
     )
+    _check_write_options(spec, s3, probe)
     _check_kms_key(spec, services)
+
+
+def _check_write_options(spec: JobSpec, s3: Any, probe: str) -> None:
+    """Ask the destination once, before the fan-out, whether it takes what every write will
+    carry: a storage class an S3-compatible store lacks, or tags on a store without tagging,
+    would otherwise fail every object alike. One multipart upload per option given, opened and
+    aborted at once, so a refusal names the option."""
+    policy = spec.options.policy
+    asked: list[tuple[str, dict[str, Any]]] = []
+    if policy.storage_class:
+        asked.append(("options.storage_class", {"StorageClass": policy.storage_class}))
+    if policy.tags:
+        asked.append(("options.tags", {"Tagging": urlencode(sorted(policy.tags.items()))}))
+    if policy.metadata:
+        asked.append(("options.metadata", {"Metadata": policy.metadata}))
+    bucket = spec.destination_bucket
+    for field, args in asked:
+        try:
+            upload = s3.create_multipart_upload(Bucket=bucket, Key=probe, **args)
+        except ClientError as error:
+            raise SpecError(
+                f"{field}: the destination s3://{bucket}/ refuses it ({error_code(error)}: "
+                f"{error.response.get('Error', {}).get('Message') or 'no message'}); change or remove it"
+            ) from error
+        s3.abort_multipart_upload(Bucket=bucket, Key=probe, UploadId=upload["UploadId"])
 
 
 def _check_kms_key(spec: JobSpec, services: Services) -> None:

@@ -44,7 +44,7 @@ from typing import Any, Protocol
 from botocore.exceptions import ClientError
 
 from ferry.errors import ConfigError
-from ferry.jobspec import parse_job_spec
+from ferry.jobspec import validate_job_spec
 
 SCHEDULE_NAME = re.compile(r"[A-Za-z0-9-]{1,40}")
 NAME_SEPARATOR = "_"  # not allowed in a schedule name: `<name>_` is one schedule's prefix only
@@ -169,7 +169,7 @@ def scheduled_spec(
             "'skip_existing: false'"
         )
     try:
-        spec = parse_job_spec(data, default_job_id="scheduled")
+        spec = validate_job_spec(data, default_job_id="scheduled")
     except ConfigError as error:
         raise ConfigError(f"{where}.spec.{error}") from None
     listed = spec.source_bucket and not spec.manifest
