@@ -31,7 +31,8 @@ if TYPE_CHECKING:
         FileCheckpointStore,
         MemoryCheckpointStore,
     )
-    from ferry.engine.copier import Copier, deadline_in, default_concurrency
+    from ferry.engine.copier import Copier, default_concurrency
+    from ferry.engine.deadlines import deadline_in
 
 # The engine's names are imported on first use (PEP 562): the engine loads botocore, and every
 # `ferry` command's `--help`, like any `import ferry.<module>`, runs this file (start-up cost).
@@ -41,7 +42,7 @@ _LAZY = {
     "FileCheckpointStore": "ferry.engine.checkpoints",
     "MemoryCheckpointStore": "ferry.engine.checkpoints",
     "Copier": "ferry.engine.copier",
-    "deadline_in": "ferry.engine.copier",
+    "deadline_in": "ferry.engine.deadlines",
     "default_concurrency": "ferry.engine.copier",
 }
 

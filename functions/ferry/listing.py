@@ -118,9 +118,11 @@ def list_pages(client: Any, **params: Any) -> Iterator[dict[str, Any]]:
         params["ContinuationToken"] = token
 
 
-def list_objects(client: Any, bucket: str, prefix: str) -> Iterator[SourceObject]:
+def list_objects(client: Any, bucket: str, prefix: str, start_after: str = "") -> Iterator[SourceObject]:
+    """The objects under `prefix`, in key order; after `start_after` when given."""
+    after = {"StartAfter": start_after} if start_after else {}
     try:
-        for page in list_pages(client, Bucket=bucket, Prefix=prefix):
+        for page in list_pages(client, Bucket=bucket, Prefix=prefix, **after):
             for item in page.get("Contents", []):
                 yield SourceObject(
                     bucket=bucket,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -73,7 +72,10 @@ def clock_runs_out_after(monkeypatch: pytest.MonkeyPatch, parts: int) -> None:
             late = reads > 2 * parts
         return real() + (3600 if late else 0)
 
-    monkeypatch.setattr(multipart, "time", SimpleNamespace(monotonic=monotonic))
+    def due(deadline: float | None, needed: float = 0.0) -> bool:  # engine.deadlines.due on this clock
+        return deadline is not None and monotonic() + needed >= deadline
+
+    monkeypatch.setattr(multipart, "due", due)
 
 
 # Stream: one part's bytes in memory at a time. Server-side: one UploadPartCopy at a time; the

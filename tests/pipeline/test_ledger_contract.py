@@ -158,6 +158,20 @@ def test_finish_job_stores_status_report_and_totals(ledger: Ledger) -> None:
     )
 
 
+def test_an_unfinished_job_is_marked_interrupted_and_running_again_but_a_finished_one_never(
+    ledger: Ledger,
+) -> None:
+    ledger.create_job("j1", SPEC)
+    assert ledger.mark_job("j1", "INTERRUPTED") is True
+    assert ledger.job("j1")["status"] == "INTERRUPTED"  # type: ignore[index]
+    assert ledger.mark_job("j1", "RUNNING") is True
+    ledger.finish_job("j1", "SUCCEEDED", {"status": "SUCCEEDED"}, ledger.tally("j1"))
+    assert ledger.mark_job("j1", "INTERRUPTED") is False
+    assert ledger.job("j1")["status"] == "SUCCEEDED"  # type: ignore[index]
+    assert ledger.mark_job("missing", "INTERRUPTED") is False
+    assert ledger.job("missing") is None
+
+
 def test_checkpoints_are_saved_loaded_replaced_and_deleted(ledger: Ledger) -> None:
     store = ledger.checkpoints(ttl_days=1)
     checkpoint = Checkpoint("c1", "upload-1", "stream", "etag", 100, "CRC32C", [(0, 50), (50, 100)])

@@ -86,13 +86,13 @@ class Requests:
 @pytest.fixture
 def timed(pipeline, monkeypatch) -> Requests:
     """The engine on the virtual clock, its clients' write requests recorded."""
-    from ferry.engine import copier, multipart
+    from ferry.engine import copier, deadlines
     from ferry.pipeline import batches
 
     clock = VirtualClock()
     fake_time = SimpleNamespace(monotonic=clock.monotonic)
     monkeypatch.setattr(copier, "time", fake_time)
-    monkeypatch.setattr(multipart, "time", fake_time)
+    monkeypatch.setattr(deadlines, "time", fake_time)  # every deadline is made and read there
     requests = Requests(clock)
     real_make_client = copier.make_client
     monkeypatch.setattr(copier, "make_client", lambda *a, **k: requests.watch(real_make_client(*a, **k)))

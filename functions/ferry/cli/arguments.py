@@ -111,6 +111,12 @@ def add_run_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
         help="where the job's report files go (default: beside the ledger, jobs/<id>/)",
     )
     run.add_argument("--job-id", help="the job's id (default: the spec's job_id, else run-<time>-<random>)")
+    run.add_argument(
+        "--resume",
+        metavar="JOB_ID",
+        help="finish a job a run left unfinished (Ctrl-C, SIGTERM, a crash): what was recorded is not redone; "
+        "give the same JOB.json, ledger and report folder (an interrupted run prints this command)",
+    )
     # The same endpoint and credential options as `ferry copy` (read by copy_command.endpoints).
     where = run.add_argument_group("endpoints and credentials (as for ferry copy)")
     for side in ("", "source-", "dest-"):

@@ -14,6 +14,9 @@ import argparse
 import dataclasses
 import json
 import os
+import shlex
+import signal
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
@@ -29,11 +32,12 @@ from ferry.cli.progress import Progress
 from ferry.cli.ranges import check_kms_region, memory_limit
 from ferry.cli.report import Summary
 from ferry.clients import make_client
+from ferry.engine.deadlines import stop_all, stop_cleared
 from ferry.errors import ConfigError, error_code
 from ferry.limits import parse_size
 from ferry.models import CopyResult, Status
 from ferry.pipeline.batches import Services
-from ferry.pipeline.ledger import DynamoLedger, Ledger
+from ferry.pipeline.ledger import INTERRUPTED, DynamoLedger, Ledger
 from ferry.pipeline.local_reports import LocalReports
 from ferry.pipeline.local_run import LAMBDA_SECONDS, job_rows, local_settings, run_job
 from ferry.pipeline.sqlite_ledger import SQLiteLedger
@@ -100,13 +104,20 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
             on_result=progress.add,
             reads_any_region=True,
         )
-        final = run_job(
-            spec,
-            services,
-            job_id=args.job_id,
-            pass_seconds=pass_seconds,
-            on_listed=lambda listing: progress.listed(listing.items, complete=listing.complete),
-        )
+        with StopOnSignals(stderr) as signals:
+            final = run_job(
+                spec,
+                services,
+                job_id=args.resume or args.job_id,
+                pass_seconds=pass_seconds,
+                on_listed=lambda listing: progress.listed(listing.items, complete=listing.complete),
+                journal_root=reports.root,
+                resume=bool(args.resume),
+            )
+    if final["status"] == INTERRUPTED:
+        if isinstance(ledger, SQLiteLedger):
+            ledger.close()
+        return _interrupted(final, signals.received or signal.SIGINT, stderr)
     data = run_report(services, final["job_id"], final, summary)
     if args.report:
         _write_report(args.report, data)
@@ -123,6 +134,65 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     if final["pending"]:
         return EXIT_PENDING
     return EXIT_OK
+
+
+class StopOnSignals:
+    """Ctrl-C (SIGINT) and SIGTERM during `ferry run`: the first stops the run as at a
+    deadline (engine.deadlines.stop_all: requests and parts in flight finish, everything is
+    recorded, the job is marked INTERRUPTED); a second Ctrl-C quits at once, as Ctrl-C
+    otherwise does (the job then stays RUNNING, and --resume still finishes it)."""
+
+    def __init__(self, stderr: IO[str]) -> None:
+        self.stderr = stderr
+        self.received: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> StopOnSignals:
+        stop_cleared()
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            self._previous[signum] = signal.signal(signum, self._stop)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+    def _stop(self, signum: int, frame: Any) -> None:
+        if self.received is not None and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.received = signum
+        stop_all()
+        self.stderr.write(
+            "\nferry: stopping: finishing what is in flight and recording it (Ctrl-C again to quit at once)\n"
+        )
+        self.stderr.flush()
+
+
+def _interrupted(final: Mapping[str, Any], signum: int, stderr: IO[str]) -> int:
+    """An interrupted run's last words: what is recorded, and the command that finishes it."""
+    done = final.get("copied", 0) + final.get("skipped", 0) + final.get("failed", 0)
+    stderr.write(
+        f"job {final['job_id']}: INTERRUPTED; {done} of {final['read']} objects handed out are recorded. "
+        f"Resume with:\n  {resume_command(sys.argv[1:], final['job_id'])}\n"
+    )
+    return 128 + signum
+
+
+def resume_command(argv: list[str], job_id: str) -> str:
+    """This run's command line with `--resume JOB_ID` (and without a --job-id or --resume it had)."""
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg in ("--resume", "--job-id"):
+            skip = True
+            continue
+        if arg.startswith(("--resume=", "--job-id=")):
+            continue
+        kept.append(arg)
+    return shlex.join(["ferry", *kept, "--resume", job_id])
 
 
 def run_report(

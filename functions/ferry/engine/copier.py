@@ -22,6 +22,7 @@ from ferry.engine.archive import archived_outcome
 from ferry.engine.budget import ByteBudget
 from ferry.engine.checkpoints import CheckpointStore
 from ferry.engine.context import TransferContext
+from ferry.engine.deadlines import due
 from ferry.engine.degradations import SERVER_SIDE_NOT_IMPLEMENTED, NotImplementedByServer
 from ferry.engine.dest_listing import DestinationIndex, Listed
 from ferry.engine.outcome import Outcome
@@ -75,11 +76,6 @@ def client_pool_size(concurrency: int | None, part_concurrency: int | None) -> i
     caller that makes the clients first (to check the buckets) hands the same ones over, so
     the run pays for one client per side, not two."""
     return (concurrency or 128) + (part_concurrency or default_part_concurrency())
-
-
-def deadline_in(seconds: float) -> float:
-    """A deadline as the engine takes it (a time.monotonic() value)."""
-    return time.monotonic() + seconds
 
 
 class Copier:
@@ -234,12 +230,7 @@ class Copier:
         archived = archived_outcome(self.ctx.source_client, info, self.policy)
         if archived is not None:
             return archived
-        if (
-            deadline is not None
-            and time.monotonic()
-            + _seconds_needed(self._longest_request(info, server_side), self.single_request_rate)
-            > deadline
-        ):
+        if due(deadline, _seconds_needed(self._longest_request(info, server_side), self.single_request_rate)):
             # One request cannot be interrupted: start the object only if its longest can finish.
             return Outcome(
                 Status.PENDING,
@@ -364,7 +355,7 @@ class Copier:
         results: dict[int, CopyResult] = {}
 
         def copy_one(position: int, obj: SourceObject, target: Target, listed: Listed | str | None) -> None:
-            if deadline is not None and time.monotonic() >= deadline:
+            if due(deadline):
                 result = _not_started(obj, target)
             else:
                 result = self.copy(obj, target, deadline, listed=listed)
@@ -475,7 +466,7 @@ class _WindowReader:
                 window.pairs.append(pair)
         except Exception as error:  # copy what was read; the caller raises after
             window.error = error
-        past_deadline = self.deadline is not None and time.monotonic() >= self.deadline
+        past_deadline = due(self.deadline)
         if self.index is not None and window.pairs and not past_deadline:
             window.known = self.index.window([target for _, target in window.pairs])
         return window

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from typing import Any, Protocol
 from ferry.engine.checkpoints import Checkpoint, CheckpointStore, copy_id
 from ferry.engine.checksums import default_type
 from ferry.engine.context import TransferContext
+from ferry.engine.deadlines import due
 from ferry.engine.degradations import is_not_implemented
 from ferry.engine.lost_replies import completed_already, create_upload
 from ferry.engine.source import SourceInfo
@@ -304,14 +304,14 @@ class MultipartUpload:
                 continue
             if failure:
                 break
-            if deadline is not None and time.monotonic() >= deadline:
+            if due(deadline):
                 stopped = True
                 break
             gate.acquire(part.size)
             if failure:  # a part failed while this one waited for its slot
                 gate.release(part.size)
                 break
-            if deadline is not None and time.monotonic() >= deadline:  # the wait used up the time
+            if due(deadline):  # the wait used up the time (or the run was interrupted)
                 gate.release(part.size)
                 stopped = True
                 break

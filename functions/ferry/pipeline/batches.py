@@ -30,7 +30,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.clients import make_client
-from ferry.engine.copier import Copier, deadline_in
+from ferry.engine.copier import Copier
+from ferry.engine.deadlines import deadline_in
 from ferry.errors import FerryError
 from ferry.jobspec import JobSpec, parse_job_spec
 from ferry.limits import MiB
@@ -643,3 +644,8 @@ def _sum(previous: Mapping[str, int] | None, counts: BatchCounts) -> dict[str, i
     for name, value in (previous or {}).items():
         total[name] = total.get(name, 0) + int(value)
     return total
+
+
+def large_object_recorded(services: Services, job_id: str, batch_id: str, item: Mapping[str, Any]) -> bool:
+    """Whether a large object's task already settled it (a resumed run does not copy it again)."""
+    return services.ledger.batch(job_id, _large_key(batch_id, item)) is not None

@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import itertools
 import json
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
@@ -36,11 +37,19 @@ from ferry.listing import list_objects
 MAX_BATCH_BYTES = 256 * 1024
 
 
-def read_items(s3: Any, job: Mapping[str, Any]) -> Iterator[Any]:
-    """The items of a job as Prepare returned it (`listing` or `manifest`, and `reader`)."""
+def read_items(s3: Any, job: Mapping[str, Any], *, after: tuple[int, Any] | None = None) -> Iterator[Any]:
+    """The items of a job as Prepare returned it (`listing` or `manifest`, and `reader`).
+
+    `after`: (items already read, the last of them) when a run resumes: a listing goes on
+    after that key (listings are in key order), a manifest after that many rows."""
     reader = job["reader"]
     if reader == "listing":  # then the CopyPrefix Map's ItemSelector, as on AWS
-        yield from map(select, listing_items(s3, job["listing"]["bucket"], job["listing"]["prefix"]))
+        start_after = str(after[1]["k"]) if after and isinstance(after[1], Mapping) else ""
+        listing = job["listing"]
+        yield from map(select, listing_items(s3, listing["bucket"], listing["prefix"], start_after))
+        return
+    if after:
+        yield from itertools.islice(read_items(s3, job), after[0], None)
         return
     bucket, key = job["manifest"]["bucket"], job["manifest"]["key"]
     if reader == "csv":
@@ -53,9 +62,9 @@ def read_items(s3: Any, job: Mapping[str, Any]) -> Iterator[Any]:
         raise ConfigError(f"reader {reader!r} is not one Ferry knows (listing, csv, jsonl, inventory)")
 
 
-def listing_items(s3: Any, bucket: str, prefix: str) -> Iterator[dict[str, Any]]:
+def listing_items(s3: Any, bucket: str, prefix: str, start_after: str = "") -> Iterator[dict[str, Any]]:
     """ListObjectsV2 over the prefix (ferry.listing's paginated reader), in AWS's item shape."""
-    for obj in list_objects(s3, bucket, prefix):
+    for obj in list_objects(s3, bucket, prefix, start_after):
         item: dict[str, Any] = {
             "Etag": f'"{obj.etag}"' if obj.etag else "",
             "Key": obj.key,

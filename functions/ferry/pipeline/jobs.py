@@ -47,6 +47,12 @@ def prepare(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
     if spec.manifest:  # read through once, so a manifest the ItemReader would choke on is refused now
         check_manifest(services.s3, spec.manifest.bucket, spec.manifest.key, spec.manifest.format)
     services.ledger.create_job(spec.job_id, spec.to_dict(), execution_arn=event.get("execution_arn"))
+    return job_input(spec, services)
+
+
+def job_input(spec: JobSpec, services: Services) -> dict[str, Any]:
+    """What Prepare hands the Map: where the items are read from, the batching limits, the
+    job's report prefix (and, for a resumed local run, the same again)."""
     job: dict[str, Any] = {
         "job_id": spec.job_id,
         "reader": spec.reader,

@@ -51,6 +51,10 @@ _serialize = TypeSerializer().serialize
 _deserialize = TypeDeserializer().deserialize
 
 
+# An unfinished job's statuses: running, or stopped early by `ferry run` and resumable.
+RUNNING, INTERRUPTED = "RUNNING", "INTERRUPTED"
+
+
 class JobExists(ConfigError):
     """A job id is used once: a second execution with it would mix two jobs' counts."""
 
@@ -168,6 +172,7 @@ class Ledger(Protocol):
     ) -> None: ...
     def job(self, job_id: str) -> dict[str, Any] | None: ...
     def finish_job(self, job_id: str, status: str, report: Mapping[str, Any], tally: Tally) -> None: ...
+    def mark_job(self, job_id: str, status: str) -> bool: ...
     def record_batch(
         self,
         job_id: str,
@@ -230,6 +235,24 @@ class DynamoLedger:
         job = _plain(response["Item"])
         job["spec"] = json.loads(job["spec"])
         return job
+
+    def mark_job(self, job_id: str, status: str) -> bool:
+        """Set an unfinished job's status (INTERRUPTED when `ferry run` stops early, RUNNING
+        again when it resumes); False when the job is missing or already finished."""
+        try:
+            self.client.update_item(
+                TableName=self.table,
+                Key=_item({"pk": _job(job_id), "sk": "JOB"}),
+                UpdateExpression="SET #s = :s",
+                ConditionExpression="#s IN (:running, :interrupted)",
+                ExpressionAttributeNames={"#s": "status"},
+                ExpressionAttributeValues=_item(
+                    {":s": status, ":running": RUNNING, ":interrupted": INTERRUPTED}
+                ),
+            )
+        except self.client.exceptions.ConditionalCheckFailedException:
+            return False
+        return True
 
     def finish_job(self, job_id: str, status: str, report: Mapping[str, Any], tally: Tally) -> None:
         """The job's status, its report, and its counts as Finalize summed them."""

@@ -27,22 +27,29 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ferry.engine.deadlines import stopping
 from ferry.errors import ConfigError, FerryError
+from ferry.jobspec import validate_job_spec
 from ferry.limits import TiB
 from ferry.pipeline.batches import (
     Services,
+    batch_id_for,
     copy_batch,
     copy_large_object,
     hands_work_over,
+    large_object_recorded,
     record_failure,
     resume_hand_over,
 )
 from ferry.pipeline.item_reader import batches, read_items
-from ferry.pipeline.jobs import prepare, settle_job
+from ferry.pipeline.jobs import job_input, prepare, settle_job
+from ferry.pipeline.ledger import INTERRUPTED, RUNNING
+from ferry.pipeline.run_journal import RunJournal
 from ferry.pipeline.settings import PipelineSettings, WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -120,10 +127,25 @@ def run_job(
     large_pass_seconds: float = 90.0,
     attempts: int = 3,
     on_listed: Callable[[Listing], None] = lambda listing: None,
+    journal_root: Path | None = None,
+    resume: bool = False,
 ) -> dict[str, Any]:
     """Run one job, as the parent state machine does, and return Finalize's summary. Raises
-    ConfigError when Prepare refuses the job (nothing is copied then)."""
-    job = prepare({"spec": spec, "execution_name": job_id or new_job_id()}, services)
+    ConfigError when Prepare refuses the job (nothing is copied then).
+
+    With `journal_root`, each batch is journaled as it is handed out (run_journal), so that a
+    run stopped early (engine.deadlines.stop_all: Ctrl-C, SIGTERM) can be resumed: the job is
+    then recorded INTERRUPTED, not finalized, and `resume=True` (with `job_id`) replays the
+    journaled batches from their ledger records and reads on from where the reader stopped."""
+    if resume:
+        if not job_id or journal_root is None:
+            raise ConfigError("--resume needs the job's id and the folder its run journaled to")
+        job = resume_job(spec, job_id, services)
+    else:
+        job = prepare({"spec": spec, "execution_name": job_id or new_job_id()}, services)
+    journal = RunJournal.for_job(journal_root, job["job_id"]) if journal_root is not None else None
+    if journal is not None and not resume:
+        journal.start()
     settings = services.settings
     batch_input = {
         "job": {
@@ -136,27 +158,70 @@ def run_job(
     child = _Child(services, pass_seconds, large_pass_seconds, attempts)
     with ThreadPoolExecutor(settings.max_concurrency, thread_name_prefix="ferry-batch") as pool:
         running: set[Future[None]] = set()
+
+        def hand_out(run: Callable[[Mapping[str, Any], list[Any]], None], chunk: list[Any]) -> None:
+            nonlocal running
+            listing.items += len(chunk)
+            on_listed(listing)
+            if len(running) >= settings.max_concurrency:  # MaxConcurrency: read no further ahead
+                _, running = wait(running, return_when=FIRST_COMPLETED)
+            running.add(pool.submit(child.run_safely, run, batch_input["job"], chunk))
+
         try:
+            last: Any = None
+            if resume and journal is not None:  # the batches handed out before: each from its records
+                for chunk in journal.batches():
+                    hand_out(child.resume, chunk)
+                    last = chunk[-1]
+            after = (listing.items, last) if listing.items else None
             for chunk in batches(
-                read_items(services.s3, job),
+                read_items(services.s3, job, after=after),
                 max_items=settings.max_items_per_batch,
                 max_bytes=settings.max_input_bytes_per_batch,
                 batch_input=batch_input,
             ):
-                listing.items += len(chunk)
-                on_listed(listing)
-                if len(running) >= settings.max_concurrency:  # MaxConcurrency: read no further ahead
-                    _, running = wait(running, return_when=FIRST_COMPLETED)
-                running.add(pool.submit(child.run_safely, batch_input["job"], chunk))
+                if stopping():
+                    break
+                if journal is not None:
+                    journal.handed_out(chunk)
+                hand_out(child.run, chunk)
         except (FerryError, ClientError, BotoCoreError, OSError) as error:
             # The ItemReader failed mid-way: the Map stops, what it handed out still finishes,
             # and Finalize says the job FAILED with the reader's error.
             map_error = {"Error": "States.ItemReaderFailed", "Cause": str(error)}
         else:
-            listing.complete = True
+            listing.complete = not stopping()
             on_listed(listing)
         wait(running)
+    if stopping() and journal is not None and map_error is None:
+        return interrupted(job["job_id"], services, listing.items)
     return finalize_local(job["job_id"], services, listing.items, map_error)
+
+
+def resume_job(spec: Mapping[str, Any], job_id: str, services: Services) -> dict[str, Any]:
+    """The Map's input for a job a run left unfinished (INTERRUPTED; or RUNNING after a crash
+    of the process that ran it), once its spec is proved the one it ran with."""
+    record = services.ledger.job(job_id)
+    if record is None:
+        raise ConfigError(
+            f"--resume: no job {job_id!r} in this ledger; give the --ledger (or --table) it ran with"
+        )
+    if record.get("status") not in (RUNNING, INTERRUPTED):
+        raise ConfigError(f"--resume: job {job_id!r} is {record.get('status')}: there is nothing to resume")
+    checked = validate_job_spec({**spec, "job_id": job_id} if isinstance(spec, Mapping) else spec)
+    if checked.to_dict() != record.get("spec"):
+        raise ConfigError(
+            f"--resume: this spec is not the one job {job_id!r} ran with; resume it with the same JOB.json"
+        )
+    services.ledger.mark_job(job_id, RUNNING)
+    return job_input(checked, services)
+
+
+def interrupted(job_id: str, services: Services, read: int) -> dict[str, Any]:
+    """A run stopped early: the job is recorded INTERRUPTED (never left RUNNING) with what its
+    batches recorded so far; nothing is finalized, so a resume can finish it."""
+    services.ledger.mark_job(job_id, INTERRUPTED)
+    return {"job_id": job_id, "status": INTERRUPTED, "read": read, **services.ledger.tally(job_id).to_dict()}
 
 
 def new_job_id() -> str:
@@ -173,17 +238,36 @@ class _Child:
     large_pass_seconds: float
     attempts: int
 
-    def run_safely(self, job: Mapping[str, Any], items: list[Any]) -> None:
+    def run_safely(
+        self, run: Callable[[Mapping[str, Any], list[Any]], None], job: Mapping[str, Any], items: list[Any]
+    ) -> None:
         """A child that fails outside its Catch (recording a failure failed too) leaves its
         objects out of the ledger: Finalize's count check then fails the job, with both
         numbers, as it does on AWS."""
         try:
-            self.run(job, items)
+            run(job, items)
         except Exception:
             log.exception("a batch of %d objects ended without recording them", len(items))
 
     def run(self, job: Mapping[str, Any], items: list[Any]) -> None:
+        self._passes(job, {"job": job, "items": items, "pass": 1})
+
+    def resume(self, job: Mapping[str, Any], items: list[Any]) -> None:
+        """A batch an earlier run handed out: the passes its ledger recorded are read back
+        (resume_hand_over), not run again; the child goes on from the first unrecorded pass."""
         event: dict[str, Any] = {"job": job, "items": items, "pass": 1}
+        while True:
+            batch_id = event.get("batch_id") or batch_id_for(job["job_id"], items)
+            if self.services.ledger.batch(job["job_id"], f"{batch_id}-p{event['pass']}") is None:
+                self._passes(job, event)
+                return
+            result = resume_hand_over(event, self.services)
+            if not result["remaining"]:
+                self._large_objects(job, result)
+                return
+            event = _next_pass(job, result)
+
+    def _passes(self, job: Mapping[str, Any], event: dict[str, Any]) -> None:
         remaining_ms = int((self.pass_seconds + self.services.settings.deadline_margin_seconds) * 1000)
         while True:  # CopyBatch (-> ResumeHandOver -> WhatIsLeft -> NextPass)
             try:
@@ -195,27 +279,37 @@ class _Child:
                 if hands_work_over(result):  # ResumeHandOver: the hand-over as the ledger recorded it
                     # No Catch, as on AWS: a resume that fails for good ends the child (run_safely).
                     result = self._retried(lambda e=event: resume_hand_over(e, self.services))
-            if not result["remaining"]:
+            if not result["remaining"] or stopping():  # stopped: a resume starts the next pass
                 break
-            event = {
-                "job": job,
-                "items": result["remaining"],
-                "large": result["large"],
-                "pass": result["next_pass"],
-                "batch_id": result["batch_id"],
-                "counts": result["counts"],
-            }
-        large = list(result.get("large") or [])
-        if large:  # CopyLargeObjects: one task per object, large_object_concurrency at once
+            event = _next_pass(job, result)
+        if result["remaining"]:
+            return
+        self._large_objects(job, result)
+
+    def _large_objects(self, job: Mapping[str, Any], result: Mapping[str, Any]) -> None:
+        """CopyLargeObjects: one task per object not yet settled, large_object_concurrency at once."""
+        large = [
+            item
+            for item in result.get("large") or []
+            if not large_object_recorded(self.services, job["job_id"], result["batch_id"], item)
+        ]
+        if large and not stopping():
             width = self.services.settings.large_object_concurrency
             with ThreadPoolExecutor(width, thread_name_prefix="ferry-large") as pool:
                 list(pool.map(lambda item: self._large(job, result["batch_id"], item), large))
 
     def _large(self, job: Mapping[str, Any], batch_id: str, item: Mapping[str, Any]) -> None:
         try:
+            if stopping():  # not started: a resume copies it
+                return
             self._retried(
                 lambda: copy_large_object(
-                    job["job_id"], batch_id, item, self.services, pass_seconds=self.large_pass_seconds
+                    job["job_id"],
+                    batch_id,
+                    item,
+                    self.services,
+                    keep_going=lambda: not stopping(),
+                    pass_seconds=self.large_pass_seconds,
                 )
             )
         except Exception as error:  # -> RecordFailedLargeObject
@@ -236,6 +330,18 @@ class _Child:
                 log.warning("attempt %d failed; retrying", attempt, exc_info=True)
                 time.sleep(min(2.0**attempt, 10.0))
         raise AssertionError("unreachable")
+
+
+def _next_pass(job: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
+    """NextPass: what the child's next CopyBatch pass gets."""
+    return {
+        "job": job,
+        "items": result["remaining"],
+        "large": result["large"],
+        "pass": result["next_pass"],
+        "batch_id": result["batch_id"],
+        "counts": result["counts"],
+    }
 
 
 def _error(error: BaseException) -> dict[str, str]:

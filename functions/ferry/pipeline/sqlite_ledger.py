@@ -114,6 +114,14 @@ class SQLiteLedger:
         ids = [r["job_id"] for r in self._rows("SELECT job_id FROM jobs ORDER BY started_at DESC, job_id")]
         return [job for job in (self.job(i) for i in ids) if job is not None]
 
+    def mark_job(self, job_id: str, status: str) -> bool:
+        """Set an unfinished job's status (see DynamoLedger.mark_job)."""
+        cursor = self._run(
+            "UPDATE jobs SET status = ? WHERE job_id = ? AND status IN ('RUNNING', 'INTERRUPTED')",
+            (status, job_id),
+        )
+        return cursor.rowcount == 1
+
     def finish_job(self, job_id: str, status: str, report: Mapping[str, Any], tally: Tally) -> None:
         self._run(
             "UPDATE jobs SET status = ?, finished_at = ?, report = ?, totals = ? WHERE job_id = ?",

@@ -1,0 +1,149 @@
+"""Ctrl-C (SIGINT) and SIGTERM during `ferry run`: what is in flight finishes and is recorded,
+the job is recorded INTERRUPTED (never RUNNING forever), the command that resumes it is
+printed, and the resume copies every remaining object once, redoing nothing recorded.
+
+From the outside: the `ferry` process (slowed by tests/cli/slow_run.py so that it is still
+running when the signal comes), its exit code and stderr, the SQLite ledger and the bucket.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import S3Server
+
+SLOW_RUN = [sys.executable, str(Path(__file__).with_name("slow_run.py"))]
+FERRY = str(Path(sys.executable).with_name("ferry"))
+OBJECTS = 60
+
+
+def batches_recorded(ledger: Path) -> int:
+    try:
+        with sqlite3.connect(ledger) as db:
+            return int(db.execute("SELECT count(*) FROM batches").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+
+
+def job_status(ledger: Path, job_id: str) -> str:
+    with sqlite3.connect(ledger) as db:
+        return str(db.execute("SELECT status FROM jobs WHERE job_id = ?", (job_id,)).fetchone()[0])
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_run_is_recorded_and_resumes_to_succeeded_copying_each_object_once(
+    versitygw: S3Server, vgw_buckets: tuple[str, str], tmp_path: Path, signum: int
+) -> None:
+    src, dst = vgw_buckets
+    for i in range(OBJECTS):
+        versitygw.client.put_object(Bucket=src, Key=f"data/{i:03d}", Body=f"object {i}".encode())
+    spec = tmp_path / "job.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "job_id": "nightly",
+                "source": {"bucket": src, "prefix": "data/"},
+                "destination": {"bucket": dst},
+            }
+        )
+    )
+    ledger = tmp_path / "ledger.sqlite"
+    argv = [
+        "run",
+        str(spec),
+        "--endpoint-url",
+        versitygw.url,
+        "--ledger",
+        str(ledger),
+        "--max-items-per-batch",
+        "3",
+        "--batch-concurrency",
+        "1",
+    ]
+    run = subprocess.Popen([*SLOW_RUN, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while batches_recorded(ledger) < 3 and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.05)
+    assert run.poll() is None, "the run ended before it could be interrupted"
+    run.send_signal(signum)
+    out, err = run.communicate(timeout=120)
+
+    assert run.returncode == 128 + signum, err
+    assert "Traceback" not in err
+    assert job_status(ledger, "nightly") == "INTERRUPTED"
+    copied_before = len(versitygw.keys(dst))
+    assert 0 < copied_before < OBJECTS
+    resume_line = err.strip().splitlines()[-1].strip()
+    assert resume_line.startswith("ferry run ") and resume_line.endswith("--resume nightly"), err
+    resume_argv = shlex.split(resume_line)[1:]
+    assert resume_argv == [*argv, "--resume", "nightly"]
+
+    report = tmp_path / "report.jsonl"
+    resumed = subprocess.run(
+        [FERRY, *resume_argv, "--json", "--report", str(report)], capture_output=True, text=True, timeout=300
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads(resumed.stdout)
+    assert (summary["status"], summary["objects"], summary["objects_read_by_map"]) == (
+        "SUCCEEDED",
+        OBJECTS,
+        OBJECTS,
+    )
+    # Copied once each: nothing recorded before was copied again (it would say skipped: already there).
+    assert (summary["copied"], summary["skipped"], summary["failed"]) == (OBJECTS, 0, 0)
+    rows = [json.loads(line) for line in report.read_text().splitlines() if '"summary"' not in line]
+    assert sorted(r["key"] for r in rows) == [f"data/{i:03d}" for i in range(OBJECTS)]
+    assert sorted(versitygw.keys(dst)) == [f"{i:03d}" for i in range(OBJECTS)]
+    assert versitygw.client.get_object(Bucket=dst, Key="042")["Body"].read() == b"object 42"
+    assert job_status(ledger, "nightly") == "SUCCEEDED"
+
+    again = subprocess.run([FERRY, *resume_argv], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 1
+    assert again.stderr == "ferry: error: --resume: job 'nightly' is SUCCEEDED: there is nothing to resume\n"
+
+
+def test_a_resume_with_another_spec_is_refused_before_anything_moves(
+    versitygw: S3Server, vgw_buckets: tuple[str, str], tmp_path: Path
+) -> None:
+    src, dst = vgw_buckets
+    versitygw.client.put_object(Bucket=src, Key="data/a", Body=b"a")
+    ledger = tmp_path / "ledger.sqlite"
+    missing = subprocess.run(
+        [FERRY, "run", str(tmp_path / "x.json"), "--ledger", str(ledger), "--resume", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert missing.returncode == 1 and "Traceback" not in missing.stderr
+    spec = tmp_path / "job.json"
+    spec.write_text(
+        json.dumps({"source": {"bucket": src, "prefix": "data/"}, "destination": {"bucket": dst}})
+    )
+    absent = subprocess.run(
+        [
+            FERRY,
+            "run",
+            str(spec),
+            "--endpoint-url",
+            versitygw.url,
+            "--ledger",
+            str(ledger),
+            "--resume",
+            "nope",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert absent.returncode == 1
+    assert absent.stderr.startswith("ferry: error: --resume: no job 'nope' in this ledger")
+    assert versitygw.keys(dst) == []
