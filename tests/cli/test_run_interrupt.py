@@ -87,6 +87,15 @@ def test_an_interrupted_run_is_recorded_and_resumes_to_succeeded_copying_each_ob
     resume_argv = shlex.split(resume_line)[1:]
     assert resume_argv == [*argv, "--resume", "nightly"]
 
+    # Local jobs can be looked at without a stack, as `ferry job` looks at a deployed one's.
+    listed = subprocess.run([FERRY, "job", "list", "--ledger", str(ledger)], capture_output=True, text=True)
+    assert listed.returncode == 0 and listed.stdout.startswith("nightly  INTERRUPTED  started "), listed
+    status = subprocess.run(
+        [FERRY, "job", "status", "nightly", "--ledger", str(ledger)], capture_output=True, text=True
+    )
+    assert status.returncode == 3, status  # unfinished, as a job still pending
+    assert "--resume nightly" in status.stdout
+
     report = tmp_path / "report.jsonl"
     resumed = subprocess.run(
         [FERRY, *resume_argv, "--json", "--report", str(report)], capture_output=True, text=True, timeout=300
@@ -105,6 +114,14 @@ def test_an_interrupted_run_is_recorded_and_resumes_to_succeeded_copying_each_ob
     assert sorted(versitygw.keys(dst)) == [f"{i:03d}" for i in range(OBJECTS)]
     assert versitygw.client.get_object(Bucket=dst, Key="042")["Body"].read() == b"object 42"
     assert job_status(ledger, "nightly") == "SUCCEEDED"
+
+    local_report = subprocess.run(
+        [FERRY, "job", "report", "nightly", "--ledger", str(ledger)], capture_output=True, text=True
+    )
+    assert local_report.returncode == 0, local_report.stderr
+    assert local_report.stdout.startswith(
+        f"job nightly: SUCCEEDED\n{OBJECTS} objects: {OBJECTS} copied, 0 skipped, 0 failed"
+    )
 
     again = subprocess.run([FERRY, *resume_argv], capture_output=True, text=True, timeout=60)
     assert again.returncode == 1
@@ -147,3 +164,11 @@ def test_a_resume_with_another_spec_is_refused_before_anything_moves(
     assert absent.returncode == 1
     assert absent.stderr.startswith("ferry: error: --resume: no job 'nope' in this ledger")
     assert versitygw.keys(dst) == []
+
+
+def test_local_job_commands_name_a_missing_ledger_or_job_in_one_line(tmp_path: Path) -> None:
+    missing = subprocess.run(
+        [FERRY, "job", "list", "--ledger", str(tmp_path / "none.sqlite")], capture_output=True, text=True
+    )
+    assert missing.returncode == 1
+    assert missing.stderr.startswith("ferry: error: no ledger at ") and len(missing.stderr.splitlines()) == 1

@@ -251,13 +251,22 @@ def add_job_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
     start.add_argument("--json", action="store_true", help="print one JSON object")
     _add_option_arguments(start)
 
-    status = sub.add_parser("status", parents=[stack], help="how far a job is: objects, bytes, rate, ETA")
+    # `ferry run`'s jobs, on this machine: the same three commands read its SQLite ledger.
+    local = argparse.ArgumentParser(add_help=False)
+    here = local.add_argument_group("jobs run on this machine (ferry run)")
+    here.add_argument("--local", action="store_true", help="read ferry run's ledger here, not the stack")
+    here.add_argument(
+        "--ledger", metavar="PATH", help="that ledger file (default: ~/.cache/ferry/ledger.sqlite)"
+    )
+    status = sub.add_parser(
+        "status", parents=[stack, local], help="how far a job is: objects, bytes, rate, ETA"
+    )
     status.add_argument("job_id", metavar="JOB")
     status.add_argument("--watch", action="store_true", help="refresh until the job ends")
     status.add_argument("--interval", type=float, default=5.0, help="seconds between refreshes (--watch)")
     status.add_argument("--json", action="store_true", help="print one JSON object")
 
-    report = sub.add_parser("report", parents=[stack], help="the report Finalize wrote")
+    report = sub.add_parser("report", parents=[stack, local], help="the report Finalize wrote")
     report.add_argument("job_id", metavar="JOB")
     report.add_argument("--failures", action="store_true", help="every failed object, not the first 20")
     report.add_argument("--json", action="store_true", help="print one JSON object")
@@ -265,7 +274,7 @@ def add_job_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
         "--html", metavar="FILE", help="also write the report as one self-contained HTML page to FILE"
     )
 
-    listing = sub.add_parser("list", parents=[stack], help="recent jobs, newest first")
+    listing = sub.add_parser("list", parents=[stack, local], help="recent jobs, newest first")
     listing.add_argument("--status", type=str.upper, choices=EXECUTION_STATUSES, help="only these")
     listing.add_argument("--max", type=int, default=20, help="at most this many (default 20)")
     listing.add_argument("--json", action="store_true", help="print one JSON object")

@@ -37,7 +37,9 @@ from ferry.cli.job_runs import (
     read_failures,
     start_job,
 )
+from ferry.cli.local_jobs import run_local, wants_local
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, read_json_file
+from ferry.cli.report import report_text
 from ferry.cli.stack_outputs import DEFAULT_STACK, StackOutputs
 from ferry.errors import ConfigError
 from ferry.jobspec import JobSpec, parse_options, validate_job_spec
@@ -81,6 +83,10 @@ def run_job(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     if args.job_command == "start":
         spec = validate_job_spec(spec_from_args(args))  # Prepare's validator, before any AWS setting
         return run_start(JobClients.create(args.region, args.profile), args, stdout, spec)
+    if args.job_command in ("status", "report", "list") and wants_local(args):
+        from ferry.cli.run_command import default_state_dir
+
+        return run_local(args, stdout, default_state_dir())
     clients = JobClients.create(args.region, args.profile)
     runs: dict[str, Callable[[JobClients, argparse.Namespace, IO[str]], int]] = {
         "status": run_status,
@@ -323,53 +329,6 @@ def write_html(report: Mapping[str, Any], failures: Iterable[Mapping[str, Any]],
             file.write(page)
     except OSError as error:
         raise ConfigError(f"cannot write {path!r}: {error.strerror}") from error
-
-
-def report_text(report: Mapping[str, Any], job_id: str, *, every_failure: bool) -> str:
-    """Finalize's summary printed as `ferry copy` prints its own."""
-    s = report["summary"]
-    lines = [
-        f"job {job_id}: {s.get('status')}",
-        f"{s.get('objects', 0)} objects: {s.get('copied', 0)} copied, {s.get('skipped', 0)} skipped, "
-        f"{s.get('failed', 0)} failed, {s.get('pending', 0)} pending | "
-        f"{format_size(s.get('bytes_copied') or 0)} copied in {s.get('batches', 0)} batches",
-    ]
-    source, destination = s.get("source") or {}, s.get("destination") or {}
-    if source or destination:
-        where = f"s3://{source.get('bucket', '')}/{source.get('prefix', '')}"
-        if source.get("manifest"):
-            m = source["manifest"]
-            where = f"the {m.get('format')} manifest s3://{m.get('bucket')}/{m.get('key')}"
-        lines.append(
-            f"  from {where} to s3://{destination.get('bucket', '')}/{destination.get('prefix', '')}"
-        )
-    if s.get("started_at"):
-        lines.append(f"  started: {s['started_at']}")
-    if s.get("map_error"):
-        lines.append(
-            f"  note: the Distributed Map stopped: {s['map_error'].get('error')}: {s['map_error'].get('cause')}"
-        )
-    read = s.get("objects_read_by_map")
-    if read is not None and read != s.get("objects"):
-        lines.append(f"  note: the Map read {read} objects but the ledger accounts for {s.get('objects')}")
-    if s.get("lost_in_unfinished_batches"):
-        lines.append(
-            f"  note: {s['lost_in_unfinished_batches']} failures are objects of batches that did not finish"
-        )
-    failures = report.get("failures") or []
-    for failure in failures:
-        lines.append(
-            f"  failed: s3://{failure.get('bucket', '')}/{failure.get('key')}: {failure.get('reason')}"
-        )
-    more = int(s.get("failed") or 0) - len(failures)
-    if more > 0 and not every_failure:
-        lines.append(
-            f"  ... and {more} more failures (ferry job report {job_id} --failures, or {report['failures_report']})"
-        )
-    lines.append(f"  report: {report['report']}")
-    if s.get("failed"):
-        lines.append(f"  failures: {report['failures_report']} (ferry job retry {job_id} copies them again)")
-    return "\n".join(lines)
 
 
 def _report_exit(summary: Mapping[str, Any]) -> int:

@@ -9,6 +9,7 @@ import json
 import threading
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -137,3 +138,50 @@ class ReportWriter:
         with self._lock:
             self._stream.write(json.dumps({"summary": summary.to_dict()}) + "\n")
             self._stream.flush()
+
+
+def report_text(report: Mapping[str, Any], job_id: str, *, every_failure: bool) -> str:
+    """Finalize's summary printed as `ferry copy` prints its own."""
+    s = report["summary"]
+    lines = [
+        f"job {job_id}: {s.get('status')}",
+        f"{s.get('objects', 0)} objects: {s.get('copied', 0)} copied, {s.get('skipped', 0)} skipped, "
+        f"{s.get('failed', 0)} failed, {s.get('pending', 0)} pending | "
+        f"{format_size(s.get('bytes_copied') or 0)} copied in {s.get('batches', 0)} batches",
+    ]
+    source, destination = s.get("source") or {}, s.get("destination") or {}
+    if source or destination:
+        where = f"s3://{source.get('bucket', '')}/{source.get('prefix', '')}"
+        if source.get("manifest"):
+            m = source["manifest"]
+            where = f"the {m.get('format')} manifest s3://{m.get('bucket')}/{m.get('key')}"
+        lines.append(
+            f"  from {where} to s3://{destination.get('bucket', '')}/{destination.get('prefix', '')}"
+        )
+    if s.get("started_at"):
+        lines.append(f"  started: {s['started_at']}")
+    if s.get("map_error"):
+        lines.append(
+            f"  note: the Distributed Map stopped: {s['map_error'].get('error')}: {s['map_error'].get('cause')}"
+        )
+    read = s.get("objects_read_by_map")
+    if read is not None and read != s.get("objects"):
+        lines.append(f"  note: the Map read {read} objects but the ledger accounts for {s.get('objects')}")
+    if s.get("lost_in_unfinished_batches"):
+        lines.append(
+            f"  note: {s['lost_in_unfinished_batches']} failures are objects of batches that did not finish"
+        )
+    failures = report.get("failures") or []
+    for failure in failures:
+        lines.append(
+            f"  failed: s3://{failure.get('bucket', '')}/{failure.get('key')}: {failure.get('reason')}"
+        )
+    more = int(s.get("failed") or 0) - len(failures)
+    if more > 0 and not every_failure:
+        lines.append(
+            f"  ... and {more} more failures (ferry job report {job_id} --failures, or {report['failures_report']})"
+        )
+    lines.append(f"  report: {report['report']}")
+    if s.get("failed"):
+        lines.append(f"  failures: {report['failures_report']} (ferry job retry {job_id} copies them again)")
+    return "\n".join(lines)
