@@ -72,7 +72,7 @@ test: $(BIN)/.installed node_modules/.installed $(VERSITYGW) $(MINIO) $(GARAGE) 
 		$(BIN)/pytest -q --timeout=600
 
 clean:
-	rm -rf $(VENV) $(CACHE)
+	rm -rf $(VENV) $(CACHE) site
 
 # `make bench`: Ferry side by side with s5cmd, rclone and the AWS CLI on local MinIO and
 # versitygw (bench/README.md). Everything goes into .cache/; options: BENCH_ARGS="--quick".
