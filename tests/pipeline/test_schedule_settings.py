@@ -72,6 +72,26 @@ def test_any_interval_is_accepted(expression: str) -> None:
             },
             "schedules[nightly].spec.destination: s3://dst/else/ is not inside any configured 'destinations' location",
         ),
+        (  # the one job-spec validator, as on every door: S3's storage classes
+            {"schedules": [{**NIGHTLY, "spec": {**NIGHTLY["spec"], "options": {"storage_class": "COLD"}}}]},
+            "schedules[nightly].spec.options.storage_class: 'COLD' is not an S3 storage class",
+        ),
+        (  # ... and a destination inside the listed source
+            {
+                "sources": [{"bucket": "src", "prefix": ""}],
+                "destinations": [{"bucket": "src", "prefix": ""}],
+                "schedules": [
+                    {
+                        **NIGHTLY,
+                        "spec": {
+                            "source": {"bucket": "src", "prefix": "in/"},
+                            "destination": {"bucket": "src", "prefix": "in/copy/"},
+                        },
+                    }
+                ],
+            },
+            "schedules[nightly].spec.destination: s3://src/in/copy/ is inside the source s3://src/in/",
+        ),
         ({"alarm_email": "ops.example.com"}, "alarm_email: 'ops.example.com' is not an email address"),
         ({"alarm_topic_arn": "ops-pager"}, "alarm_topic_arn: 'ops-pager' is not an SNS topic ARN"),
         (
