@@ -285,3 +285,38 @@ def test_an_unproved_rewrite_in_place_is_never_deleted(motoserver, moto_buckets,
     assert motoserver.client.get_object(Bucket=src, Key="k")["Body"].read() == b"precious"
     assert result.status == Status.FAILED
     assert "forced for the test" in result.reason and "in place" in result.reason
+
+
+@pytest.mark.parametrize(
+    "upload_algorithm", [None, "CRC32"], ids=["default-upload-algorithm", "crc32-upload"]
+)
+@pytest.mark.parametrize("server_name", ["versitygw", "minio"])
+def test_a_listed_object_damaged_after_its_checked_get_fails_and_leaves_nothing(
+    request, server_name, upload_algorithm
+) -> None:
+    """A listed object (no HEAD) is read with ChecksumMode, and the GET's checked value is not
+    computed again: bytes damaged after that check (here: after the client returned them) go
+    to PutObject with the checked value, which the destination refuses. Nothing is kept."""
+    server = request.getfixturevalue(server_name)
+    src, dst = server.bucket("src"), server.bucket("dst")
+    data = os.urandom(500_000)
+    server.client.put_object(Bucket=src, Key="obj", Body=data, ChecksumAlgorithm="CRC32")
+    listed = server.client.list_objects_v2(Bucket=src)["Contents"][0]
+    obj = SourceObject(
+        src, "obj", size=listed["Size"], etag=listed["ETag"].strip('"'), storage_class="STANDARD"
+    )
+    # With CRC32 uploads the GET's checked value is the one PutObject carries, uncomputed.
+    policy = CopyPolicy(mode="stream", checksum_algorithm=upload_algorithm, skip_existing=False)  # no HEAD
+
+    with Copier(server.endpoint, server.endpoint, policy) as copier:
+        clean = copier.copy(obj, Target(dst, "clean"))
+    assert clean.status == Status.COPIED, clean.reason
+    assert body(server, dst, "clean") == data
+
+    source = TamperingSource(make_client(server.endpoint), tamper=flip_one_byte)
+    with Copier(server.endpoint, server.endpoint, policy, source_client=source) as copier:
+        result = copier.copy(obj, Target(dst, "corrupt"))
+    assert source.calls >= 1
+    assert result.status == Status.FAILED, result
+    assert server.keys(dst) == ["clean"]
+    assert server.open_uploads(dst) == []

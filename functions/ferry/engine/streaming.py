@@ -11,6 +11,7 @@ import hashlib
 import logging
 import random
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from botocore.exceptions import (
@@ -125,6 +126,23 @@ def read_into(client: Any, info: SourceInfo, part: Part | None, view: memoryview
     raise CopyFailed(
         f"reading the source failed {READ_ATTEMPTS} times ({type(last_error).__name__}: {last_error})"
     )
+
+
+# GetObject's response algorithms in the order botocore (and ferry.lean_s3, which follows it)
+# picks the one to check the body against when ChecksumMode is ENABLED.
+_CHECKED_ORDER = ("CRC64NVME", "CRC32", "CRC32C", "SHA256", "SHA1")
+
+
+def checked_by_get(response: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The (algorithm, value) a whole-object GET with ChecksumMode=ENABLED was checked against
+    as its body was read (a mismatch raises FlexibleChecksumError, and the read is retried):
+    those bytes have that checksum, so it is not computed a second time. A part's composite
+    value ("-N") is never checked, as in botocore."""
+    for algorithm in _CHECKED_ORDER:
+        value = response.get(f"Checksum{algorithm}")
+        if value and "-" not in value:
+            return algorithm, value
+    return None
 
 
 class OrderedMd5(InOrder):
@@ -260,12 +278,17 @@ def _stream_single(ctx: TransferContext, info: SourceInfo, target: Target) -> Ou
     buffer = ctx.buffers.take(info.size)
     try:
         with memoryview(buffer)[: info.size] as data:
+            asked_checksum = info.provisional  # the GET asked for it (ChecksumMode): it was checked
             headers = read_into(ctx.source_client, info, None, data)
             if info.provisional:
                 info.confirm(headers)
             algorithm = ctx.upload_algorithm(info)
             args = _new_object_args(ctx, info)
-            sums = {a: checksums.b64(checksums.digest(a, data)) for a in source_algorithms(info, algorithm)}
+            checked = checked_by_get(headers) if asked_checksum else None
+            sums = {
+                a: checked[1] if checked and checked[0] == a else checksums.b64(checksums.digest(a, data))
+                for a in source_algorithms(info, algorithm)
+            }
             whole_md5 = hashlib.md5(data).hexdigest() if needs_whole_md5(info) else None
             proof = StreamProof(
                 [PartProof(1, len(data), sums)], multipart=False, layout_reproduced=False, whole_md5=whole_md5
