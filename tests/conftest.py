@@ -358,7 +358,8 @@ def pipeline(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
     from moto import mock_aws
 
-    from ferry.pipeline.settings import Location, PipelineSettings
+    from ferry.pipeline.locations import Location
+    from ferry.pipeline.settings import PipelineSettings
 
     settings = PipelineSettings(
         sources=(Location("src"),), destinations=(Location("dst"),), large_object_threshold=64 * 1024 * 1024

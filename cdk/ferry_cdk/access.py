@@ -24,7 +24,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 
 from ferry.models import DEFAULT_MARKS_PREFIX
-from ferry.pipeline.settings import Location
+from ferry.pipeline.locations import Location
 
 SOURCE_READ = (
     "s3:GetObject",

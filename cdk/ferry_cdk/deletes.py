@@ -25,7 +25,7 @@ from typing import Protocol
 
 from aws_cdk import aws_iam as iam
 
-from ferry.pipeline.settings import Location
+from ferry.pipeline.locations import Location
 
 from .access import bucket_arn, iam_escape, object_arns
 

@@ -21,7 +21,8 @@ from collections.abc import Iterable
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 
-from ferry.pipeline.settings import Location, PipelineSettings
+from ferry.pipeline.locations import Location
+from ferry.pipeline.settings import PipelineSettings
 
 
 def secret_arn(stack: cdk.Stack, secret: str) -> str:

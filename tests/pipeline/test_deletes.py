@@ -30,7 +30,7 @@ from ferry.pipeline.deletes import (
     sequencer_newer,
 )
 from ferry.pipeline.ledger import DynamoCopyRecords
-from ferry.pipeline.settings import Location
+from ferry.pipeline.locations import Location
 
 SERVERS = ("versitygw", "minio")
 

@@ -36,7 +36,8 @@ import pytest
 from ferry.engine.upload_marks import list_marks
 from ferry.jobspec import parse_job_spec
 from ferry.pipeline.ledger import DynamoLedger
-from ferry.pipeline.settings import Location, PipelineSettings
+from ferry.pipeline.locations import Location
+from ferry.pipeline.settings import PipelineSettings
 
 MiB = 1024 * 1024
 PART = 5 * MiB

@@ -22,7 +22,8 @@ from ferry import clients
 from ferry.clients import make_client
 from ferry.lean_s3 import LeanClient
 from ferry.models import Endpoint
-from ferry.pipeline.settings import Location, PipelineSettings
+from ferry.pipeline.locations import Location
+from ferry.pipeline.settings import PipelineSettings
 from handlers import copy_batch, prepare
 
 SOURCE_ROLE = "arn:aws:iam::444455556666:role/ferry-source-reader"

@@ -32,8 +32,9 @@ from typing import IO, Any
 from ferry.cli.parsing import EXIT_OK
 from ferry.errors import ConfigError
 from ferry.models import DEFAULT_MARKS_PREFIX, Endpoint
+from ferry.pipeline.locations import Location
 from ferry.pipeline.replication_config import event_key_prefixes
-from ferry.pipeline.settings import STACK_ROLE_TAG, Location, PipelineSettings
+from ferry.pipeline.settings import STACK_ROLE_TAG, PipelineSettings
 
 VERSION = "2012-10-17"
 ACCOUNT = re.compile(r"[0-9]{12}")

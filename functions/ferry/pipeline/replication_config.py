@@ -24,7 +24,7 @@ from urllib.parse import quote_plus
 
 from ferry.errors import ConfigError
 from ferry.jobspec import as_folder, check_not_overlapping, parse_options
-from ferry.pipeline.settings import ACCESS_FIELDS, Location
+from ferry.pipeline.locations import ACCESS_FIELDS, Location
 
 NAME = re.compile(r"^[A-Za-z0-9-]{1,40}$")
 FIELDS = (

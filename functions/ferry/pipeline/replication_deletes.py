@@ -29,7 +29,7 @@ from ferry.pipeline.deletes import (
     apply_deletes,
 )
 from ferry.pipeline.ledger import DynamoCopyRecords
-from ferry.pipeline.settings import Location
+from ferry.pipeline.locations import Location
 
 log = logging.getLogger(__name__)
 
