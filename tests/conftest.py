@@ -492,7 +492,7 @@ def s3_compatible(request: pytest.FixtureRequest) -> S3Server:
     return request.getfixturevalue(request.param)
 
 
-# -- the two request paths: the lean one (ferry.lean_s3, the default) and botocore alone --
+# -- the two request paths: the lean one (ferry.s3.lean_s3, the default) and botocore alone --
 
 # Every test runs on the lean request path, as Ferry runs by default. The tests in these
 # modules run a second time with it off (FERRY_LEAN_REQUESTS=0, every request botocore's):

@@ -5,7 +5,7 @@ the configured credential secrets, and `kms:Decrypt` on the keys that encrypt th
 Secrets Manager decrypts a secret with its KMS key in the secret's own region, so the
 `kms:ViaService` condition names `secretsmanager.<region>.amazonaws.com` for each region a
 configured secret is read in: a name in the stack's region, an ARN in the region it names
-(where the workers read it, ferry.clients.secret_region).
+(where the workers read it, ferry.s3.clients.secret_region).
 
 A secret given by name is granted as `...:secret:NAME-??????`: Secrets Manager appends a
 hyphen and six random characters to every secret's ARN, and its documentation recommends

@@ -36,10 +36,10 @@ def services() -> Services:
     these bring in, and a Lambda's init phase is billed (start-up cost)."""
     import boto3
 
-    from ferry.clients import expect_owners
     from ferry.models import Endpoint
     from ferry.pipeline.batches import Services
     from ferry.pipeline.settings import WorkerSettings
+    from ferry.s3.clients import expect_owners
 
     settings = WorkerSettings.from_environ()
     s3 = boto3.client("s3", config=_RETRIES)

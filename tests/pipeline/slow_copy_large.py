@@ -11,7 +11,7 @@ from typing import Any
 
 import ferry.engine.copier
 import ferry.pipeline.batches
-from ferry.clients import make_client
+from ferry.s3.clients import make_client
 from handlers import copy_large
 
 DELAY = float(os.environ.get("SLOW_PART_SECONDS", "0.5"))

@@ -21,9 +21,9 @@ import boto3
 import pytest
 
 from conftest import PIPELINE_TABLE, FakeLambdaContext
-from ferry import clients
 from ferry.pipeline.batches import pass_event
 from ferry.pipeline.ledger import DynamoLedger
+from ferry.s3 import clients
 from ferry_cdk.definition import child_definition
 from handlers import copy_batch, prepare, record_failure
 
@@ -305,7 +305,7 @@ def states_entered(execution_arn: str) -> list[str]:
 def test_a_batch_done_in_one_pass_enters_copy_batch_alone(pipeline, child) -> None:
     """The normal path: the Map starts the child (one transition), CopyBatch copies the batch
     and ends the child (one more). Only the batch id and its counts leave the child."""
-    from ferry import estimate
+    from ferry.costs import estimate
 
     for n in range(4):
         pipeline.s3.put_object(Bucket="src", Key=f"n/{n}", Body=b"z" * (n + 1))

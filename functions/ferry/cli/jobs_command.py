@@ -42,9 +42,9 @@ from ferry.cli.stack_outputs import DEFAULT_STACK, StackOutputs
 from ferry.errors import ConfigError
 from ferry.jobspec import JobSpec, check_not_overlapping, parse_job_spec, parse_options
 from ferry.limits import format_size
-from ferry.listing import parse_s3_url
-from ferry.report_html import FAILURES_SHOWN as HTML_FAILURES_SHOWN
-from ferry.report_html import render_report_html
+from ferry.reports.report_html import FAILURES_SHOWN as HTML_FAILURES_SHOWN
+from ferry.reports.report_html import render_report_html
+from ferry.s3.listing import parse_s3_url
 
 FAILURES_SHOWN = 20
 

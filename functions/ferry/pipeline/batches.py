@@ -29,7 +29,6 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.clients import make_client
 from ferry.engine.copier import Copier, deadline_in
 from ferry.errors import FerryError
 from ferry.jobspec import JobSpec, parse_job_spec
@@ -51,7 +50,8 @@ from ferry.pipeline.ledger import (
 from ferry.pipeline.local_reports import ReportStore
 from ferry.pipeline.reach import endpoint_for, reached_otherwise
 from ferry.pipeline.settings import WorkerSettings
-from ferry.report_stats import ReportStats
+from ferry.reports.report_stats import ReportStats
+from ferry.s3.clients import make_client
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,6 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.clients import make_client
 from ferry.errors import ConfigError, describe, explain_bare
 from ferry.jobspec import JobSpec, check_not_overlapping, parse_job_spec
 from ferry.pipeline.abandoned_uploads import AbandonedUploads, abort_abandoned_uploads
@@ -32,7 +31,8 @@ from ferry.pipeline.job_stats import first_failures, job_stats
 from ferry.pipeline.manifest_check import check_manifest
 from ferry.pipeline.map_runs import MapRunRecord, job_map_runs
 from ferry.pipeline.reach import reached_otherwise
-from ferry.report_html import render_report_html
+from ferry.reports.report_html import render_report_html
+from ferry.s3.clients import make_client
 
 
 class AccessCheckFailed(ConfigError):

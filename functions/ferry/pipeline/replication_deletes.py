@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ferry.clients import make_client
 from ferry.models import Endpoint
 from ferry.pipeline.deletes import (
     CopyRecords,
@@ -30,6 +29,7 @@ from ferry.pipeline.deletes import (
 )
 from ferry.pipeline.ledger import DynamoCopyRecords
 from ferry.pipeline.locations import Location
+from ferry.s3.clients import make_client
 
 log = logging.getLogger(__name__)
 

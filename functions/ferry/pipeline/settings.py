@@ -79,7 +79,7 @@ class PipelineSettings:
     fargate_cpu: int = 2048
     fargate_memory_mb: int = 4096
     fargate_spot: bool = True
-    # The lean request path for small objects' requests (ferry.lean_s3); false sends every
+    # The lean request path for small objects' requests (ferry.s3.lean_s3); false sends every
     # request through botocore, as `ferry copy --no-lean-requests` does.
     lean_requests: bool = True
     fargate_max_concurrency: int = 2  # per batch: all batches together run up to max_concurrency x this
@@ -246,7 +246,7 @@ class PipelineSettings:
             "FERRY_COPY_OBJECT_MIB_PER_SECOND": str(self.copy_object_mib_per_second),
             "FERRY_CHECKPOINT_TTL_DAYS": str(self.checkpoint_ttl_days),
             "FERRY_MEMORY_LIMIT": str(self.fargate_memory_limit if fargate else self.lambda_memory_limit),
-            # ferry.lean_s3.LEAN_ENV, spelled out: importing lean_s3 here would load botocore into `cdk synth`
+            # ferry.s3.lean_s3.LEAN_ENV, spelled out: importing lean_s3 here would load botocore into `cdk synth`
             "FERRY_LEAN_REQUESTS": "1" if self.lean_requests else "0",
             "FERRY_BUCKET_OWNERS": json.dumps(self.bucket_owners, sort_keys=True),
             # The keys the workers may encrypt with (the stack grants kms:GenerateDataKey on
