@@ -53,9 +53,9 @@ from ferry.pipeline.batches import Services, copy_batch
 from ferry.pipeline.item_reader import batches, listing_items
 from ferry.pipeline.job_reports import JobReports
 from ferry.pipeline.jobs import prepare
+from ferry.pipeline.ledger.sqlite import SQLiteLedger
 from ferry.pipeline.local_run import local_settings
 from ferry.pipeline.settings import PipelineSettings
-from ferry.pipeline.sqlite_ledger import SQLiteLedger
 from ferry.s3.clients import make_client
 
 REPO = Path(__file__).resolve().parents[1]

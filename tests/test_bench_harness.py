@@ -172,8 +172,8 @@ def test_report_lines_counts_whole_lines_as_the_report_grows_and_not_the_summary
 
 def test_ledger_done_sums_a_jobs_batches_from_the_sqlite_ledger(tmp_path: Path) -> None:
     from ferry.models import CopyResult, Status
-    from ferry.pipeline.ledger import BatchCounts
-    from ferry.pipeline.sqlite_ledger import SQLiteLedger
+    from ferry.pipeline.ledger.contract import BatchCounts
+    from ferry.pipeline.ledger.sqlite import SQLiteLedger
 
     path = tmp_path / "ledger.sqlite"
     assert ledger_done(path, "j") == 0

@@ -22,7 +22,7 @@ import pytest
 
 from conftest import PIPELINE_TABLE, FakeLambdaContext
 from ferry.pipeline.batches import pass_event
-from ferry.pipeline.ledger import DynamoLedger
+from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from ferry.s3 import clients
 from ferry_cdk.definition import child_definition
 from handlers import copy_batch, prepare, record_failure

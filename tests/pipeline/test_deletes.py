@@ -29,7 +29,7 @@ from ferry.pipeline.deletes import (
     record_copies,
     sequencer_newer,
 )
-from ferry.pipeline.ledger import DynamoCopyRecords
+from ferry.pipeline.ledger.dynamodb import DynamoCopyRecords
 from ferry.pipeline.locations import Location
 
 SERVERS = ("versitygw", "minio")

@@ -35,7 +35,7 @@ import pytest
 
 from ferry.engine.upload_marks import list_marks
 from ferry.jobspec import parse_job_spec
-from ferry.pipeline.ledger import DynamoLedger
+from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from ferry.pipeline.locations import Location
 from ferry.pipeline.settings import PipelineSettings
 

@@ -34,7 +34,7 @@ from ferry.cli.job_retry import FAILED_OBJECTS, NOTHING, REDRIVE, SAME_SOURCE, n
 from ferry.cli.main import main
 from ferry.cli.stack_outputs import find_stack_outputs
 from ferry.errors import ConfigError
-from ferry.pipeline.ledger import DynamoLedger
+from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from handlers import copy_batch, finalize
 
 REGION = ["--region", "us-east-1"]

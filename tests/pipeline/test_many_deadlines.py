@@ -25,7 +25,7 @@ import pytest
 
 from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext, copy_batch_pass
 from ferry.engine.upload_marks import list_marks
-from ferry.pipeline.ledger import DynamoLedger
+from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from handlers import copy_batch, finalize, prepare
 
 MiB = 1024 * 1024
@@ -293,7 +293,7 @@ class LambdaKilled(BaseException):
 
 def killed_at_checkpoint(monkeypatch: pytest.MonkeyPatch, nth: int) -> None:
     """The `nth` checkpoint a pass would save is never saved: the Lambda is killed first."""
-    from ferry.pipeline.ledger import DynamoCheckpointStore
+    from ferry.pipeline.ledger.dynamodb import DynamoCheckpointStore
 
     real = DynamoCheckpointStore.save
     calls = 0

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext, copy_batch_pass
 from ferry.pipeline.batches import FerryHandOver
-from ferry.pipeline.ledger import DynamoLedger
+from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from handlers import copy_batch, finalize, prepare, record_failure
 
 
@@ -345,7 +345,7 @@ def test_failures_of_a_recorded_batch_are_kept_even_if_the_worker_died_before_wr
     own results do not count) writes the recorded attempt's failures from its report."""
     from ferry.models import CopyResult, Status
     from ferry.pipeline.batches import record
-    from ferry.pipeline.ledger import BatchCounts
+    from ferry.pipeline.ledger.contract import BatchCounts
 
     job = start_job(SPEC)
     services = pipeline.services()
@@ -524,7 +524,7 @@ def test_failures_jsonl_is_streamed_not_built_in_memory(pipeline) -> None:
     not fit a Lambda's memory). It must reach S3 a part at a time, each part sent before the
     next one is read from the ledger."""
     from ferry.pipeline.job_reports import FAILURES_PART_SIZE, JobReports
-    from ferry.pipeline.ledger import Failure
+    from ferry.pipeline.ledger.contract import Failure
 
     total, read, before_each_part = 100_000, [0], []
 

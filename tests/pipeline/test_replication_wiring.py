@@ -16,7 +16,7 @@ from replication_events import s3_event, sqs_event, sqs_record
 from ferry.errors import ConfigError
 from ferry.jobspec import parse_job_spec
 from ferry.pipeline.deletes import Deletion
-from ferry.pipeline.ledger import DynamoCopyRecords
+from ferry.pipeline.ledger.dynamodb import DynamoCopyRecords
 from ferry.pipeline.replication import NotAnEvent, handle_batch, latest_per_key, parse_event
 from ferry.pipeline.replication_config import Replication
 from ferry.pipeline.replication_deletes import DeleteServices, run_deletes

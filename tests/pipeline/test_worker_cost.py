@@ -15,7 +15,7 @@ from ferry.pipeline import batches
 from ferry.pipeline.batches import pass_event
 from ferry.pipeline.item_reader import MAX_BATCH_BYTES
 from ferry.pipeline.item_reader import batches as item_batches
-from ferry.pipeline.ledger import DynamoLedger
+from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from ferry.pipeline.settings import MAX_BATCH_INPUT_BYTES, PipelineSettings
 from handlers import copy_batch, prepare, record_failure
 
@@ -109,7 +109,7 @@ def test_a_worker_keeps_its_s3_clients_and_the_jobs_spec_from_pass_to_pass(pipel
     """A Lambda container runs pass after pass: it makes its S3 clients once (a botocore
     session each, an eighth of a pass's CPU at 1,000 objects) and reads the job once."""
     from ferry.engine import copier as engine_copier
-    from ferry.pipeline.ledger import DynamoLedger as Ledger
+    from ferry.pipeline.ledger.dynamodb import DynamoLedger as Ledger
 
     for n in range(6):
         pipeline.s3.put_object(Bucket="src", Key=f"k/{n}", Body=b"k")

@@ -39,14 +39,8 @@ from ferry.pipeline.event_keys import EVENT_KEY_FIELD, KEY_FORMS_FIELD, listed
 from ferry.pipeline.items import Planned, plan_item
 from ferry.pipeline.job_reports import JobReports
 from ferry.pipeline.lag import EVENT_TIME_FIELD, replication_lags
-from ferry.pipeline.ledger import (
-    BatchCounts,
-    DynamoCopyRecords,
-    DynamoLedger,
-    Failure,
-    Ledger,
-    Recorded,
-)
+from ferry.pipeline.ledger.contract import BatchCounts, Failure, Ledger, Recorded
+from ferry.pipeline.ledger.dynamodb import DynamoCopyRecords, DynamoLedger
 from ferry.pipeline.local_reports import ReportStore
 from ferry.pipeline.reach import endpoint_for, reached_otherwise
 from ferry.pipeline.settings import WorkerSettings

@@ -18,7 +18,7 @@ from typing import Any
 from boto3.s3.transfer import TransferConfig
 
 from ferry.models import CopyResult
-from ferry.pipeline.ledger import Failure
+from ferry.pipeline.ledger.contract import Failure
 
 FAILURES_PART_SIZE = 8 * 1024 * 1024
 FAILURES_UPLOAD = TransferConfig(

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from itertools import islice
 from typing import Any, Protocol
 
-from ferry.pipeline.ledger import COUNTERS, Failure
+from ferry.pipeline.ledger.contract import COUNTERS, Failure
 from ferry.reports.report_html import FAILURES_SHOWN
 from ferry.reports.report_stats import ReportStats, Timeline, iso_time, parse_iso_time
 

@@ -19,15 +19,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ferry.models import Endpoint
-from ferry.pipeline.deletes import (
-    CopyRecords,
-    DeleteCounts,
-    DeleteStatus,
-    Deletion,
-    Replication,
-    apply_deletes,
-)
-from ferry.pipeline.ledger import DynamoCopyRecords
+from ferry.pipeline.deletes import DeleteCounts, DeleteStatus, Deletion, Replication, apply_deletes
+from ferry.pipeline.ledger.copy_records import CopyRecords
+from ferry.pipeline.ledger.dynamodb import DynamoCopyRecords
 from ferry.pipeline.locations import Location
 from ferry.s3.clients import make_client
 
