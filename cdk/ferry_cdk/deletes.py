@@ -1,6 +1,6 @@
 """What a replication with `"deletes": true` adds to the stack: the "Object Deleted" detail-type
 on its EventBridge rule, and the statements the function running `apply_deletes`
-(functions/ferry/pipeline/deletes.py) needs. Nothing at all when deletes are off.
+(functions/ferry/pipeline/replication/deletes.py) needs. Nothing at all when deletes are off.
 
 The rule and the starter's role are built in replication.py; it asks this module for
 `deleted_detail_types(replication)` and `deletes_statements(replication, ...)`.

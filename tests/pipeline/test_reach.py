@@ -349,8 +349,8 @@ def test_the_deleting_starter_assumes_the_destination_role_without_version_delet
     from moto import mock_aws
     from moto.sts.models import STSBackend
 
-    from ferry.pipeline.replication_config import Replication
-    from ferry.pipeline.replication_deletes import delete_services
+    from ferry.pipeline.replication.config import Replication
+    from ferry.pipeline.replication.starter_deletes import delete_services
 
     policies: list[tuple[str, str | None]] = []
     original = STSBackend.assume_role

@@ -34,15 +34,15 @@ from ferry.errors import FerryError
 from ferry.jobspec import JobSpec, parse_job_spec
 from ferry.limits import MiB
 from ferry.models import CopyPolicy, CopyResult, Endpoint, SourceObject, Status, Target
-from ferry.pipeline.deletes import record_copies
-from ferry.pipeline.event_keys import EVENT_KEY_FIELD, KEY_FORMS_FIELD, listed
 from ferry.pipeline.items import Planned, plan_item
 from ferry.pipeline.job_reports import JobReports
-from ferry.pipeline.lag import EVENT_TIME_FIELD, replication_lags
 from ferry.pipeline.ledger.contract import BatchCounts, Failure, Ledger, Recorded
 from ferry.pipeline.ledger.dynamodb import DynamoCopyRecords, DynamoLedger
 from ferry.pipeline.local_reports import ReportStore
 from ferry.pipeline.reach import endpoint_for, reached_otherwise
+from ferry.pipeline.replication.deletes import record_copies
+from ferry.pipeline.replication.event_keys import EVENT_KEY_FIELD, KEY_FORMS_FIELD, listed
+from ferry.pipeline.replication.lag import EVENT_TIME_FIELD, replication_lags
 from ferry.pipeline.settings import WorkerSettings
 from ferry.reports.report_stats import ReportStats
 from ferry.s3.clients import make_client
@@ -488,7 +488,7 @@ def _vanished_since_event(
 
 def _record_copies(services: Services, spec: JobSpec, copies: list[tuple[Any, CopyResult]]) -> None:
     """A replication job with deletes on remembers what it wrote at each destination key
-    (deletes.py says why); every other job writes nothing more."""
+    (replication/deletes.py says why); every other job writes nothing more."""
     if spec.replication is None or not spec.replication.deletes:
         return
     record_copies(

@@ -1,7 +1,7 @@
 """A configured location: a bucket and a key prefix, its owner, and how the workers reach it.
 
 Both the stack's settings (`settings.PipelineSettings`: sources, destinations, manifests) and
-each replication's entry (`replication_config`) are made of locations, so they live below both.
+each replication's entry (`replication.config`) are made of locations, so they live below both.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ from typing import Any
 from ferry.errors import ConfigError
 from ferry.limits import GiB, MiB, format_size, parse_size
 from ferry.pipeline.locations import Location
-from ferry.pipeline.replication_config import Replication, parse_replications
+from ferry.pipeline.replication.config import Replication, parse_replications
 from ferry.pipeline.scheduled import Schedule, parse_schedules
 
 ARCHITECTURES = ("arm64", "x86_64")
@@ -92,7 +92,7 @@ class PipelineSettings:
     alarm_topic_arn: str | None = None  # an existing SNS topic the alarms notify
     alarm_oldest_event_seconds: int = 900  # age of the oldest queued S3 event that alarms
     alarm_replication_lag_seconds: int = 900  # replication lag p99 that alarms
-    replications: tuple[Replication, ...] = ()  # see ferry.pipeline.replication_config
+    replications: tuple[Replication, ...] = ()  # see ferry.pipeline.replication.config
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:

@@ -1,6 +1,6 @@
 """Copy records: what Ferry left at a destination key when it last copied there for a
 replication with deletes on, kept so that a later delete can prove the key still holds that copy
-(pipeline/deletes.py says why the destination's own state is not enough).
+(pipeline/replication/deletes.py says why the destination's own state is not enough).
 
 The copy path writes them and the deletes read them; on AWS they are items of the ledger's table
 (`dynamodb.DynamoCopyRecords`, `COPY#<hash>`).

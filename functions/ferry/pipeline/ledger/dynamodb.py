@@ -23,7 +23,7 @@ Table layout (partition key `pk`, sort key `sk`, TTL attribute `expires_at`):
     COPY#<h>   COPY             what a replication job with deletes on wrote at one
                                 destination key (h: hash of bucket and key; no TTL: a source
                                 may be deleted years after its copy; replaced by the next copy,
-                                removed with the destination object). See deletes.py.
+                                removed with the destination object). See replication/deletes.py.
 """
 
 from __future__ import annotations

@@ -52,8 +52,8 @@ from ferry.engine.source import inspect
 from ferry.errors import FerryError, describe, error_code, is_access_denied
 from ferry.listed_items import expand
 from ferry.models import Compare, CopyResult, SourceObject, Status, Target
-from ferry.pipeline.event_keys import EVENT_KEY_FIELD, key_forms
 from ferry.pipeline.ledger.copy_records import CopyRecord, CopyRecords
+from ferry.pipeline.replication.event_keys import EVENT_KEY_FIELD, key_forms
 from ferry.s3.listing import listed_entry
 
 log = logging.getLogger(__name__)
