@@ -49,12 +49,14 @@ from ferry.engine.copier import default_concurrency
 from ferry.limits import MiB
 from ferry.models import Endpoint
 from ferry.pipeline import batches as pipeline_batches
-from ferry.pipeline.batches import Services, copy_batch
+from ferry.pipeline import services as pipeline_services
+from ferry.pipeline.batches import copy_batch
 from ferry.pipeline.item_reader import batches, listing_items
 from ferry.pipeline.job_reports import JobReports
 from ferry.pipeline.jobs import prepare
 from ferry.pipeline.ledger.sqlite import SQLiteLedger
 from ferry.pipeline.local_run import local_settings
+from ferry.pipeline.services import Services
 from ferry.pipeline.settings import PipelineSettings
 from ferry.s3.clients import make_client
 
@@ -171,7 +173,9 @@ def measure(
     )
     requests: Counter[str] = Counter()
     count_requests(s3, requests)  # the report's client; the copier's as they are made:
-    originals = {module: module.make_client for module in (engine_copier, pipeline_batches)}
+    originals = {
+        module: module.make_client for module in (engine_copier, pipeline_batches, pipeline_services)
+    }
     for module, made in originals.items():
         module.make_client = lambda *a, _made=made, **k: count_requests(_made(*a, **k), requests)  # type: ignore[attr-defined]
     try:

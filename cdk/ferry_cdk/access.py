@@ -57,7 +57,7 @@ LEDGER_READ_WRITE = (
     "dynamodb:ConditionCheckItem",
 )
 # A batch's report object: written, read back after a crash, deleted when the ledger says
-# that attempt does not count (ferry.pipeline.batches.record).
+# that attempt does not count (ferry.pipeline.recording.record).
 BATCH_REPORTS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject")
 
 

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 import ferry.engine.copier
-import ferry.pipeline.batches
+import ferry.pipeline.services
 from ferry.s3.clients import make_client
 from handlers import copy_large
 
@@ -30,5 +30,5 @@ def slow_client(*args: Any, **kwargs: Any) -> Any:
 
 if __name__ == "__main__":
     ferry.engine.copier.make_client = slow_client  # type: ignore[assignment]
-    ferry.pipeline.batches.make_client = slow_client  # the clients a worker keeps  # type: ignore[assignment]
+    ferry.pipeline.services.make_client = slow_client  # the clients a worker keeps  # type: ignore[assignment]
     sys.exit(copy_large.main())

@@ -202,7 +202,7 @@ def test_a_large_object_is_checkpointed_at_the_deadline_and_finished_in_a_second
         return client
 
     monkeypatch.setattr("ferry.engine.copier.make_client", slow_client)
-    monkeypatch.setattr("ferry.pipeline.batches.make_client", slow_client)  # the clients a pass reuses
+    monkeypatch.setattr("ferry.pipeline.services.make_client", slow_client)  # the clients a pass reuses
 
     described = child.run(items_of(pipeline.s3, "src", "big/"), job)
 

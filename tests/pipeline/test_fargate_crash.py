@@ -146,7 +146,7 @@ class Task:
     def retry(self, monkeypatch: pytest.MonkeyPatch) -> tuple[int, list[int]]:
         """The state machine's retry of the task, in-process: exit code and part numbers sent."""
         import ferry.engine.copier
-        import ferry.pipeline.batches
+        import ferry.pipeline.services
         from handlers import copy_large, runtime
 
         for name, value in self.env.items():
@@ -167,7 +167,7 @@ class Task:
             return client
 
         monkeypatch.setattr(ferry.engine.copier, "make_client", counted)
-        monkeypatch.setattr(ferry.pipeline.batches, "make_client", counted)  # the clients a worker keeps
+        monkeypatch.setattr(ferry.pipeline.services, "make_client", counted)  # the clients a worker keeps
         try:
             code = copy_large.main()
         finally:

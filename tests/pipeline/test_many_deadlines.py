@@ -87,7 +87,7 @@ class Requests:
 def timed(pipeline, monkeypatch) -> Requests:
     """The engine on the virtual clock, its clients' write requests recorded."""
     from ferry.engine import copier, multipart
-    from ferry.pipeline import batches
+    from ferry.pipeline import batches, services
 
     clock = VirtualClock()
     fake_time = SimpleNamespace(monotonic=clock.monotonic)
@@ -96,7 +96,9 @@ def timed(pipeline, monkeypatch) -> Requests:
     requests = Requests(clock)
     real_make_client = copier.make_client
     monkeypatch.setattr(copier, "make_client", lambda *a, **k: requests.watch(real_make_client(*a, **k)))
-    # The clients a worker keeps from pass to pass are made by the pipeline.
+    # The clients a worker keeps from pass to pass are made by the pipeline (services), its
+    # other clients by the batch's own code.
+    monkeypatch.setattr(services, "make_client", lambda *a, **k: requests.watch(real_make_client(*a, **k)))
     monkeypatch.setattr(batches, "make_client", lambda *a, **k: requests.watch(real_make_client(*a, **k)))
     # One object at a time, so which objects a pass starts depends on the clock alone.
     monkeypatch.setattr(copier, "default_concurrency", lambda *a, **k: 1)

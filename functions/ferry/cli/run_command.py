@@ -31,12 +31,12 @@ from ferry.cli.report import Summary
 from ferry.errors import ConfigError, error_code
 from ferry.limits import parse_size
 from ferry.models import CopyResult, Status
-from ferry.pipeline.batches import Services
 from ferry.pipeline.ledger.contract import Ledger
 from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from ferry.pipeline.ledger.sqlite import SQLiteLedger
 from ferry.pipeline.local_reports import LocalReports
 from ferry.pipeline.local_run import LAMBDA_SECONDS, job_rows, local_settings, run_job
+from ferry.pipeline.services import Services
 from ferry.s3.clients import make_client
 
 SHOWN_FAILURES = 20

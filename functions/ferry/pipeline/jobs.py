@@ -18,7 +18,6 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ferry.errors import ConfigError, describe, explain_bare
 from ferry.jobspec import JobSpec, check_not_overlapping, parse_job_spec
 from ferry.pipeline.abandoned_uploads import AbandonedUploads, abort_abandoned_uploads
-from ferry.pipeline.batches import Services, record_lost_batch
 from ferry.pipeline.count_check import (
     CountCheck,
     batches_recorded,
@@ -31,6 +30,8 @@ from ferry.pipeline.job_stats import first_failures, job_stats
 from ferry.pipeline.manifest_check import check_manifest
 from ferry.pipeline.map_runs import MapRunRecord, job_map_runs
 from ferry.pipeline.reach import reached_otherwise
+from ferry.pipeline.recording import record_lost_batch
+from ferry.pipeline.services import Services
 from ferry.reports.report_html import render_report_html
 from ferry.s3.clients import make_client
 

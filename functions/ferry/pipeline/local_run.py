@@ -34,7 +34,6 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ferry.errors import ConfigError, FerryError
 from ferry.limits import TiB
 from ferry.pipeline.batches import (
-    Services,
     copy_batch,
     copy_large_object,
     hands_work_over,
@@ -43,6 +42,7 @@ from ferry.pipeline.batches import (
 )
 from ferry.pipeline.item_reader import batches, read_items
 from ferry.pipeline.jobs import prepare, settle_job
+from ferry.pipeline.services import Services
 from ferry.pipeline.settings import PipelineSettings, WorkerSettings
 
 log = logging.getLogger(__name__)
