@@ -8,7 +8,7 @@ The rule and the starter's role are built in replication.py; it asks this module
 What the statements allow, and why no more:
 - destination prefix: `s3:DeleteObject` (a plain delete: a versioned destination gets a delete
   marker; no `s3:DeleteObjectVersion` on this role; a destination reached through `role_arn` is
-  deleted in a session of that role denied it, replication_deletes.NO_VERSION_DELETES) and
+  deleted in a session of that role denied it, replication.starter_deletes.NO_VERSION_DELETES) and
   `s3:GetObject` (the HEAD that compares the destination with the copy record; S3 also
   requires it for a DeleteObject with `If-Match: <ETag>`, user guide conditional-deletes.html);
 - source prefix: `s3:GetObject` (is the key back?) and `s3:GetObjectVersion` (the HEAD of the

@@ -45,7 +45,7 @@ from .reach import location_reach_statements
 STARTER_TIMEOUT_SECONDS = 120  # a manifest of up to 10,000 rows and one StartExecution
 # With deletes on, each deletion is a few sequential requests (HEAD source, HEAD destination,
 # GetItem, DeleteObject, DeleteItem): Lambda's longest timeout (STARTER_TIMEOUT_WITH_DELETES_SECONDS),
-# and batch_size is bounded for it (replication_config). A batch that still runs out returns
+# and batch_size is bounded for it (replication.config). A batch that still runs out returns
 # whole to the queue; every step is safe to repeat (a deleted key is then "already absent").
 STARTER_MEMORY_MB = 1024  # a batch's payload is up to 6 MB of JSON (Lambda's invoke limit)
 # AWS recommends a maxReceiveCount of at least 5 for queues Lambda reads, so that a batch
