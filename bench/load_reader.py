@@ -14,10 +14,10 @@ import time
 
 from bench.load_stats import proc_memory
 from bench.servers import REGION
-from ferry.clients import make_client
 from ferry.models import Endpoint
 from ferry.pipeline.item_reader import batches, read_items
 from ferry.pipeline.local_run import local_settings
+from ferry.s3.clients import make_client
 
 
 def main() -> int:

@@ -40,7 +40,7 @@ def category(stack: str) -> str:
         if "_make_api_call" in stack:
             return "per object: botocore requests"
         if "lean_s3.py" in stack:
-            return "per object: lean requests (ferry/lean_s3.py)"
+            return "per object: lean requests (ferry/s3/lean_s3.py)"
         return "per object: Ferry's own code"
     return "other: threads, results, the report"
 

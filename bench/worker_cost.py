@@ -20,7 +20,7 @@ proportionally less below (aws-limits.md), so
 
     GB-seconds per object = CPU seconds per object / min(1, memory_mb / 1769) x memory_mb / 1024
 
-and $/million = GB-seconds x 1e6 x the arm64 price per GB-second (ferry.prices). Copies stay
+and $/million = GB-seconds x 1e6 x the arm64 price per GB-second (ferry.costs.prices). Copies stay
 CPU-bound while (threads / S3's latency per CopyObject) >= objects/s the CPU allows; the
 latency on AWS is not measured here.
 """
@@ -43,20 +43,22 @@ from pathlib import Path
 from typing import Any
 
 from bench.servers import ACCESS_KEY, REGION, SECRET_KEY, Server, make_server
-from ferry import prices
-from ferry.clients import make_client
+from ferry.costs import prices
 from ferry.engine import copier as engine_copier
 from ferry.engine.copier import default_concurrency
 from ferry.limits import MiB
 from ferry.models import Endpoint
 from ferry.pipeline import batches as pipeline_batches
-from ferry.pipeline.batches import Services, copy_batch
+from ferry.pipeline import services as pipeline_services
+from ferry.pipeline.batches import copy_batch
 from ferry.pipeline.item_reader import batches, listing_items
 from ferry.pipeline.job_reports import JobReports
 from ferry.pipeline.jobs import prepare
+from ferry.pipeline.ledger.sqlite import SQLiteLedger
 from ferry.pipeline.local_run import local_settings
+from ferry.pipeline.services import Services
 from ferry.pipeline.settings import PipelineSettings
-from ferry.pipeline.sqlite_ledger import SQLiteLedger
+from ferry.s3.clients import make_client
 
 REPO = Path(__file__).resolve().parents[1]
 ONE_VCPU_MB = 1769  # Lambda: one full vCPU at 1,769 MB, proportionally less below (aws-limits.md)
@@ -171,7 +173,9 @@ def measure(
     )
     requests: Counter[str] = Counter()
     count_requests(s3, requests)  # the report's client; the copier's as they are made:
-    originals = {module: module.make_client for module in (engine_copier, pipeline_batches)}
+    originals = {
+        module: module.make_client for module in (engine_copier, pipeline_batches, pipeline_services)
+    }
     for module, made in originals.items():
         module.make_client = lambda *a, _made=made, **k: count_requests(_made(*a, **k), requests)  # type: ignore[attr-defined]
     try:
@@ -293,7 +297,7 @@ def report(rows: list[Measured], memory_mb: int, argv: str) -> str:
         f"{memory_mb} MB: **${usd:.3f} per million objects** (arm64, "
         f"${prices.price('lambda_arm64_gb_second'):.10f} per GB-second). On an idle machine: "
         f"{worst_idle * 1000:.2f} ms, {gb_s_idle:.5f} GB-s: **${usd_idle:.3f} per million** if CPU-bound "
-        "throughout (`ferry estimate` takes this CPU per object: functions/ferry/estimate.py "
+        "throughout (`ferry estimate` takes this CPU per object: functions/ferry/costs/estimate.py "
         "MEASURED_CPU_PER_SMALL_OBJECT).",
         "",
         "The idle-machine figure divides the passes' CPU by how much more CPU `ferry copy` took beside "

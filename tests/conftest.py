@@ -358,7 +358,8 @@ def pipeline(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 
     from moto import mock_aws
 
-    from ferry.pipeline.settings import Location, PipelineSettings
+    from ferry.pipeline.locations import Location
+    from ferry.pipeline.settings import PipelineSettings
 
     settings = PipelineSettings(
         sources=(Location("src"),), destinations=(Location("dst"),), large_object_threshold=64 * 1024 * 1024
@@ -491,7 +492,7 @@ def s3_compatible(request: pytest.FixtureRequest) -> S3Server:
     return request.getfixturevalue(request.param)
 
 
-# -- the two request paths: the lean one (ferry.lean_s3, the default) and botocore alone --
+# -- the two request paths: the lean one (ferry.s3.lean_s3, the default) and botocore alone --
 
 # Every test runs on the lean request path, as Ferry runs by default. The tests in these
 # modules run a second time with it off (FERRY_LEAN_REQUESTS=0, every request botocore's):

@@ -97,8 +97,8 @@ def test_profile_splits_py_spy_stacks_into_start_up_requests_and_own_code(tmp_pa
                 "<module> (ferry/cli/main.py:1);_find_and_load (<frozen importlib._bootstrap>:1) 5",
                 "run (ferry/engine/copier.py:1);Copier.copy (ferry/engine/copier.py:9);BaseClient._make_api_call (botocore/client.py:1) 7",
                 "run (ferry/engine/copier.py:1);Copier.copy (ferry/engine/copier.py:9);verify (ferry/engine/verify.py:3) 2",
-                "run (ferry/engine/copier.py:1);Copier.copy (ferry/engine/copier.py:9);LeanClient._send (ferry/lean_s3.py:4) 3",
-                "next_window (ferry/engine/copier.py:1);list_objects (ferry/listing.py:2) 1",
+                "run (ferry/engine/copier.py:1);Copier.copy (ferry/engine/copier.py:9);LeanClient._send (ferry/s3/lean_s3.py:4) 3",
+                "next_window (ferry/engine/copier.py:1);list_objects (ferry/s3/listing.py:2) 1",
                 " 40",  # idle: no Python frame holds the GIL
             ]
         )
@@ -108,7 +108,7 @@ def test_profile_splits_py_spy_stacks_into_start_up_requests_and_own_code(tmp_pa
     assert shares == {
         "start-up: imports, sessions, clients": 5,
         "per object: botocore requests": 7,
-        "per object: lean requests (ferry/lean_s3.py)": 3,
+        "per object: lean requests (ferry/s3/lean_s3.py)": 3,
         "per object: Ferry's own code": 2,
         "listings (source and destination)": 1,
     }
@@ -172,8 +172,8 @@ def test_report_lines_counts_whole_lines_as_the_report_grows_and_not_the_summary
 
 def test_ledger_done_sums_a_jobs_batches_from_the_sqlite_ledger(tmp_path: Path) -> None:
     from ferry.models import CopyResult, Status
-    from ferry.pipeline.ledger import BatchCounts
-    from ferry.pipeline.sqlite_ledger import SQLiteLedger
+    from ferry.pipeline.ledger.contract import BatchCounts
+    from ferry.pipeline.ledger.sqlite import SQLiteLedger
 
     path = tmp_path / "ledger.sqlite"
     assert ledger_done(path, "j") == 0

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from ferry import estimate as model
+from ferry.costs import estimate as model
+from ferry.costs.estimate import Assumptions, PipelineShape, Workload, estimate, object_requests
 from ferry.engine.dest_listing import MIN_WINDOW
 from ferry.engine.source import NEVER_ARCHIVED
-from ferry.estimate import Assumptions, PipelineShape, Workload, estimate, object_requests
 from ferry.limits import GiB, KiB, MiB
 from ferry.pipeline.settings import PipelineSettings
 

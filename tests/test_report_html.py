@@ -7,8 +7,8 @@ import re
 from pathlib import Path
 
 from ferry.models import CopyResult, Status
-from ferry.report_html import FAILURES_SHOWN, OUTCOME_COLOURS, render_report_html
-from ferry.report_stats import MAX_BUCKETS, ReportStats, Timeline, size_bucket
+from ferry.reports.report_html import FAILURES_SHOWN, OUTCOME_COLOURS, render_report_html
+from ferry.reports.report_stats import MAX_BUCKETS, ReportStats, Timeline, size_bucket
 from report_render import EXTERNAL, hex_colour, read_png, screenshot
 
 REPORT = {

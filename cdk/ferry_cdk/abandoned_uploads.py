@@ -17,7 +17,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 
 from ferry.models import DEFAULT_MARKS_PREFIX
-from ferry.pipeline.settings import Location, PipelineSettings
+from ferry.pipeline.locations import Location
+from ferry.pipeline.settings import PipelineSettings
 
 from .access import FIND_UPLOADS, bucket_arns, list_bucket_statements, marks_arns, object_arns, statement
 from .reach import location_reach_statements

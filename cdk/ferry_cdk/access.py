@@ -24,7 +24,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 
 from ferry.models import DEFAULT_MARKS_PREFIX
-from ferry.pipeline.settings import Location
+from ferry.pipeline.locations import Location
 
 SOURCE_READ = (
     "s3:GetObject",
@@ -57,7 +57,7 @@ LEDGER_READ_WRITE = (
     "dynamodb:ConditionCheckItem",
 )
 # A batch's report object: written, read back after a crash, deleted when the ledger says
-# that attempt does not count (ferry.pipeline.batches.record).
+# that attempt does not count (ferry.pipeline.recording.record).
 BATCH_REPORTS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject")
 
 

@@ -1,6 +1,6 @@
 """What a replication with `"deletes": true` adds to the stack: the "Object Deleted" detail-type
 on its EventBridge rule, and the statements the function running `apply_deletes`
-(functions/ferry/pipeline/deletes.py) needs. Nothing at all when deletes are off.
+(functions/ferry/pipeline/replication/deletes.py) needs. Nothing at all when deletes are off.
 
 The rule and the starter's role are built in replication.py; it asks this module for
 `deleted_detail_types(replication)` and `deletes_statements(replication, ...)`.
@@ -8,7 +8,7 @@ The rule and the starter's role are built in replication.py; it asks this module
 What the statements allow, and why no more:
 - destination prefix: `s3:DeleteObject` (a plain delete: a versioned destination gets a delete
   marker; no `s3:DeleteObjectVersion` on this role; a destination reached through `role_arn` is
-  deleted in a session of that role denied it, replication_deletes.NO_VERSION_DELETES) and
+  deleted in a session of that role denied it, replication.starter_deletes.NO_VERSION_DELETES) and
   `s3:GetObject` (the HEAD that compares the destination with the copy record; S3 also
   requires it for a DeleteObject with `If-Match: <ETag>`, user guide conditional-deletes.html);
 - source prefix: `s3:GetObject` (is the key back?) and `s3:GetObjectVersion` (the HEAD of the
@@ -25,7 +25,7 @@ from typing import Protocol
 
 from aws_cdk import aws_iam as iam
 
-from ferry.pipeline.settings import Location
+from ferry.pipeline.locations import Location
 
 from .access import bucket_arn, iam_escape, object_arns
 

@@ -16,7 +16,7 @@ hand-over, emitted by the handler) beside the functions' errors, so the rest sta
 
 CloudWatch matches a metric only by its full dimension set, so each alarm names exactly the
 dimensions its emitter writes: `ScheduledStartSkipped` carries Powertools' `service` dimension
-besides `Schedule`; `ReplicationLag` is emitted with `Replication` alone (ferry.pipeline.lag).
+besides `Schedule`; `ReplicationLag` is emitted with `Replication` alone (ferry.pipeline.replication.lag).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ class Monitoring:
 
 def lag_metric(replication: str, statistic: str, service: str, label: str | None = None) -> cw.Metric:
     """No unit filter: an alarm on a unit would miss data emitted with another one. No `service`
-    dimension either: the workers emit the lag with `Replication` alone (ferry.pipeline.lag),
+    dimension either: the workers emit the lag with `Replication` alone (ferry.pipeline.replication.lag),
     and CloudWatch matches a metric only by its full set of dimensions."""
     return cw.Metric(
         namespace=NAMESPACE,

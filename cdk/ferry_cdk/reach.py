@@ -5,7 +5,7 @@ the configured credential secrets, and `kms:Decrypt` on the keys that encrypt th
 Secrets Manager decrypts a secret with its KMS key in the secret's own region, so the
 `kms:ViaService` condition names `secretsmanager.<region>.amazonaws.com` for each region a
 configured secret is read in: a name in the stack's region, an ARN in the region it names
-(where the workers read it, ferry.clients.secret_region).
+(where the workers read it, ferry.s3.clients.secret_region).
 
 A secret given by name is granted as `...:secret:NAME-??????`: Secrets Manager appends a
 hyphen and six random characters to every secret's ARN, and its documentation recommends
@@ -21,7 +21,8 @@ from collections.abc import Iterable
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 
-from ferry.pipeline.settings import Location, PipelineSettings
+from ferry.pipeline.locations import Location
+from ferry.pipeline.settings import PipelineSettings
 
 
 def secret_arn(stack: cdk.Stack, secret: str) -> str:

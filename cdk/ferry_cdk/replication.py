@@ -29,7 +29,7 @@ from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from ferry.pipeline.replication_config import (
+from ferry.pipeline.replication.config import (
     MANIFEST_NAME,
     STARTER_TIMEOUT_WITH_DELETES_SECONDS,
     Replication,
@@ -45,7 +45,7 @@ from .reach import location_reach_statements
 STARTER_TIMEOUT_SECONDS = 120  # a manifest of up to 10,000 rows and one StartExecution
 # With deletes on, each deletion is a few sequential requests (HEAD source, HEAD destination,
 # GetItem, DeleteObject, DeleteItem): Lambda's longest timeout (STARTER_TIMEOUT_WITH_DELETES_SECONDS),
-# and batch_size is bounded for it (replication_config). A batch that still runs out returns
+# and batch_size is bounded for it (replication.config). A batch that still runs out returns
 # whole to the queue; every step is safe to repeat (a deleted key is then "already absent").
 STARTER_MEMORY_MB = 1024  # a batch's payload is up to 6 MB of JSON (Lambda's invoke limit)
 # AWS recommends a maxReceiveCount of at least 5 for queues Lambda reads, so that a batch
@@ -110,7 +110,7 @@ def event_pattern(replication: Replication) -> events.EventPattern:
     say, and a captured event has been seen with ':' left as is. So the prefix is matched in
     both forms (the same when encoding leaves it alone): a wrong guess must not drop every
     event under the prefix. The starter checks every form of the key again
-    (ferry.pipeline.event_keys) and fails an event none of whose forms is under the prefix.
+    (ferry.pipeline.replication.event_keys) and fails an event none of whose forms is under the prefix.
     """
     detail: dict[str, Any] = {"bucket": {"name": [replication.source.bucket]}}
     if replication.source.prefix:
@@ -219,7 +219,7 @@ def _starter(stack: FerryStack, scope: Construct, r: Replication) -> lambda_.Fun
 
 def _grant_key_listing(stack: FerryStack, starter: lambda_.Function, r: Replication) -> None:
     """Listing the source under its prefix, and reaching it as the workers do: an event key
-    with two possible spellings is resolved against the source (ferry.pipeline.event_keys).
+    with two possible spellings is resolved against the source (ferry.pipeline.replication.event_keys).
     With deletes on, the delete grants hold this already."""
     source = r.source
     starter.add_to_role_policy(

@@ -24,7 +24,8 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from ferry.errors import ConfigError
-from ferry.pipeline.settings import STACK_ROLE_TAG, Location, PipelineSettings
+from ferry.pipeline.locations import Location
+from ferry.pipeline.settings import STACK_ROLE_TAG, PipelineSettings
 
 from . import abandoned_uploads, access, bundling, monitoring, nag, replication, schedules
 from .access import BATCH_REPORTS, DESTINATION_WRITE, LEDGER_READ_WRITE, SOURCE_READ, statement

@@ -62,7 +62,7 @@ class Endpoint:
     credentials_secret: str | None = None
     requester_pays: bool = False
     # (bucket, 12-digit account id) pairs: every request to such a bucket names its owner, so a
-    # bucket deleted and re-created by another account is refused, not written to (clients.py).
+    # bucket deleted and re-created by another account is refused, not written to (s3/clients.py).
     bucket_owners: tuple[tuple[str, str], ...] = ()
 
     @property

@@ -15,7 +15,7 @@ import sys
 import threading
 
 from ferry.pipeline.batches import copy_large_object
-from ferry.pipeline.lag import replication_lags
+from ferry.pipeline.replication.lag import replication_lags
 
 from .runtime import logger, publish_lags, services
 

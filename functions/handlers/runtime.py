@@ -16,7 +16,7 @@ from botocore.config import Config
 from .tracing import LazyTracer
 
 if TYPE_CHECKING:
-    from ferry.pipeline.batches import Services
+    from ferry.pipeline.services import Services
 
 SERVICE, NAMESPACE = "ferry", "Ferry"
 logger = Logger(service=SERVICE)
@@ -32,14 +32,14 @@ _RETRIES = Config(retries={"max_attempts": 10, "mode": "adaptive"})
 @functools.cache
 def services() -> Services:
     """The job handlers' clients and settings. Imported here, not above: the starters
-    (start_replication, start_scheduled) share this module and need none of the copy engine
-    these bring in, and a Lambda's init phase is billed (start-up cost)."""
+    (start_replication, start_scheduled) share this module and need none of the clients, ledger
+    and settings these bring in, and a Lambda's init phase is billed (start-up cost)."""
     import boto3
 
-    from ferry.clients import expect_owners
     from ferry.models import Endpoint
-    from ferry.pipeline.batches import Services
+    from ferry.pipeline.services import Services
     from ferry.pipeline.settings import WorkerSettings
+    from ferry.s3.clients import expect_owners
 
     settings = WorkerSettings.from_environ()
     s3 = boto3.client("s3", config=_RETRIES)

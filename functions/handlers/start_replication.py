@@ -8,9 +8,9 @@ from typing import Any
 
 import boto3
 
-from ferry.pipeline.replication import handle_batch
-from ferry.pipeline.replication_config import Replication
-from ferry.pipeline.replication_deletes import DeleteServices, delete_services, source_client
+from ferry.pipeline.replication.config import Replication
+from ferry.pipeline.replication.starter import handle_batch
+from ferry.pipeline.replication.starter_deletes import DeleteServices, delete_services, source_client
 
 from .runtime import _RETRIES as RETRIES
 from .runtime import logger, tracer

@@ -18,8 +18,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 from cdk_support import statements
 
-from ferry.pipeline.deletes import Route
-from ferry.pipeline.settings import Location
+from ferry.pipeline.locations import Location
+from ferry.pipeline.replication.deletes import Route
 from ferry_cdk.deletes import deleted_detail_types, deletes_statements
 
 TABLE = "arn:aws:dynamodb:us-east-1:123456789012:table/ferry-ledger"

@@ -457,7 +457,7 @@ def test_queue_and_lag_alarms_and_the_dashboard_from_replication_queues(tmp_path
         "p99",
         321,
     )
-    # Exactly the dimensions ferry.pipeline.lag emits (test_replication_end_to_end pins those).
+    # Exactly the dimensions ferry.pipeline.replication.lag emits (test_replication_end_to_end pins those).
     assert sorted((d["Name"], d["Value"]) for d in lag["Dimensions"]) == [("Replication", "logs")]
 
     (dashboard,) = resources(t, "AWS::CloudWatch::Dashboard").values()

@@ -14,7 +14,7 @@ from typing import Any
 import ferry.cli.copy_command
 import ferry.engine.copier
 from ferry.cli.main import main
-from ferry.clients import make_client
+from ferry.s3.clients import make_client
 
 DELAY = float(os.environ.get("SLOW_PART_SECONDS", "0.25"))
 

@@ -13,7 +13,7 @@ from typing import Any
 import ferry.cli.run_command
 import ferry.pipeline.batches
 from ferry.cli.main import main
-from ferry.clients import make_client
+from ferry.s3.clients import make_client
 
 DELAY = float(os.environ.get("SLOW_COPY_SECONDS", "0.1"))
 

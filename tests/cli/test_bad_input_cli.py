@@ -16,7 +16,7 @@ import pytest
 
 from conftest import S3Server
 from ferry.cli.main import main
-from ferry.pipeline.sqlite_ledger import SQLiteLedger
+from ferry.pipeline.ledger.sqlite import SQLiteLedger
 
 FERRY = str(Path(sys.executable).with_name("ferry"))
 GOOD = {"source": {"bucket": "src"}, "destination": {"bucket": "dst"}}

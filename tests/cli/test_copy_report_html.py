@@ -11,7 +11,7 @@ from pathlib import Path
 from test_cli import ferry
 
 from ferry.cli.parsing import EXIT_FAILED
-from ferry.report_html import OUTCOME_COLOURS
+from ferry.reports.report_html import OUTCOME_COLOURS
 from report_render import EXTERNAL, hex_colour, read_png, screenshot
 
 MiB = 1024 * 1024

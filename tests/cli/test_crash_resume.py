@@ -24,7 +24,7 @@ import pytest
 import ferry.cli.copy_command
 import ferry.engine.copier
 from ferry.cli.main import main
-from ferry.clients import make_client as real_make_client
+from ferry.s3.clients import make_client as real_make_client
 
 SLOW_FERRY = [sys.executable, str(Path(__file__).with_name("slow_ferry.py"))]
 MiB = 1024 * 1024

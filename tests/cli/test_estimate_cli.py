@@ -14,8 +14,8 @@ import pytest
 
 from ferry.cli import copy_command
 from ferry.cli.main import main
+from ferry.costs.estimate import Assumptions, Workload, bin_layout, object_requests
 from ferry.engine import copier as engine_copier
-from ferry.estimate import Assumptions, Workload, bin_layout, object_requests
 from ferry.limits import MiB
 
 SMALL = 10  # single-part objects; with the multipart one, 11 >= 8: the destination is listed once

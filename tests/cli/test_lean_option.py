@@ -1,5 +1,5 @@
 """`ferry copy --no-lean-requests`: every request goes through botocore alone; without it,
-the hot small-object requests take the lean path (ferry.lean_s3). A QuirkProxy in front of
+the hot small-object requests take the lean path (ferry.s3.lean_s3). A QuirkProxy in front of
 versitygw sees who sent each request (the lean path marks its User-Agent)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import io
 import pytest
 
 from ferry.cli.main import main
-from ferry.lean_s3 import LEAN_USER_AGENT_MARK
+from ferry.s3.lean_s3 import LEAN_USER_AGENT_MARK
 
 
 @pytest.mark.parametrize("flag", [[], ["--no-lean-requests"]], ids=["default", "no-lean-requests"])

@@ -351,7 +351,7 @@ def test_the_stack_roles_are_named_by_their_tag_not_by_generated_role_names(tmp_
 
 def test_the_forwarding_rule_matches_a_prefix_as_written_and_url_encoded(tmp_path: Path) -> None:
     """The stack's own rule matches the source prefix in both forms an EventBridge event may
-    spell a key in (ferry.pipeline.event_keys): the rule printed for another account's bucket
+    spell a key in (ferry.pipeline.replication.event_keys): the rule printed for another account's bucket
     must match the same forms, or events spelled the other way never arrive."""
     context = json.loads(json.dumps(WALKTHROUGH))
     context["context"]["ferry"]["sources"][0]["prefix"] = "c++/my photos/"

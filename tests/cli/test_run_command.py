@@ -18,8 +18,8 @@ import boto3
 import pytest
 
 from conftest import S3Server
-from ferry.pipeline.ledger import DynamoLedger
-from ferry.pipeline.sqlite_ledger import SQLiteLedger
+from ferry.pipeline.ledger.dynamodb import DynamoLedger
+from ferry.pipeline.ledger.sqlite import SQLiteLedger
 
 FERRY = str(Path(sys.executable).with_name("ferry"))
 MiB = 1024 * 1024

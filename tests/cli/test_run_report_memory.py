@@ -11,11 +11,11 @@ from pathlib import Path
 
 from ferry.cli.run_command import _write_report, run_report
 from ferry.models import CopyResult, Status
-from ferry.pipeline.batches import Services
-from ferry.pipeline.ledger import BatchCounts
+from ferry.pipeline.ledger.contract import BatchCounts
+from ferry.pipeline.ledger.sqlite import SQLiteLedger
 from ferry.pipeline.local_reports import LocalReports
 from ferry.pipeline.local_run import local_settings
-from ferry.pipeline.sqlite_ledger import SQLiteLedger
+from ferry.pipeline.services import Services
 
 BATCH = 200
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ferry import Copier, CopyPolicy, SourceObject, Status, Target
-from ferry.clients import make_client
+from ferry.s3.clients import make_client
 
 
 class RestoreSpy:

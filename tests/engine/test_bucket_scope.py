@@ -19,7 +19,7 @@ import pytest
 from botocore.awsrequest import AWSResponse
 
 from ferry import Copier, CopyPolicy, Endpoint, SourceObject, Status, Target
-from ferry.listing import S3Url, plan_pairs
+from ferry.s3.listing import S3Url, plan_pairs
 
 MiB = 1024 * 1024
 OWNER = "ferrytest"  # versitygw: the owner of every bucket its root user creates

@@ -24,7 +24,7 @@ from ferry.engine.source import SourceInfo
 from ferry.engine.verify import verify_server_copy
 from ferry.errors import describe
 from ferry.limits import MiB
-from ferry.listing import matches, parse_s3_url
+from ferry.s3.listing import matches, parse_s3_url
 
 
 def _server_side(source: Endpoint, destination: Endpoint, mode: str = "auto") -> bool:

@@ -21,9 +21,9 @@ from botocore.exceptions import ClientError
 
 import ferry.engine.server_side
 from ferry import Copier, CopyPolicy, SourceObject, Status, Strategy, Target, VerificationFailed
-from ferry.clients import make_client
 from ferry.engine import streaming
 from ferry.engine.streaming import discard_copy
+from ferry.s3.clients import make_client
 
 MiB = 1024 * 1024
 

@@ -1,4 +1,4 @@
-"""The lean request path (ferry.lean_s3): the hot small-object requests are sent by hand,
+"""The lean request path (ferry.s3.lean_s3): the hot small-object requests are sent by hand,
 answered exactly as botocore answers them, and everything it does not handle is botocore's.
 
 Every request below goes to a real server (versitygw, MinIO, Garage), through a QuirkProxy
@@ -17,9 +17,10 @@ import pytest
 from botocore.credentials import RefreshableCredentials
 from botocore.exceptions import ClientError
 
-from ferry import Copier, CopyPolicy, Endpoint, SourceObject, Status, Target, listing
-from ferry.clients import make_client
-from ferry.lean_s3 import LEAN_USER_AGENT_MARK, LeanClient, lean_requests_enabled
+from ferry import Copier, CopyPolicy, Endpoint, SourceObject, Status, Target
+from ferry.s3 import listing
+from ferry.s3.clients import make_client
+from ferry.s3.lean_s3 import LEAN_USER_AGENT_MARK, LeanClient, lean_requests_enabled
 
 
 def _lean(seen: Any) -> bool:
@@ -392,7 +393,7 @@ def test_answers_are_framed_as_http_client_frames_them(split):
     import socket
     import threading
 
-    from ferry.lean_s3 import _LeanResponse
+    from ferry.s3.lean_s3 import _LeanResponse
 
     raw = (
         b"HTTP/1.1 100 Continue\r\n\r\n"

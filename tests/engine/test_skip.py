@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ferry import Copier, CopyPolicy, SourceObject, Status, Target
-from ferry.clients import make_client
+from ferry.s3.clients import make_client
 
 MiB = 1024 * 1024
 WRITES = ("PutObject", "CopyObject", "CreateMultipartUpload", "UploadPart", "UploadPartCopy")

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from ferry import Copier, CopyPolicy, Endpoint, SourceObject, Status, Target
-from ferry.listing import list_objects
+from ferry.s3.listing import list_objects
 
 KEY = "arn:aws:kms:us-east-1:111111111111:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 METADATA = {"owner": "ferry-tests"}

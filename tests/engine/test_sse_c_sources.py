@@ -45,7 +45,7 @@ from conftest import (
 from ferry import Copier, CopyPolicy, Status, Target
 from ferry.engine.dest_listing import MIN_WINDOW
 from ferry.errors import error_code
-from ferry.listing import list_objects
+from ferry.s3.listing import list_objects
 
 PREFIX = "mixed/"
 # Enough objects that skip-existing lists the destination instead of a HEAD per key

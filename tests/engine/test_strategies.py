@@ -17,7 +17,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from ferry import Copier, CopyPolicy, SourceObject, Status, Target
-from ferry.clients import make_client
+from ferry.s3.clients import make_client
 
 MiB = 1024 * 1024
 PART = 5 * MiB

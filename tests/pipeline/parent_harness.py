@@ -1023,7 +1023,7 @@ def _fargate_services(environment: Mapping[str, str]) -> Callable[[], Any]:
     """The container's own clients and settings (Fargate reads its environment, not the Lambda's)."""
     import boto3
 
-    from ferry.pipeline.batches import Services
+    from ferry.pipeline.services import Services
     from ferry.pipeline.settings import WorkerSettings
 
     services = Services(

@@ -10,8 +10,8 @@ import time
 from typing import Any
 
 import ferry.engine.copier
-import ferry.pipeline.batches
-from ferry.clients import make_client
+import ferry.pipeline.services
+from ferry.s3.clients import make_client
 from handlers import copy_large
 
 DELAY = float(os.environ.get("SLOW_PART_SECONDS", "0.5"))
@@ -30,5 +30,5 @@ def slow_client(*args: Any, **kwargs: Any) -> Any:
 
 if __name__ == "__main__":
     ferry.engine.copier.make_client = slow_client  # type: ignore[assignment]
-    ferry.pipeline.batches.make_client = slow_client  # the clients a worker keeps  # type: ignore[assignment]
+    ferry.pipeline.services.make_client = slow_client  # the clients a worker keeps  # type: ignore[assignment]
     sys.exit(copy_large.main())

@@ -23,7 +23,7 @@ import pytest
 from conftest import PIPELINE_TABLE, FakeLambdaContext
 from ferry.limits import TiB
 from ferry.pipeline.item_reader import read_items
-from ferry.pipeline.ledger import DynamoLedger
+from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from handlers import copy_batch, prepare
 
 

@@ -21,9 +21,9 @@ import boto3
 import pytest
 
 from conftest import PIPELINE_TABLE, FakeLambdaContext
-from ferry import clients
 from ferry.pipeline.batches import pass_event
-from ferry.pipeline.ledger import DynamoLedger
+from ferry.pipeline.ledger.dynamodb import DynamoLedger
+from ferry.s3 import clients
 from ferry_cdk.definition import child_definition
 from handlers import copy_batch, prepare, record_failure
 
@@ -202,7 +202,7 @@ def test_a_large_object_is_checkpointed_at_the_deadline_and_finished_in_a_second
         return client
 
     monkeypatch.setattr("ferry.engine.copier.make_client", slow_client)
-    monkeypatch.setattr("ferry.pipeline.batches.make_client", slow_client)  # the clients a pass reuses
+    monkeypatch.setattr("ferry.pipeline.services.make_client", slow_client)  # the clients a pass reuses
 
     described = child.run(items_of(pipeline.s3, "src", "big/"), job)
 
@@ -305,7 +305,7 @@ def states_entered(execution_arn: str) -> list[str]:
 def test_a_batch_done_in_one_pass_enters_copy_batch_alone(pipeline, child) -> None:
     """The normal path: the Map starts the child (one transition), CopyBatch copies the batch
     and ends the child (one more). Only the batch id and its counts leave the child."""
-    from ferry import estimate
+    from ferry.costs import estimate
 
     for n in range(4):
         pipeline.s3.put_object(Bucket="src", Key=f"n/{n}", Body=b"z" * (n + 1))

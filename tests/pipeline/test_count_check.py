@@ -12,8 +12,8 @@ from ferry.pipeline.count_check import (
     check_map_run,
     given_to_batch,
 )
-from ferry.pipeline.ledger import BatchCounts
-from ferry.pipeline.sqlite_ledger import SQLiteLedger
+from ferry.pipeline.ledger.contract import BatchCounts
+from ferry.pipeline.ledger.sqlite import SQLiteLedger
 
 ALL_RECORDED = BatchesRecorded(batches=6, objects_given=205)
 

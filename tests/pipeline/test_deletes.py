@@ -17,7 +17,9 @@ import pytest
 from conftest import S3Server
 from ferry.engine.copier import Copier
 from ferry.models import CopyPolicy, CopyResult, SourceObject, Target
-from ferry.pipeline.deletes import (
+from ferry.pipeline.ledger.dynamodb import DynamoCopyRecords
+from ferry.pipeline.locations import Location
+from ferry.pipeline.replication.deletes import (
     DELETE_MARKER_CREATED,
     PERMANENTLY_DELETED,
     DeleteCounts,
@@ -29,8 +31,6 @@ from ferry.pipeline.deletes import (
     record_copies,
     sequencer_newer,
 )
-from ferry.pipeline.ledger import DynamoCopyRecords
-from ferry.pipeline.settings import Location
 
 SERVERS = ("versitygw", "minio")
 

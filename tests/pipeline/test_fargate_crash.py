@@ -35,8 +35,9 @@ import pytest
 
 from ferry.engine.upload_marks import list_marks
 from ferry.jobspec import parse_job_spec
-from ferry.pipeline.ledger import DynamoLedger
-from ferry.pipeline.settings import Location, PipelineSettings
+from ferry.pipeline.ledger.dynamodb import DynamoLedger
+from ferry.pipeline.locations import Location
+from ferry.pipeline.settings import PipelineSettings
 
 MiB = 1024 * 1024
 PART = 5 * MiB
@@ -145,7 +146,7 @@ class Task:
     def retry(self, monkeypatch: pytest.MonkeyPatch) -> tuple[int, list[int]]:
         """The state machine's retry of the task, in-process: exit code and part numbers sent."""
         import ferry.engine.copier
-        import ferry.pipeline.batches
+        import ferry.pipeline.services
         from handlers import copy_large, runtime
 
         for name, value in self.env.items():
@@ -166,7 +167,7 @@ class Task:
             return client
 
         monkeypatch.setattr(ferry.engine.copier, "make_client", counted)
-        monkeypatch.setattr(ferry.pipeline.batches, "make_client", counted)  # the clients a worker keeps
+        monkeypatch.setattr(ferry.pipeline.services, "make_client", counted)  # the clients a worker keeps
         try:
             code = copy_large.main()
         finally:

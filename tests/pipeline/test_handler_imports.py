@@ -23,8 +23,7 @@ HANDLERS = sorted(
     for p in (ROOT / "functions" / "handlers").glob("*.py")
     if p.stem not in ("__init__", "runtime", "tracing")  # what the handlers share
 )
-# A handler that starts executions and never copies: it needs none of the copy engine that the
-# job handlers' shared services bring in.
+# A handler that starts executions and never copies: it needs none of the copy engine.
 NOT_COPYING = ("start_scheduled",)
 
 PROBE = """

@@ -34,7 +34,7 @@ from ferry.cli.job_retry import FAILED_OBJECTS, NOTHING, REDRIVE, SAME_SOURCE, n
 from ferry.cli.main import main
 from ferry.cli.stack_outputs import find_stack_outputs
 from ferry.errors import ConfigError
-from ferry.pipeline.ledger import DynamoLedger
+from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from handlers import copy_batch, finalize
 
 REGION = ["--region", "us-east-1"]
@@ -390,8 +390,8 @@ def test_a_replication_job_of_the_longest_name_can_be_retried() -> None:
     """A replication's job id is its name (up to 40 characters), '-' and 32 hex digits: 73
     characters, and `-retry-N` would pass Step Functions' 80-character execution name limit."""
     from ferry.jobspec import parse_job_spec
-    from ferry.pipeline.replication import job_id_for
-    from ferry.pipeline.replication_config import Replication
+    from ferry.pipeline.replication.config import Replication
+    from ferry.pipeline.replication.starter import job_id_for
 
     replication = Replication.parse(
         {"name": "n" * 40, "source": {"bucket": "a", "prefix": "in/"}, "destination": {"bucket": "b"}}, "r"

@@ -1,4 +1,4 @@
-"""The ledger's contract (ferry.pipeline.ledger.Ledger), run over both implementations: the
+"""The ledger's contract (ferry.pipeline.ledger.contract.Ledger), run over both implementations: the
 DynamoDB table (moto in-process) and the SQLite file `ferry run` keeps by default. Whatever
 keeps it, a job id is used once, a batch pass counts once however many attempts record it,
 the tally is the sum of what counted, a failed object is one item, and checkpoints survive."""
@@ -13,8 +13,9 @@ import boto3
 import pytest
 
 from ferry.engine.checkpoints import Checkpoint
-from ferry.pipeline.ledger import BatchCounts, DynamoLedger, Failure, JobExists, Ledger
-from ferry.pipeline.sqlite_ledger import SQLiteLedger
+from ferry.pipeline.ledger.contract import BatchCounts, Failure, JobExists, Ledger
+from ferry.pipeline.ledger.dynamodb import DynamoLedger
+from ferry.pipeline.ledger.sqlite import SQLiteLedger
 
 SPEC = {"source": {"bucket": "src", "prefix": "a/"}, "destination": {"bucket": "dst", "prefix": ""}}
 

@@ -25,7 +25,7 @@ import pytest
 
 from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext, copy_batch_pass
 from ferry.engine.upload_marks import list_marks
-from ferry.pipeline.ledger import DynamoLedger
+from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from handlers import copy_batch, finalize, prepare
 
 MiB = 1024 * 1024
@@ -87,7 +87,7 @@ class Requests:
 def timed(pipeline, monkeypatch) -> Requests:
     """The engine on the virtual clock, its clients' write requests recorded."""
     from ferry.engine import copier, deadlines
-    from ferry.pipeline import batches
+    from ferry.pipeline import batches, services
 
     clock = VirtualClock()
     fake_time = SimpleNamespace(monotonic=clock.monotonic)
@@ -96,7 +96,9 @@ def timed(pipeline, monkeypatch) -> Requests:
     requests = Requests(clock)
     real_make_client = copier.make_client
     monkeypatch.setattr(copier, "make_client", lambda *a, **k: requests.watch(real_make_client(*a, **k)))
-    # The clients a worker keeps from pass to pass are made by the pipeline.
+    # The clients a worker keeps from pass to pass are made by the pipeline (services), its
+    # other clients by the batch's own code.
+    monkeypatch.setattr(services, "make_client", lambda *a, **k: requests.watch(real_make_client(*a, **k)))
     monkeypatch.setattr(batches, "make_client", lambda *a, **k: requests.watch(real_make_client(*a, **k)))
     # One object at a time, so which objects a pass starts depends on the clock alone.
     monkeypatch.setattr(copier, "default_concurrency", lambda *a, **k: 1)
@@ -293,7 +295,7 @@ class LambdaKilled(BaseException):
 
 def killed_at_checkpoint(monkeypatch: pytest.MonkeyPatch, nth: int) -> None:
     """The `nth` checkpoint a pass would save is never saved: the Lambda is killed first."""
-    from ferry.pipeline.ledger import DynamoCheckpointStore
+    from ferry.pipeline.ledger.dynamodb import DynamoCheckpointStore
 
     real = DynamoCheckpointStore.save
     calls = 0

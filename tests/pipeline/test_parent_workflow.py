@@ -27,7 +27,7 @@ from parent_harness import FargateTasks, LambdaRouter, ParentHarness
 from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext
 from ferry.listed_items import expand
 from ferry.pipeline.batches import pass_event
-from ferry.pipeline.ledger import DynamoLedger
+from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from ferry_cdk.definition import parent_definition
 from handlers import copy_batch, finalize, prepare, record_failure
 

@@ -13,8 +13,8 @@ import boto3
 import pytest
 
 from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext, copy_batch_pass
-from ferry.pipeline.batches import FerryHandOver
-from ferry.pipeline.ledger import DynamoLedger
+from ferry.pipeline.batches import FerryHandOver, job_copier
+from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from handlers import copy_batch, finalize, prepare, record_failure
 
 
@@ -345,7 +345,7 @@ def test_failures_of_a_recorded_batch_are_kept_even_if_the_worker_died_before_wr
     own results do not count) writes the recorded attempt's failures from its report."""
     from ferry.models import CopyResult, Status
     from ferry.pipeline.batches import record
-    from ferry.pipeline.ledger import BatchCounts
+    from ferry.pipeline.ledger.contract import BatchCounts
 
     job = start_job(SPEC)
     services = pipeline.services()
@@ -524,7 +524,7 @@ def test_failures_jsonl_is_streamed_not_built_in_memory(pipeline) -> None:
     not fit a Lambda's memory). It must reach S3 a part at a time, each part sent before the
     next one is read from the ledger."""
     from ferry.pipeline.job_reports import FAILURES_PART_SIZE, JobReports
-    from ferry.pipeline.ledger import Failure
+    from ferry.pipeline.ledger.contract import Failure
 
     total, read, before_each_part = 100_000, [0], []
 
@@ -648,11 +648,11 @@ def test_the_workers_budget_a_copy_object_at_the_configured_cross_region_rate(pi
 
     assert pipeline.settings.copy_object_mib_per_second == 16
     assert pipeline.env["FERRY_COPY_OBJECT_MIB_PER_SECOND"] == "16"
-    with pipeline.services().copier(CopyPolicy()) as copier:
+    with job_copier(pipeline.services(), CopyPolicy()) as copier:
         assert copier.single_request_rate == 16 * 1024 * 1024
     monkeypatch.setenv("FERRY_COPY_OBJECT_MIB_PER_SECOND", "40")
     pipeline.services.cache_clear()
-    with pipeline.services().copier(CopyPolicy()) as copier:
+    with job_copier(pipeline.services(), CopyPolicy()) as copier:
         assert copier.single_request_rate == 40 * 1024 * 1024
     with pytest.raises(ConfigError, match="copy_object_mib_per_second: 0 is out of range"):
         PipelineSettings.from_context(
@@ -792,7 +792,7 @@ def count_s3_requests(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The name of every S3 request the workers send, from a botocore `before-call` hook on
     each client the engine and the batch handler make."""
     from ferry.engine import copier as engine_copier
-    from ferry.pipeline import batches
+    from ferry.pipeline import batches, services
 
     calls: list[str] = []
 
@@ -808,6 +808,7 @@ def count_s3_requests(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(engine_copier, "make_client", counted(engine_copier.make_client))
     monkeypatch.setattr(batches, "make_client", counted(batches.make_client))
+    monkeypatch.setattr(services, "make_client", counted(services.make_client))  # the clients a worker keeps
     return calls
 
 

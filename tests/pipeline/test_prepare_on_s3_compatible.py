@@ -16,8 +16,8 @@ from botocore.config import Config
 
 from conftest import ACCESS_KEY, SECRET_KEY, S3Server
 from ferry.jobspec import parse_job_spec
-from ferry.pipeline.batches import Services
 from ferry.pipeline.jobs import AccessCheckFailed, check_access
+from ferry.pipeline.services import Services
 
 WRONG = {
     "wrong-secret-key": (None, "not-the-secret-key", "secret key"),

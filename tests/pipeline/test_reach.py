@@ -18,11 +18,12 @@ import pytest
 from botocore.signers import RequestSigner
 
 from conftest import ACCESS_KEY, PIPELINE_REPORTS, SECRET_KEY, FakeLambdaContext, S3Server
-from ferry import clients
-from ferry.clients import make_client
-from ferry.lean_s3 import LeanClient
 from ferry.models import Endpoint
-from ferry.pipeline.settings import Location, PipelineSettings
+from ferry.pipeline.locations import Location
+from ferry.pipeline.settings import PipelineSettings
+from ferry.s3 import clients
+from ferry.s3.clients import make_client
+from ferry.s3.lean_s3 import LeanClient
 from handlers import copy_batch, prepare
 
 SOURCE_ROLE = "arn:aws:iam::444455556666:role/ferry-source-reader"
@@ -113,7 +114,7 @@ def signatures(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str, str, Any
 
     monkeypatch.setattr(RequestSigner, "sign", recording)
 
-    # The lean request path (ferry.lean_s3) signs its requests itself, with the same credentials.
+    # The lean request path (ferry.s3.lean_s3) signs its requests itself, with the same credentials.
     lean_sign = LeanClient._sign
 
     def lean_recording(self: Any, request: dict[str, Any], *args: Any, **kwargs: Any) -> Any:
@@ -348,8 +349,8 @@ def test_the_deleting_starter_assumes_the_destination_role_without_version_delet
     from moto import mock_aws
     from moto.sts.models import STSBackend
 
-    from ferry.pipeline.replication_config import Replication
-    from ferry.pipeline.replication_deletes import delete_services
+    from ferry.pipeline.replication.config import Replication
+    from ferry.pipeline.replication.starter_deletes import delete_services
 
     policies: list[tuple[str, str | None]] = []
     original = STSBackend.assume_role

@@ -16,16 +16,16 @@ from replication_events import s3_event, sqs_event, sqs_record
 
 from ferry.jobspec import parse_job_spec
 from ferry.models import CopyResult, Status
-from ferry.pipeline.deletes import sequencer_newer
 from ferry.pipeline.items import plan_item
-from ferry.pipeline.lag import replication_lags
-from ferry.pipeline.replication import (
+from ferry.pipeline.replication.config import Replication
+from ferry.pipeline.replication.deletes import sequencer_newer
+from ferry.pipeline.replication.lag import replication_lags
+from ferry.pipeline.replication.starter import (
     NotAnEvent,
     handle_batch,
     latest_per_key,
     parse_event,
 )
-from ferry.pipeline.replication_config import Replication
 
 REPORTS = "ferry-reports"
 REPLICATION = Replication.parse(
@@ -163,7 +163,7 @@ def test_a_manifest_row_is_an_item_the_workers_plan_to_copy_latest() -> None:
         "in/with space.txt",
         42,
         "abc",
-        None,  # the current object, never the event's version: see ferry.pipeline.replication
+        None,  # the current object, never the event's version: see ferry.pipeline.replication.starter
     )
     assert (planned.target.bucket, planned.target.key) == ("dst", "out/with space.txt")
     assert spec.options.policy.skip_existing and spec.options.policy.storage_class == "STANDARD_IA"
@@ -263,7 +263,7 @@ def test_messages_that_are_not_events_fail_alone_and_say_why(aws, caplog) -> Non
         sqs_record(s3_event("src", "in/a", sequencer="03", detail_type="Object Deleted"), "bad-deleted"),
         sqs_record(s3_event("elsewhere", "in/a", sequencer="04"), "bad-bucket"),
     ]
-    with caplog.at_level(logging.WARNING, logger="ferry.pipeline.replication"):
+    with caplog.at_level(logging.WARNING, logger="ferry.pipeline.replication.starter"):
         response = aws.handle([good[0], bad[0], bad[1], good[1], bad[2]])
 
     assert response == {"batchItemFailures": [{"itemIdentifier": r["messageId"]} for r in bad]}
@@ -340,7 +340,7 @@ def test_a_source_prefix_with_plus_accepts_its_events_however_keys_are_spelled()
 def test_a_created_key_is_resolved_against_the_source_and_never_guessed(versitygw) -> None:
     """The forms of 'in/x+y.txt' (as written, and 'in/x y.txt') on a real server: the one that
     exists; of two that exist, the one with the event's ETag; both alike, UndecidedKey."""
-    from ferry.pipeline.event_keys import UndecidedKey, key_forms, resolve_created
+    from ferry.pipeline.replication.event_keys import UndecidedKey, key_forms, resolve_created
 
     s3, bucket = versitygw.client, versitygw.bucket("src")
     forms = key_forms("in/x+y.txt", "in/")

@@ -261,7 +261,7 @@ def test_deletes_remove_only_ferrys_own_copies_and_only_the_newest_event_acts(
     monkeypatch,
     caplog,
 ) -> None:
-    from ferry.pipeline.ledger import DynamoCopyRecords
+    from ferry.pipeline.ledger.dynamodb import DynamoCopyRecords
 
     s3 = parent.pipeline.s3
     sqs = boto3.client("sqs", region_name="us-east-1")

@@ -15,11 +15,11 @@ from replication_events import s3_event, sqs_event, sqs_record
 
 from ferry.errors import ConfigError
 from ferry.jobspec import parse_job_spec
-from ferry.pipeline.deletes import Deletion
-from ferry.pipeline.ledger import DynamoCopyRecords
-from ferry.pipeline.replication import NotAnEvent, handle_batch, latest_per_key, parse_event
-from ferry.pipeline.replication_config import Replication
-from ferry.pipeline.replication_deletes import DeleteServices, run_deletes
+from ferry.pipeline.ledger.dynamodb import DynamoCopyRecords
+from ferry.pipeline.replication.config import Replication
+from ferry.pipeline.replication.deletes import Deletion
+from ferry.pipeline.replication.starter import NotAnEvent, handle_batch, latest_per_key, parse_event
+from ferry.pipeline.replication.starter_deletes import DeleteServices, run_deletes
 from ferry.pipeline.settings import PipelineSettings
 
 ROLE = "arn:aws:iam::444455556666:role/ferry-read"

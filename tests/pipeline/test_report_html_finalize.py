@@ -19,7 +19,7 @@ from test_parent_workflow import (  # noqa: F401 - `parent` is the fixture these
 )
 
 from conftest import PIPELINE_REPORTS
-from ferry.report_html import OUTCOME_COLOURS
+from ferry.reports.report_html import OUTCOME_COLOURS
 from report_render import EXTERNAL, hex_colour, read_png, screenshot
 
 

@@ -17,8 +17,8 @@ import pytest
 from test_parent_workflow import parent, put_sources  # noqa: F401 - `parent` is the harness fixture
 
 from conftest import FakeLambdaContext
+from ferry.pipeline.locations import Location
 from ferry.pipeline.scheduled import execution_name, parse_schedules
-from ferry.pipeline.settings import Location
 
 SPEC = {
     "source": {"bucket": "src", "prefix": "in/"},

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from ferry.clients import make_client
 from ferry.errors import ConfigError
-from ferry.lean_s3 import LeanClient, lean_requests_enabled
 from ferry.models import Endpoint
 from ferry.pipeline.settings import PipelineSettings
+from ferry.s3.clients import make_client
+from ferry.s3.lean_s3 import LeanClient, lean_requests_enabled
 
 BASE: dict[str, Any] = {"sources": [{"bucket": "src"}], "destinations": [{"bucket": "dst"}]}
 

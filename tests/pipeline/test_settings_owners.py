@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from ferry.errors import ConfigError
-from ferry.pipeline.settings import Location, PipelineSettings, WorkerSettings
+from ferry.pipeline.locations import Location
+from ferry.pipeline.settings import PipelineSettings, WorkerSettings
 
 BASE: dict[str, Any] = {
     "sources": [{"bucket": "src", "prefix": "data/", "owner": "111122223333"}],

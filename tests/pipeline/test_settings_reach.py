@@ -10,11 +10,11 @@ import logging
 import boto3
 import pytest
 
-from ferry import clients
 from ferry.errors import ConfigError
 from ferry.models import Endpoint
 from ferry.pipeline.reach import endpoint_for
 from ferry.pipeline.settings import PipelineSettings, WorkerSettings
+from ferry.s3 import clients
 
 ROLE = "arn:aws:iam::444455556666:role/ferry-writer"
 

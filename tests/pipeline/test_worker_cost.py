@@ -11,11 +11,11 @@ from typing import Any
 
 from conftest import PIPELINE_TABLE, FakeLambdaContext
 from ferry.models import CopyResult, Status
-from ferry.pipeline import batches
+from ferry.pipeline import batches, recording, services
 from ferry.pipeline.batches import pass_event
 from ferry.pipeline.item_reader import MAX_BATCH_BYTES
 from ferry.pipeline.item_reader import batches as item_batches
-from ferry.pipeline.ledger import DynamoLedger
+from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from ferry.pipeline.settings import MAX_BATCH_INPUT_BYTES, PipelineSettings
 from handlers import copy_batch, prepare, record_failure
 
@@ -96,7 +96,7 @@ def test_a_batch_in_the_maps_shape_is_copied_and_a_failed_one_recorded(pipeline)
     result = copy_batch.handler(map_input, FakeLambdaContext())
 
     assert result["counts"]["copied"] == 5 and result["pass"] == 1, result
-    assert result["batch_id"] == batches.batch_id_for("m", items)
+    assert result["batch_id"] == recording.batch_id_for("m", items)
     # The same batch failing for good in pass 1: the Catch hands RecordFailedBatch the Map's
     # input plus $.error; the pass was recorded already, so nothing is counted twice.
     failed = record_failure.handler({**map_input, "error": {"Error": "E", "Cause": "c"}}, FakeLambdaContext())
@@ -109,7 +109,7 @@ def test_a_worker_keeps_its_s3_clients_and_the_jobs_spec_from_pass_to_pass(pipel
     """A Lambda container runs pass after pass: it makes its S3 clients once (a botocore
     session each, an eighth of a pass's CPU at 1,000 objects) and reads the job once."""
     from ferry.engine import copier as engine_copier
-    from ferry.pipeline.ledger import DynamoLedger as Ledger
+    from ferry.pipeline.ledger.dynamodb import DynamoLedger as Ledger
 
     for n in range(6):
         pipeline.s3.put_object(Bucket="src", Key=f"k/{n}", Body=b"k")
@@ -121,7 +121,7 @@ def test_a_worker_keeps_its_s3_clients_and_the_jobs_spec_from_pass_to_pass(pipel
         FakeLambdaContext(),
     )
     made: list[Any] = []
-    for module in (engine_copier, batches):
+    for module in (engine_copier, batches, services):
         original = module.make_client
         monkeypatch.setattr(module, "make_client", lambda *a, _o=original, **k: made.append(a) or _o(*a, **k))
     reads: list[str] = []

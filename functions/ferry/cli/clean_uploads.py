@@ -17,12 +17,12 @@ from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK
-from ferry.clients import make_client
 from ferry.engine.upload_marks import FerryUpload, UploadMark, abort_ferry_upload, delete_mark, scan_marks
 from ferry.errors import ConfigError, describe
 from ferry.jobspec import as_folder
-from ferry.listing import check_bucket, parse_s3_url
 from ferry.models import Endpoint
+from ferry.s3.clients import make_client
+from ferry.s3.listing import check_bucket, parse_s3_url
 
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}

@@ -17,14 +17,14 @@ from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser
 from ferry.cli.progress import Progress
 from ferry.cli.ranges import check_count, check_kms_region, memory_limit
 from ferry.cli.report import ReportWriter, Summary, report_for_html
-from ferry.clients import make_client
 from ferry.engine.copier import Copier, client_pool_size
 from ferry.errors import ConfigError, FerryError
 from ferry.jobspec import JobOptions, parse_options
-from ferry.lean_s3 import LEAN_ENV
-from ferry.listing import check_bucket, check_overlap, parse_s3_url, plan_pairs
 from ferry.models import CopyResult, Endpoint, Status
-from ferry.report_html import render_report_html
+from ferry.reports.report_html import render_report_html
+from ferry.s3.clients import make_client
+from ferry.s3.lean_s3 import LEAN_ENV
+from ferry.s3.listing import check_bucket, check_overlap, parse_s3_url, plan_pairs
 
 
 def _pairs(values: Sequence[str], what: str) -> dict[str, str]:

@@ -3,8 +3,8 @@
 Either from numbers (`--objects N --avg-size SIZE`) or from a listing of the source
 (`ferry estimate s3://bucket/prefix`), which reads every object's real size, storage class and
 ETag (whose `-N` gives a multipart source's part count) into a bounded histogram: millions of
-keys cost memory for a few hundred bins, not a list. The model is ferry.estimate; the prices
-are ferry.prices (one dated table).
+keys cost memory for a few hundred bins, not a list. The model is ferry.costs.estimate; the prices
+are ferry.costs.prices (one dated table).
 """
 
 from __future__ import annotations
@@ -16,18 +16,18 @@ from typing import IO, Any
 from botocore.exceptions import ClientError
 
 from ferry.cli.parsing import EXIT_OK
-from ferry.clients import make_client
-from ferry.errors import ConfigError, describe
-from ferry.estimate import (
+from ferry.costs.estimate import (
     Assumptions,
     Estimate,
     PipelineShape,
     Workload,
     estimate,
 )
+from ferry.errors import ConfigError, describe
 from ferry.limits import format_size, parse_size
-from ferry.listing import check_bucket, parse_s3_url
 from ferry.models import Endpoint
+from ferry.s3.clients import make_client
+from ferry.s3.listing import check_bucket, parse_s3_url
 
 
 def run_estimate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:

@@ -48,7 +48,7 @@ from ferry.cli.stack_outputs import StackOutputs
 from ferry.errors import ConfigError, error_code
 from ferry.jobspec import SpecError, parse_job_spec
 from ferry.pipeline.job_reports import job_prefix
-from ferry.pipeline.ledger import DynamoLedger
+from ferry.pipeline.ledger.dynamodb import DynamoLedger
 
 REDRIVE_DAYS = 14  # RedriveExecution: executions that ended in the last 14 days
 REDRIVE = "redrive"

@@ -24,7 +24,7 @@ from ferry.cli.stack_outputs import StackOutputs, find_stack_outputs
 from ferry.errors import ConfigError, error_code
 from ferry.jobspec import JobSpec, check_not_overlapping
 from ferry.pipeline.job_reports import job_prefix
-from ferry.pipeline.ledger import DynamoLedger
+from ferry.pipeline.ledger.dynamodb import DynamoLedger
 
 # Console hosts per partition; the path is the Step Functions console's execution page.
 # (Not verifiable offline: the console's URL scheme is not part of any API reference.)

@@ -44,9 +44,9 @@ from ferry.cli.stack_outputs import DEFAULT_STACK, StackOutputs
 from ferry.errors import ConfigError
 from ferry.jobspec import JobSpec, parse_options, validate_job_spec
 from ferry.limits import format_size
-from ferry.listing import parse_s3_url
-from ferry.report_html import FAILURES_SHOWN as HTML_FAILURES_SHOWN
-from ferry.report_html import render_report_html
+from ferry.reports.report_html import FAILURES_SHOWN as HTML_FAILURES_SHOWN
+from ferry.reports.report_html import render_report_html
+from ferry.s3.listing import parse_s3_url
 
 FAILURES_SHOWN = 20
 

@@ -15,8 +15,8 @@ from typing import IO, Any
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING
 from ferry.cli.report import report_text
 from ferry.errors import ConfigError
-from ferry.pipeline.ledger import INTERRUPTED, RUNNING
-from ferry.pipeline.sqlite_ledger import SQLiteLedger
+from ferry.pipeline.ledger.contract import INTERRUPTED, RUNNING
+from ferry.pipeline.ledger.sqlite import SQLiteLedger
 
 FAILURES_SHOWN = 20
 

@@ -13,7 +13,7 @@ create roles could before).
 
 A replication with `deletes` on needs two more things from its source's account: the
 "Object Deleted" events forwarded along with "Object Created", and `s3:ListBucketVersions`
-(ListObjectVersions finds the version a delete marker hides, pipeline/deletes.py).
+(ListObjectVersions finds the version a delete marker hides, pipeline/replication/deletes.py).
 
 Each document is printed as a heading line (`# ...`: what it is and where it goes) followed
 by the document as JSON, so it can be cut out and applied as it is.
@@ -32,8 +32,9 @@ from typing import IO, Any
 from ferry.cli.parsing import EXIT_OK
 from ferry.errors import ConfigError
 from ferry.models import DEFAULT_MARKS_PREFIX, Endpoint
-from ferry.pipeline.replication_config import event_key_prefixes
-from ferry.pipeline.settings import STACK_ROLE_TAG, Location, PipelineSettings
+from ferry.pipeline.locations import Location
+from ferry.pipeline.replication.config import event_key_prefixes
+from ferry.pipeline.settings import STACK_ROLE_TAG, PipelineSettings
 
 VERSION = "2012-10-17"
 ACCOUNT = re.compile(r"[0-9]{12}")
@@ -65,7 +66,7 @@ KMS_SOURCE = ["kms:Decrypt"]
 KMS_DESTINATION = ["kms:GenerateDataKey", "kms:Decrypt", "kms:Encrypt"]
 FORWARD_ROLE = "ferry-forward-s3-events"
 LIST = ["s3:ListBucket"]
-# A replication's deletes list the source's versions under a delete marker (deletes.py).
+# A replication's deletes list the source's versions under a delete marker (pipeline/replication/deletes.py).
 LIST_VERSIONS = ["s3:ListBucket", "s3:ListBucketVersions"]
 OBJECT_CREATED, OBJECT_DELETED = "Object Created", "Object Deleted"
 

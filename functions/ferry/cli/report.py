@@ -16,7 +16,7 @@ from typing import IO, Any
 from ferry.counts import Counts
 from ferry.limits import format_size
 from ferry.models import CopyResult, Status
-from ferry.report_stats import ReportStats, Timeline, iso_time
+from ferry.reports.report_stats import ReportStats, Timeline, iso_time
 
 
 @dataclass
@@ -103,7 +103,7 @@ def report_for_html(
     destination: str,
     failures_report: str | None = None,
 ) -> dict[str, Any]:
-    """The dict ferry.report_html renders for a copy on this machine: the JSON summary plus
+    """The dict ferry.reports.report_html renders for a copy on this machine: the JSON summary plus
     where from and to, when, and the first failures kept (the rest are counted, not listed)."""
     report = summary.to_dict()
     report.update(

@@ -31,16 +31,17 @@ from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, read_j
 from ferry.cli.progress import Progress
 from ferry.cli.ranges import check_kms_region, memory_limit
 from ferry.cli.report import Summary
-from ferry.clients import make_client
 from ferry.engine.deadlines import stop_all, stop_cleared
 from ferry.errors import ConfigError, error_code
 from ferry.limits import parse_size
 from ferry.models import CopyResult, Status
-from ferry.pipeline.batches import Services
-from ferry.pipeline.ledger import INTERRUPTED, DynamoLedger, Ledger
+from ferry.pipeline.ledger.contract import INTERRUPTED, Ledger
+from ferry.pipeline.ledger.dynamodb import DynamoLedger
+from ferry.pipeline.ledger.sqlite import SQLiteLedger
 from ferry.pipeline.local_reports import LocalReports
 from ferry.pipeline.local_run import LAMBDA_SECONDS, job_rows, local_settings, run_job
-from ferry.pipeline.sqlite_ledger import SQLiteLedger
+from ferry.pipeline.services import Services
+from ferry.s3.clients import make_client
 
 SHOWN_FAILURES = 20
 # A pass hands over as a CopyBatch Lambda does, before its timeout (the parser shows 810 s).

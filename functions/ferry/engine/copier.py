@@ -17,7 +17,6 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ferry.clients import make_client
 from ferry.engine.archive import archived_outcome
 from ferry.engine.budget import ByteBudget
 from ferry.engine.checkpoints import CheckpointStore
@@ -42,6 +41,7 @@ from ferry.limits import (
     format_size,
 )
 from ferry.models import CopyPolicy, CopyResult, Endpoint, Mode, SourceObject, Status, Target
+from ferry.s3.clients import make_client
 
 log = logging.getLogger(__name__)
 

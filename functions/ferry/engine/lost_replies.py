@@ -1,6 +1,6 @@
 """When the server acted but its reply was lost, and botocore sent the request again.
 
-botocore retries a request whose connection broke or whose answer was a 5xx (clients.py), which
+botocore retries a request whose connection broke or whose answer was a 5xx (ferry.s3.clients), which
 is right for every S3 request Ferry sends but two, whose first send may have done its work:
 
 - CreateMultipartUpload: the retry makes a second upload; the first one, whose id never

@@ -15,8 +15,8 @@ from ferry.engine.dest_listing import ABSENT, Listed
 from ferry.engine.source import SourceInfo, read_tags
 from ferry.engine.verify import etag_proves
 from ferry.errors import CopyFailed, describe, error_code, is_access_denied
-from ferry.listing import listed_entry
 from ferry.models import Compare, CopyPolicy, Target
+from ferry.s3.listing import listed_entry
 
 
 def identical_reason(

@@ -19,143 +19,58 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import threading
-import uuid
-from collections import Counter
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.clients import make_client
 from ferry.engine.copier import Copier
 from ferry.engine.deadlines import deadline_in
 from ferry.errors import FerryError
 from ferry.jobspec import JobSpec, parse_job_spec
 from ferry.limits import MiB
-from ferry.models import CopyPolicy, CopyResult, Endpoint, SourceObject, Status, Target
-from ferry.pipeline.deletes import record_copies
-from ferry.pipeline.event_keys import EVENT_KEY_FIELD, KEY_FORMS_FIELD, listed
+from ferry.models import CopyPolicy, CopyResult, Endpoint, Status
 from ferry.pipeline.items import Planned, plan_item
-from ferry.pipeline.job_reports import JobReports
-from ferry.pipeline.lag import EVENT_TIME_FIELD, replication_lags
-from ferry.pipeline.ledger import (
-    BatchCounts,
-    DynamoCopyRecords,
-    DynamoLedger,
-    Failure,
-    Ledger,
-    Recorded,
-)
-from ferry.pipeline.local_reports import ReportStore
-from ferry.pipeline.reach import endpoint_for, reached_otherwise
-from ferry.pipeline.settings import WorkerSettings
-from ferry.report_stats import ReportStats
+from ferry.pipeline.ledger.contract import BatchCounts
+from ferry.pipeline.ledger.dynamodb import DynamoCopyRecords
+from ferry.pipeline.recording import batch_id_for, record, result_of, settled_result
+from ferry.pipeline.replication.deletes import record_copies
+from ferry.pipeline.replication.event_keys import EVENT_KEY_FIELD, KEY_FORMS_FIELD, listed
+from ferry.pipeline.replication.lag import EVENT_TIME_FIELD, replication_lags
+from ferry.pipeline.services import Services
+from ferry.s3.clients import make_client
 
 log = logging.getLogger(__name__)
 
-# Connections each kept client may pool: the copier's object threads (at most 128) plus its part
-# threads (at most 64), as engine.copier.Copier sizes the clients it makes itself.
-CLIENT_POOL = 192
 
-
-@dataclass
-class Services:
-    """The AWS pieces a worker uses, built once per process (clients are reused)."""
-
-    s3: Any
-    dynamodb: Any
-    settings: WorkerSettings
-    source: Endpoint = field(default_factory=Endpoint)
-    destination: Endpoint = field(default_factory=Endpoint)
-    stepfunctions: Any = None  # Finalize asks the Map Run how many items it read
-    # `ferry run` (one machine) gives its own ledger and report store, a client for the
-    # destination's endpoint, and a hook that sees every result as it comes (its progress bar).
-    ledger_store: Ledger | None = None  # default: the DynamoDB table the settings name
-    report_store: ReportStore | None = None  # default: the report bucket
-    destination_s3: Any = None  # default: `s3` (on AWS one identity reads and writes)
-    on_result: Callable[[CopyResult], None] | None = None
-    reads_any_region: bool = False  # `ferry run` lists and reads manifests in any region
-    # S3 clients kept for the life of the process (see `client`).
-    _clients: dict[Endpoint, Any] = field(default_factory=dict, repr=False, compare=False)
-    _clients_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-    # Each job's spec, read from the ledger once per process (see `job_spec`).
-    _specs: dict[str, JobSpec] = field(default_factory=dict, repr=False, compare=False)
-
-    @property
-    def ledger(self) -> Ledger:
-        if self.ledger_store is not None:
-            return self.ledger_store
-        return DynamoLedger(self.dynamodb, self.settings.table_name)
-
-    @property
-    def reports(self) -> ReportStore:
-        if self.report_store is not None:
-            return self.report_store
-        return JobReports(self.s3, self.settings.report_bucket)
-
-    @property
-    def dest_s3(self) -> Any:
-        return self.destination_s3 if self.destination_s3 is not None else self.s3
-
-    def endpoint(self, side: str, bucket: str, key: str = "") -> Endpoint:
-        """How this worker reaches bucket/key on `side`: the configured location's role, region,
-        endpoint or secret (ferry.pipeline.reach), else the worker's own `source`/`destination`."""
-        if self.settings is not None:  # a test's Services may carry no settings
-            configured = endpoint_for(self.settings, side, bucket, key)
-            if reached_otherwise(configured):
-                return configured
-        return self.source if side == "source" else self.destination
-
-    def client(self, endpoint: Endpoint) -> Any:
-        """The S3 client for `endpoint`, made once per process: a Lambda container runs pass
-        after pass, and a new client (a botocore session, its handlers and endpoint rules) cost
-        about an eighth of the CPU of a pass of 1,000 small objects (py-spy,
-        bench/results/worker_cost.md). boto3 clients are thread-safe; assumed roles' credentials
-        refresh themselves. An endpoint whose keys come from a secret gets a new client each
-        pass, so a rotated secret takes effect at the next pass as before."""
-        if endpoint.credentials_secret:
-            return make_client(endpoint, CLIENT_POOL)
-        with self._clients_lock:
-            if endpoint not in self._clients:
-                self._clients[endpoint] = make_client(endpoint, CLIENT_POOL)
-            return self._clients[endpoint]
-
-    def copier(
-        self,
-        policy: CopyPolicy,
-        source: Endpoint | None = None,
-        destination: Endpoint | None = None,
-        *,
-        job_id: str | None = None,
-    ) -> Copier:
-        """A Copier for one job: its uploads' marks name `job_id`, so the job's Finalize can
-        tell the uploads a crash left for it from any other job's (abandoned_uploads.py)."""
-        checkpoints = self.ledger.checkpoints(ttl_days=self.settings.checkpoint_ttl_days)
-        source, destination = source or self.source, destination or self.destination
-        return Copier(
-            source,
-            destination,
-            policy,
-            job_id=job_id,
-            source_client=self.client(source),
-            dest_client=self.client(destination),
-            memory_limit=self.settings.memory_limit,
-            checkpoints=checkpoints,
-            # The workers hold only kms:Decrypt on source keys: a source key is reused only
-            # where the stack lets them encrypt with it too.
-            reusable_kms_keys=self.settings.destination_kms_key_arns,
-            single_request_rate=self.settings.copy_object_mib_per_second * MiB,
-        )
-
-
-def batch_id_for(job_id: str, items: Sequence[Any]) -> str:
-    """The same items of the same job always make the same id, so a retried or redriven
-    batch is recognised in the ledger and never counted twice."""
-    text = json.dumps([job_id, items], sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:24]
+def job_copier(
+    services: Services,
+    policy: CopyPolicy,
+    source: Endpoint | None = None,
+    destination: Endpoint | None = None,
+    *,
+    job_id: str | None = None,
+) -> Copier:
+    """A Copier for one job: its uploads' marks name `job_id`, so the job's Finalize can
+    tell the uploads a crash left for it from any other job's (abandoned_uploads.py)."""
+    checkpoints = services.ledger.checkpoints(ttl_days=services.settings.checkpoint_ttl_days)
+    source, destination = source or services.source, destination or services.destination
+    return Copier(
+        source,
+        destination,
+        policy,
+        job_id=job_id,
+        source_client=services.client(source),
+        dest_client=services.client(destination),
+        memory_limit=services.settings.memory_limit,
+        checkpoints=checkpoints,
+        # The workers hold only kms:Decrypt on source keys: a source key is reused only
+        # where the stack lets them encrypt with it too.
+        reusable_kms_keys=services.settings.destination_kms_key_arns,
+        single_request_rate=services.settings.copy_object_mib_per_second * MiB,
+    )
 
 
 def pass_event(event: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -206,7 +121,7 @@ def resume_hand_over(event: Mapping[str, Any], services: Services) -> dict[str, 
     counts and hand-over positions, the same way a retried pass does. A pure read: retrying it
     changes nothing. No marker means the pass never recorded, which FerryHandOver cannot
     follow; raising then fails the child, and Finalize records its unrecorded objects as
-    failed (`record_lost_batch`)."""
+    failed (`recording.record_lost_batch`)."""
     event = pass_event(event)
     spec, items, pass_no, batch_id = _pass_of(event, services)
     marker = services.ledger.batch(spec.job_id, f"{batch_id}-p{pass_no}")
@@ -259,7 +174,7 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
     deadline = deadline_in(remaining_ms / 1000 - settings.deadline_margin_seconds)
 
     planned = _with_sizes([plan_item(item, spec) for item in items], services)
-    settled: list[CopyResult] = [_settled(p) for p in planned if p.skip or p.fail]
+    settled: list[CopyResult] = [settled_result(p) for p in planned if p.skip or p.fail]
     _notify(services, settled)
     to_copy = [p for p in planned if not (p.skip or p.fail)]
     large = [p for p in to_copy if (p.obj.size or 0) > settings.large_object_threshold]  # type: ignore[union-attr]
@@ -332,7 +247,7 @@ def _copy_in_lambda(
         groups.setdefault(services.endpoint("source", obj.bucket, obj.key), []).append(index)
     results: dict[int, CopyResult] = {}
     for source, indexes in groups.items():
-        with services.copier(spec.options.policy, source, destination, job_id=spec.job_id) as copier:
+        with job_copier(services, spec.options.policy, source, destination, job_id=spec.job_id) as copier:
             pairs = [(planned[i].obj, planned[i].target) for i in indexes]
             for index, result in zip(
                 indexes,
@@ -368,9 +283,9 @@ def record_failure(event: Mapping[str, Any], services: Services) -> dict[str, An
     results = []
     for plan in (plan_item(item, spec) for item in items):
         if plan.skip or plan.fail:
-            results.append(_settled(plan))
+            results.append(settled_result(plan))
         else:
-            results.append(_result(plan, Status.FAILED, reason))
+            results.append(result_of(plan, Status.FAILED, reason))
     _notify(services, results)
     recorded = record(services, spec.job_id, batch_key, results)
     # A pass recorded before it failed keeps its hand-over: what it handed over goes round again
@@ -388,40 +303,6 @@ def record_failure(event: Mapping[str, Any], services: Services) -> dict[str, An
     }
 
 
-def record_lost_batch(
-    services: Services, spec: JobSpec, items: Sequence[Any], reason: str
-) -> Recorded | None:
-    """A child execution that ended without recording all its items (it failed outside its
-    Catch, timed out, was aborted, or never started): record each item no pass recorded as
-    failed with `reason`, so the job's counts still hold every listed object and a retry over
-    `failures.jsonl` picks them up. Idempotent: a second call finds them recorded."""
-    batch_id = batch_id_for(spec.job_id, list(items))
-    recorded = Counter(_identity_of_row(row) for row in _recorded_rows(services, spec.job_id, batch_id))
-    results = []
-    for plan in (plan_item(item, spec) for item in items):
-        identity = (
-            (plan.obj.bucket, plan.obj.key, plan.obj.version_id) if plan.obj else (None, plan.key, None)
-        )
-        if recorded[identity] > 0:
-            recorded[identity] -= 1
-            continue
-        results.append(_settled(plan) if plan.skip or plan.fail else _result(plan, Status.FAILED, reason))
-    if not results:
-        return None
-    return record(services, spec.job_id, f"{batch_id}-lost", results)
-
-
-def _recorded_rows(services: Services, job_id: str, batch_id: str) -> Iterator[dict[str, Any]]:
-    """Every object result recorded for the batch: its passes, its large objects, its losses."""
-    for marker in services.ledger.batches(job_id, f"{batch_id}-"):
-        if marker.get("report_key"):
-            yield from services.reports.rows(marker["report_key"])
-
-
-def _identity_of_row(row: Mapping[str, Any]) -> tuple[str | None, str, str | None]:
-    return (row.get("source_bucket"), row["key"], row.get("version_id"))
-
-
 def copy_large_object(
     job_id: str,
     batch_id: str,
@@ -437,11 +318,11 @@ def copy_large_object(
     spec = job_spec(services, job_id)
     plan = plan_item(item, spec)
     if plan.skip or plan.fail:
-        result = _settled(plan)
+        result = settled_result(plan)
     else:
         source = services.endpoint("source", plan.obj.bucket, plan.obj.key)  # type: ignore[union-attr]
         destination = services.endpoint("destination", spec.destination_bucket, spec.destination_prefix)
-        with services.copier(spec.options.policy, source, destination, job_id=spec.job_id) as copier:
+        with job_copier(services, spec.options.policy, source, destination, job_id=spec.job_id) as copier:
             while True:
                 result = copier.copy(plan.obj, plan.target, deadline=deadline_in(pass_seconds))  # type: ignore[arg-type]
                 if not result.handed_over:
@@ -495,7 +376,7 @@ def _vanished_since_event(
 
 def _record_copies(services: Services, spec: JobSpec, copies: list[tuple[Any, CopyResult]]) -> None:
     """A replication job with deletes on remembers what it wrote at each destination key
-    (deletes.py says why); every other job writes nothing more."""
+    (replication/deletes.py says why); every other job writes nothing more."""
     if spec.replication is None or not spec.replication.deletes:
         return
     record_copies(
@@ -522,47 +403,6 @@ def job_spec(services: Services, job_id: str) -> JobSpec:
             raise RuntimeError(f"job {job_id!r} has no record in the ledger")
         spec = services._specs[job_id] = parse_job_spec(job["spec"])
     return spec
-
-
-def record(
-    services: Services,
-    job_id: str,
-    batch_key: str,
-    results: list[CopyResult],
-    *,
-    handover: Mapping[str, list[int]] | None = None,
-) -> Recorded:
-    """Report, then count once, then the failure items (also after a crash between the two)."""
-    ledger, reports = services.ledger, services.reports
-    counts = BatchCounts.of(results)
-    attempt = uuid.uuid4().hex[:12]
-    report_key = reports.put_batch(job_id, batch_key, attempt, results) if results else None
-    stats = ReportStats()
-    for result in results:
-        stats.add(result)
-    recorded = ledger.record_batch(
-        job_id,
-        batch_key,
-        counts,
-        attempt=attempt,
-        report_key=report_key,
-        handover=handover,
-        stats=stats.to_marker(),
-    )
-    if not recorded.first and report_key:
-        reports.delete(report_key)  # this attempt's results do not count; keep one report per batch
-    if recorded.counts.failed:
-        marker = ledger.batch(job_id, batch_key) or {}
-        if not marker.get("failures_recorded"):
-            if recorded.first:
-                failures = [Failure.of(r, batch_key) for r in results if r.status == Status.FAILED]
-            else:
-                failures = (
-                    list(reports.failed_in(recorded.report_key, batch_key)) if recorded.report_key else []
-                )
-            ledger.put_failures(job_id, failures)
-            ledger.failures_recorded(job_id, batch_key)
-    return recorded
 
 
 def _with_sizes(planned: list[Planned], services: Services) -> list[Planned]:
@@ -597,26 +437,6 @@ def _with_sizes(planned: list[Planned], services: Services) -> list[Planned]:
 def _large_key(batch_id: str, item: Mapping[str, Any]) -> str:
     digest = hashlib.sha256(json.dumps(item, sort_keys=True, default=str).encode()).hexdigest()[:16]
     return f"{batch_id}-large-{digest}"
-
-
-def _settled(plan: Planned) -> CopyResult:
-    if plan.fail:
-        return _result(plan, Status.FAILED, plan.fail)
-    return _result(plan, Status.SKIPPED, plan.skip)
-
-
-def _result(plan: Planned, status: Status, reason: str | None) -> CopyResult:
-    obj: SourceObject | None = plan.obj
-    target: Target | None = plan.target
-    return CopyResult(
-        source_key=obj.key if obj else plan.key,
-        dest_key=target.key if target else "",
-        status=status,
-        reason=reason,
-        source_bucket=obj.bucket if obj else None,
-        dest_bucket=target.bucket if target else None,
-        version_id=obj.version_id if obj else None,
-    )
 
 
 def _gave_up(result: CopyResult, passes: int) -> CopyResult:

@@ -29,7 +29,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.pipeline.ledger import BatchCounts, Ledger
+from ferry.pipeline.ledger.contract import BatchCounts, Ledger
 
 DOES_NOT_ADD_UP = "the counts do not add up"
 

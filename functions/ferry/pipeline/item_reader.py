@@ -31,7 +31,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.errors import ConfigError, describe
 from ferry.listed_items import select
-from ferry.listing import list_objects
+from ferry.s3.listing import list_objects
 
 # Step Functions' state payload quota: no batch is larger, whatever MaxInputBytesPerBatch says.
 MAX_BATCH_BYTES = 256 * 1024
@@ -63,7 +63,7 @@ def read_items(s3: Any, job: Mapping[str, Any], *, after: tuple[int, Any] | None
 
 
 def listing_items(s3: Any, bucket: str, prefix: str, start_after: str = "") -> Iterator[dict[str, Any]]:
-    """ListObjectsV2 over the prefix (ferry.listing's paginated reader), in AWS's item shape."""
+    """ListObjectsV2 over the prefix (ferry.s3.listing's paginated reader), in AWS's item shape."""
     for obj in list_objects(s3, bucket, prefix, start_after):
         item: dict[str, Any] = {
             "Etag": f'"{obj.etag}"' if obj.etag else "",

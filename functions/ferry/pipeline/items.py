@@ -21,8 +21,8 @@ from urllib.parse import unquote_plus
 from ferry.jobspec import JobSpec, changes_attributes
 from ferry.limits import MAX_OBJECT_SIZE
 from ferry.listed_items import expand
-from ferry.listing import matches
 from ferry.models import SourceObject, Target
+from ferry.s3.listing import matches
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ then, at the end, `summary.json` and `failures.jsonl`.
     s3://<report bucket>/jobs/<job id>/objects/<batch key>.<attempt>.jsonl
     s3://<report bucket>/jobs/<job id>/summary.json
     s3://<report bucket>/jobs/<job id>/failures.jsonl
-    s3://<report bucket>/jobs/<job id>/report.html      (the same, as a page: ferry.report_html)
+    s3://<report bucket>/jobs/<job id>/report.html      (the same, as a page: ferry.reports.report_html)
     s3://<report bucket>/jobs/.map-runs/<Map Run id>/... (the Distributed Map's own results)
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 from boto3.s3.transfer import TransferConfig
 
 from ferry.models import CopyResult
-from ferry.pipeline.ledger import Failure
+from ferry.pipeline.ledger.contract import Failure
 
 FAILURES_PART_SIZE = 8 * 1024 * 1024
 FAILURES_UPLOAD = TransferConfig(

@@ -1,5 +1,5 @@
 """A pipeline job's charts, summed by Finalize from the batch markers: each marker carries its
-counts, the time it was recorded and its `batch_stats` (ferry.report_stats.ReportStats), so
+counts, the time it was recorded and its `batch_stats` (ferry.reports.report_stats.ReportStats), so
 the job's size histogram, strategy and verification counts and throughput over time need no
 per-object record and no read of the per-batch reports.
 
@@ -16,9 +16,9 @@ from collections.abc import Iterable, Mapping
 from itertools import islice
 from typing import Any, Protocol
 
-from ferry.pipeline.ledger import COUNTERS, Failure
-from ferry.report_html import FAILURES_SHOWN
-from ferry.report_stats import ReportStats, Timeline, iso_time, parse_iso_time
+from ferry.pipeline.ledger.contract import COUNTERS, Failure
+from ferry.reports.report_html import FAILURES_SHOWN
+from ferry.reports.report_stats import ReportStats, Timeline, iso_time, parse_iso_time
 
 MARKER_FIELDS = "recorded_at, batch_stats, counts"
 
@@ -36,7 +36,7 @@ class MarkerSource(Protocol):
 def job_stats(
     ledger: MarkerSource, job_id: str, started_at: str | None, now: float | None = None
 ) -> dict[str, Any]:
-    """The report fields of ferry.report_stats for the whole job, plus `finished_at` and
+    """The report fields of ferry.reports.report_stats for the whole job, plus `finished_at` and
     `seconds` (whole: the summary is stored in DynamoDB, which takes no floats)."""
     finished = time.time() if now is None else now
     start = parse_iso_time(started_at) if started_at else finished

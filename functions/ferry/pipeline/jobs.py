@@ -16,11 +16,9 @@ from urllib.parse import urlencode
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.clients import make_client
 from ferry.errors import ConfigError, describe, error_code, explain_bare
 from ferry.jobspec import JobSpec, SpecError, parse_job_spec, validate_job_spec
 from ferry.pipeline.abandoned_uploads import AbandonedUploads, abort_abandoned_uploads
-from ferry.pipeline.batches import Services, record_lost_batch
 from ferry.pipeline.count_check import (
     CountCheck,
     batches_recorded,
@@ -33,7 +31,10 @@ from ferry.pipeline.job_stats import first_failures, job_stats
 from ferry.pipeline.manifest_check import check_manifest
 from ferry.pipeline.map_runs import MapRunRecord, job_map_runs
 from ferry.pipeline.reach import reached_otherwise
-from ferry.report_html import render_report_html
+from ferry.pipeline.recording import record_lost_batch
+from ferry.pipeline.services import Services
+from ferry.reports.report_html import render_report_html
+from ferry.s3.clients import make_client
 
 
 class AccessCheckFailed(ConfigError):

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from ferry.models import CopyResult
 from ferry.pipeline.job_reports import failed_rows
-from ferry.pipeline.ledger import Failure
+from ferry.pipeline.ledger.contract import Failure
 
 
 class ReportStore(Protocol):

@@ -37,7 +37,6 @@ from ferry.errors import ConfigError, FerryError
 from ferry.jobspec import validate_job_spec
 from ferry.limits import TiB
 from ferry.pipeline.batches import (
-    Services,
     batch_id_for,
     copy_batch,
     copy_large_object,
@@ -48,8 +47,9 @@ from ferry.pipeline.batches import (
 )
 from ferry.pipeline.item_reader import batches, read_items
 from ferry.pipeline.jobs import job_input, prepare, settle_job
-from ferry.pipeline.ledger import INTERRUPTED, RUNNING
+from ferry.pipeline.ledger.contract import INTERRUPTED, RUNNING
 from ferry.pipeline.run_journal import RunJournal
+from ferry.pipeline.services import Services
 from ferry.pipeline.settings import PipelineSettings, WorkerSettings
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from urllib.parse import quote_plus
 
 from ferry.errors import ConfigError
 from ferry.jobspec import as_folder, check_not_overlapping, parse_options
-from ferry.pipeline.settings import ACCESS_FIELDS, Location
+from ferry.pipeline.locations import ACCESS_FIELDS, Location
 
 NAME = re.compile(r"^[A-Za-z0-9-]{1,40}$")
 FIELDS = (
@@ -233,7 +233,7 @@ def _whole(value: Any, where: str, low: int, high: int) -> int:
 
 def event_key_prefixes(prefix: str) -> list[str]:
     """The key prefixes an EventBridge rule matches a source prefix under: as written and
-    URL-encoded, as an event may spell its key either way (ferry.pipeline.event_keys). The
+    URL-encoded, as an event may spell its key either way (ferry.pipeline.replication.event_keys). The
     stack's own rule and the rule `ferry policy` prints for another account's bucket use
     these, so both let the same events through."""
     return list(dict.fromkeys([quote_plus(prefix, safe="/"), prefix]))

@@ -26,8 +26,8 @@ from botocore.loaders import Loader
 from botocore.utils import parse_timestamp
 
 from ferry.errors import ConfigError
-from ferry.lean_s3 import lean_requests_enabled, make_lean
 from ferry.models import Endpoint
+from ferry.s3.lean_s3 import lean_requests_enabled, make_lean
 
 MAX_ATTEMPTS = 8
 
@@ -266,7 +266,7 @@ def expect_owners(client: Any, owners: Mapping[str, str]) -> None:
 
 def make_client(endpoint: Endpoint, pool_size: int = 64, *, lean: bool | None = None) -> Any:
     """One side's S3 client. With `lean` (default: on unless FERRY_LEAN_REQUESTS=0), the hot
-    small-object requests take ferry.lean_s3's path, signed with this session's credentials;
+    small-object requests take ferry.s3.lean_s3's path, signed with this session's credentials;
     everything else, and every answer but a clean one, is botocore's. The lean path is put in
     front before Ferry's own hooks are registered, so it calls them as botocore does."""
     session = session_for(endpoint)

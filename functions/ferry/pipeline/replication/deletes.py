@@ -37,7 +37,6 @@ the outcome's note).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -52,9 +51,10 @@ from ferry.engine.skip import identical_reason
 from ferry.engine.source import inspect
 from ferry.errors import FerryError, describe, error_code, is_access_denied
 from ferry.listed_items import expand
-from ferry.listing import listed_entry
 from ferry.models import Compare, CopyResult, SourceObject, Status, Target
-from ferry.pipeline.event_keys import EVENT_KEY_FIELD, key_forms
+from ferry.pipeline.ledger.copy_records import CopyRecord, CopyRecords
+from ferry.pipeline.replication.event_keys import EVENT_KEY_FIELD, key_forms
+from ferry.s3.listing import listed_entry
 
 log = logging.getLogger(__name__)
 
@@ -134,46 +134,6 @@ class Route:
     source: Any
     destination: Any
     deletes: bool = False
-
-
-# -- what the copy side records ---------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CopyRecord:
-    """What Ferry left at a destination key when it last copied there for a replication."""
-
-    dest_bucket: str
-    dest_key: str
-    dest_etag: str
-    size: int
-    source_bucket: str
-    source_key: str
-    dest_version_id: str | None = None
-    source_etag: str | None = None
-    source_version_id: str | None = None
-    sequencer: str | None = None  # the Object Created event's, when the item carried it
-    replication: str | None = None
-    job_id: str | None = None
-    event_key: str | None = None  # the Object Created event's spelling, when it had two forms
-
-    @property
-    def item_id(self) -> str:
-        """One item per destination key, spread over partitions (no hot bucket partition)."""
-        return record_id(self.dest_bucket, self.dest_key)
-
-
-def record_id(bucket: str, key: str) -> str:
-    """The record's id: a hash of the destination bucket and key."""
-    return hashlib.sha256(f"{bucket}\0{key}".encode()).hexdigest()[:40]
-
-
-class CopyRecords(Protocol):
-    """Where copy records live (ledger.DynamoCopyRecords on AWS)."""
-
-    def get(self, bucket: str, key: str) -> CopyRecord | None: ...
-    def put(self, record: CopyRecord) -> None: ...
-    def forget(self, record: CopyRecord) -> None: ...
 
 
 # -- what comes back --------------------------------------------------------------------------

@@ -4,7 +4,7 @@ network (no script, no font, no image, no link to fetch). Every value from the r
 escaped, since keys and reasons are whatever the bucket and the server said.
 
 `render_report_html(report)` takes a plain dict, the JSON report plus the fields of
-ferry.report_stats. Every field is optional except the counts; missing parts are left out:
+ferry.reports.report_stats. Every field is optional except the counts; missing parts are left out:
 
     title, job_id, status (SUCCEEDED | PARTIAL | FAILED; derived from the counts if absent)
     source, destination          "s3://..." or {"bucket": ..., "prefix": ...}

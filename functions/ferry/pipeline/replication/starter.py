@@ -14,7 +14,7 @@ time. For each batch the starter
    nothing twice.
 4. with the replication's deletes on, also reads "Object Deleted" events: where a key's
    newest event in the batch is a delete, it goes to deletes.apply_deletes (through
-   replication_deletes.run_deletes) instead of the job; a FAILED deletion's message is
+   starter_deletes.run_deletes) instead of the job; a FAILED deletion's message is
    reported as a batch item failure.
 
 Rows name the key without a version id: the job copies the source's current object. Events
@@ -40,17 +40,17 @@ from aws_lambda_powertools.utilities.data_classes import S3EventBridgeNotificati
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from botocore.exceptions import ClientError
 
-from ferry.pipeline.deletes import OBJECT_DELETED, Deletion, sequencer_newer
-from ferry.pipeline.event_keys import (
+from ferry.pipeline.replication.config import MANIFEST_NAME, Replication
+from ferry.pipeline.replication.deletes import OBJECT_DELETED, Deletion, sequencer_newer
+from ferry.pipeline.replication.event_keys import (
     EVENT_KEY_FIELD,
     KEY_FORMS_FIELD,
     UndecidedKey,
     key_forms,
     resolve_created,
 )
-from ferry.pipeline.lag import EVENT_TIME_FIELD, REPLICATION_FIELD, parse_event_time
-from ferry.pipeline.replication_config import MANIFEST_NAME, Replication
-from ferry.pipeline.replication_deletes import DeleteServices, run_deletes
+from ferry.pipeline.replication.lag import EVENT_TIME_FIELD, REPLICATION_FIELD, parse_event_time
+from ferry.pipeline.replication.starter_deletes import DeleteServices, run_deletes
 
 log = logging.getLogger(__name__)
 
@@ -265,7 +265,7 @@ def handle_batch(
 
     Per key only the batch's newest event acts: creates go to the batch's one job, deletions
     (replications with deletes on; `deletes` makes their clients, only when there are some) to
-    `apply_deletes` (replication_deletes.run_deletes). `source` makes a client for the
+    `apply_deletes` (starter_deletes.run_deletes). `source` makes a client for the
     replication's source, only when a created key has two forms to resolve (event_keys); a
     create the source cannot resolve fails alone, with the reason, and reaches the dead-letter
     queue like a message that is not an event.

@@ -1,5 +1,5 @@
 """A replication's deletes, run by its starter: the "Object Deleted" events of one drained
-batch (the newest event of their key, replication.latest_per_key) handed to
+batch (the newest event of their key, starter.latest_per_key) handed to
 `deletes.apply_deletes` with S3 clients for the replication's two locations and the copy
 records on the ledger table.
 
@@ -18,18 +18,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ferry.clients import make_client
 from ferry.models import Endpoint
-from ferry.pipeline.deletes import (
-    CopyRecords,
+from ferry.pipeline.ledger.copy_records import CopyRecords
+from ferry.pipeline.ledger.dynamodb import DynamoCopyRecords
+from ferry.pipeline.locations import Location
+from ferry.pipeline.replication.deletes import (
     DeleteCounts,
     DeleteStatus,
     Deletion,
     Replication,
     apply_deletes,
 )
-from ferry.pipeline.ledger import DynamoCopyRecords
-from ferry.pipeline.settings import Location
+from ferry.s3.clients import make_client
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +60,7 @@ class DeleteServices:
 
 def endpoint_of(location: Location) -> Endpoint:
     """How to reach a replication's location: its role, region, endpoint or secret (the same
-    as the workers' FERRY_LOCATIONS entry for it, replication_config._reached_as_workers), and
+    as the workers' FERRY_LOCATIONS entry for it, config._reached_as_workers), and
     its owner on every request (ExpectedBucketOwner)."""
     return Endpoint(
         endpoint_url=location.endpoint_url,

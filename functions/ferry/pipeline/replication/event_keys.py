@@ -27,7 +27,7 @@ from urllib.parse import unquote_plus
 from botocore.exceptions import ClientError
 
 from ferry.errors import FerryError, describe
-from ferry.listing import listed_entry
+from ferry.s3.listing import listed_entry
 
 # Manifest row fields of an event key with two forms: every form (so the job counts the object
 # deleted only when all are absent), and the key as the event spelled it (kept in the copy

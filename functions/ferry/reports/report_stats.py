@@ -7,7 +7,7 @@ and one `Timeline` directly; each pipeline batch stores its `ReportStats` on its
 (`to_marker`, a few hundred bytes) and Finalize merges the markers (`from_marker`, `merge`)
 and adds each marker's counts to a `Timeline` at the time it was recorded.
 
-The report dict's fields these produce (see ferry.report_html for the whole input):
+The report dict's fields these produce (see ferry.reports.report_html for the whole input):
     "bytes":    {"copied": n, "skipped": n, "failed": n, "pending": n}   object sizes per outcome
     "sizes":    [{"min": lo, "max": hi, "objects": n}, ...]               copied + skipped, by size
     "strategies", "verified_by": {name: objects}                          copied objects only

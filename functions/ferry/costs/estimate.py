@@ -41,7 +41,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ferry import prices
+from ferry.costs import prices
 from ferry.errors import ConfigError
 from ferry.limits import (
     DEFAULT_MULTIPART_THRESHOLD,
@@ -851,7 +851,7 @@ def estimate(
         else "server-side from CPU measured locally, not on AWS; streamed assumed"
     )
     notes = [
-        f"prices: {prices.REGION} list prices of {prices.PRICES_DATE} (functions/ferry/prices.py; unverified ones are marked there)",
+        f"prices: {prices.REGION} list prices of {prices.PRICES_DATE} (functions/ferry/costs/prices.py; unverified ones are marked there)",
         "the destination holds none of the objects: everything is copied (a re-run skips what is there)",
         f"sources above {_mib(a.source_multipart_threshold)} were uploaded in {_mib(a.source_part_size)} parts, "
         + ("with full-object CRCs" if a.source_full_checksum else "with MD5 ETags and no stored checksum")

@@ -1,5 +1,5 @@
 """The ledger in one SQLite file, for `ferry run` on one machine: the same semantics as
-`DynamoLedger` (see `ferry.pipeline.ledger.Ledger`), with SQLite's constraints doing what
+`DynamoLedger` (see `ferry.pipeline.ledger.contract.Ledger`), with SQLite's constraints doing what
 DynamoDB's conditional writes do.
 
 A batch pass is recorded with `INSERT ... ON CONFLICT DO NOTHING` on its (job, batch key)
@@ -23,15 +23,7 @@ from typing import Any
 
 from ferry.engine.checkpoints import Checkpoint
 from ferry.errors import ConfigError
-from ferry.pipeline.ledger import (
-    COUNTERS,
-    DAY,
-    BatchCounts,
-    Failure,
-    JobExists,
-    Recorded,
-    Tally,
-)
+from ferry.pipeline.ledger.contract import COUNTERS, DAY, BatchCounts, Failure, JobExists, Recorded, Tally
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
