@@ -68,6 +68,25 @@ class Parser(argparse.ArgumentParser):
         return parsed
 
 
+class VersionAction(argparse.Action):
+    """`--version`: `ferry X.Y.Z`, the installed package's version (importlib.metadata is
+    imported only when asked, so every other start-up is spared it)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        kwargs.setdefault("help", "print the installed version and exit")
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> NoReturn:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("ferry")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            number = "(not installed)"
+        sys.stdout.write(f"ferry {number}\n")
+        parser.exit(EXIT_OK)
+
+
 def read_json_file(path: str) -> Any:
     """A job spec file (or any JSON file the user names), or one sentence saying why not.
 
