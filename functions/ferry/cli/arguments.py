@@ -50,12 +50,17 @@ def add_copy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPa
     how.add_argument(
         "--part-size", help="multipart part size, e.g. 8MiB (default: the source's layout, else chosen)"
     )
-    how.add_argument("--multipart-threshold", default="16MiB", help="stream objects above this in parts")
+    how.add_argument(
+        "--multipart-threshold",
+        default="16MiB",
+        help="stream objects above this in parts (default %(default)s)",
+    )
     add_memory_limit_argument(how)
     how.add_argument("--checksum-algorithm", type=str.upper, choices=CHECKSUM_ALGORITHMS)
     how.add_argument(
         "--marks-prefix",
-        help="where the destination bucket holds the marks that let a crashed copy resume (default .ferry/uploads/)",
+        help="where the destination bucket holds the marks that let a crashed copy resume "
+        f"(default {DEFAULT_MARKS_PREFIX})",
     )
     what = copy.add_argument_group("what to copy")
     what.add_argument("--include", action="append", default=[], metavar="GLOB")
@@ -65,7 +70,9 @@ def add_copy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPa
     )
     what.add_argument("--compare", choices=["checksum", "size-mtime"], default="checksum")
     what.add_argument("--restore", choices=["bulk", "standard", "expedited"], help="restore archived objects")
-    what.add_argument("--restore-days", type=int, default=7)
+    what.add_argument(
+        "--restore-days", type=int, default=7, help="days a restored copy stays (default %(default)s)"
+    )
     attrs = copy.add_argument_group("destination attributes (default: preserve the source's)")
     attrs.add_argument("--storage-class")
     attrs.add_argument(
@@ -103,7 +110,10 @@ def add_run_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
     ledger.add_argument(
         "--table", metavar="NAME", help="use this DynamoDB table as the ledger (the stack's TableName)"
     )
-    run.add_argument("--table-region", help="region of --table (default: --region)")
+    run.add_argument(
+        "--table-region",
+        help="region of --table (default: --region, else --source-region, else your AWS configuration's)",
+    )
     run.add_argument("--table-endpoint-url", help="DynamoDB endpoint for --table (DynamoDB Local, moto)")
     run.add_argument(
         "--report-dir",
@@ -122,7 +132,7 @@ def add_run_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
         where.add_argument(f"--{side}-requester-pays", action="store_true")
     how = run.add_argument_group("how the job runs (the pipeline's settings)")
     how.add_argument("--batch-concurrency", type=int, default=4, help="batches at once (default 4)")
-    how.add_argument("--max-items-per-batch", type=int, help="objects per batch (default 200)")
+    how.add_argument("--max-items-per-batch", type=int, help="objects per batch (default 10,000)")
     how.add_argument("--max-input-bytes-per-batch", help="batch input size, e.g. 64KiB (default 150KiB)")
     how.add_argument(
         "--large-object-threshold", help="objects above this take the large-object path (default 10GiB)"
@@ -156,7 +166,11 @@ def add_estimate_parser(commands: argparse._SubParsersAction) -> argparse.Argume
     )
     parser.add_argument("--objects", type=int, help="number of objects (without SRC)")
     parser.add_argument("--avg-size", help="average object size, e.g. 500KB (without SRC)")
-    parser.add_argument("--source-storage-class", default="STANDARD", help="the objects' class (without SRC)")
+    parser.add_argument(
+        "--source-storage-class",
+        default="STANDARD",
+        help="the objects' class (without SRC; default %(default)s)",
+    )
     parser.add_argument("--mode", choices=["auto", "server-side", "stream"], default="auto")
     parser.add_argument(
         "--cross-region", action="store_true", help="source and destination in different regions"
@@ -168,7 +182,9 @@ def add_estimate_parser(commands: argparse._SubParsersAction) -> argparse.Argume
     parser.add_argument("--no-tags", action="store_true", help="tags not copied (no GetObjectTagging)")
     parser.add_argument("--no-skip-existing", action="store_true", help="no destination listing")
     parser.add_argument(
-        "--source-part-size", default="8MiB", help="part size multipart sources were uploaded in (assumed)"
+        "--source-part-size",
+        default="8MiB",
+        help="part size multipart sources were uploaded in (assumed; default %(default)s)",
     )
     parser.add_argument(
         "--full-object-checksums",
@@ -190,7 +206,7 @@ def add_estimate_parser(commands: argparse._SubParsersAction) -> argparse.Argume
         type=int,
         default=DEFAULT_OBJECTS_PER_DAY,
         metavar="N",
-        help="objects a day to check one stack's limits against (default: 1,000,000,000)",
+        help=f"objects a day to check one stack's limits against (default: {DEFAULT_OBJECTS_PER_DAY:,})",
     )
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar while listing")
@@ -207,8 +223,12 @@ def add_policy_parser(commands: argparse._SubParsersAction) -> argparse.Argument
         "--context", default="cdk.json", metavar="FILE", help="cdk.json (or a file of 'ferry' settings)"
     )
     policy.add_argument("--account", required=True, help="the 12-digit account Ferry is deployed in")
-    policy.add_argument("--region", help="the region Ferry is deployed in (default: AWS_REGION)")
-    policy.add_argument("--stack-name", help="the stack's name (default: ferry:stackName, else Ferry)")
+    policy.add_argument(
+        "--region", help="the region Ferry is deployed in (default: $AWS_REGION, else $AWS_DEFAULT_REGION)"
+    )
+    policy.add_argument(
+        "--stack-name", help="the stack's name (default: the context's ferry:stackName, else Ferry)"
+    )
     policy.add_argument(
         "--principal",
         action="append",
@@ -248,7 +268,9 @@ def add_job_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
     status = sub.add_parser("status", parents=[stack], help="how far a job is: objects, bytes, rate, ETA")
     status.add_argument("job_id", metavar="JOB")
     status.add_argument("--watch", action="store_true", help="refresh until the job ends")
-    status.add_argument("--interval", type=float, default=5.0, help="seconds between refreshes (--watch)")
+    status.add_argument(
+        "--interval", type=float, default=5.0, help="seconds between refreshes (--watch; default %(default)s)"
+    )
     status.add_argument("--json", action="store_true", help="print one JSON object")
 
     report = sub.add_parser("report", parents=[stack], help="the report Finalize wrote")
@@ -319,6 +341,10 @@ def add_clean_uploads_parser(commands: argparse._SubParsersAction) -> argparse.A
 
 def add_demo_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run a copy on an embedded S3 endpoint (no AWS account)")
-    demo.add_argument("--objects", type=int, default=300, help="small objects to create")
-    demo.add_argument("--large-size", default="80MiB", help="size of the multipart object")
+    demo.add_argument(
+        "--objects", type=int, default=300, help="small objects to create (default %(default)s)"
+    )
+    demo.add_argument(
+        "--large-size", default="80MiB", help="size of the multipart object (default %(default)s)"
+    )
     return demo

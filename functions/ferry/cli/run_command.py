@@ -36,6 +36,7 @@ from ferry.pipeline.batches import Services
 from ferry.pipeline.ledger import DynamoLedger, Ledger
 from ferry.pipeline.local_reports import LocalReports
 from ferry.pipeline.local_run import LAMBDA_SECONDS, job_rows, local_settings, run_job
+from ferry.pipeline.settings import WorkerSettings
 from ferry.pipeline.sqlite_ledger import SQLiteLedger
 
 SHOWN_FAILURES = 20
@@ -59,22 +60,11 @@ def parse_run_args(argv: list[str]) -> argparse.Namespace:
 def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """`ferry run`: Prepare, the Map, the batches, Finalize; then the summary and exit code."""
     spec = read_json_file(args.spec)
-    pass_seconds = DEFAULT_PASS_SECONDS if args.pass_seconds is None else args.pass_seconds
-    if pass_seconds <= 0:
-        raise ConfigError("--pass-seconds must be more than 0")
+    seconds = pass_seconds(args)
     options = spec.get("options") if isinstance(spec, Mapping) else None
     # A spec of the wrong shape is named by Prepare's validator (run_job), field by field.
     kms_key = options.get("kms_key_id") if isinstance(options, Mapping) else None
-    settings = local_settings(
-        max_items_per_batch=args.max_items_per_batch,
-        max_input_bytes_per_batch=_size(args.max_input_bytes_per_batch),
-        concurrency=args.batch_concurrency,
-        large_object_threshold=_size(args.large_object_threshold),
-        max_passes=args.max_passes,
-        memory_limit=memory_limit(args.memory_limit),
-        kms_key_ids=(kms_key,) if isinstance(kms_key, str) and kms_key else (),
-        table_name=args.table or "",
-    )
+    settings = worker_settings(args, kms_key_ids=(kms_key,) if isinstance(kms_key, str) and kms_key else ())
     source, destination = endpoints(args)
     check_kms_region(kms_key if isinstance(kms_key, str) else None, destination.region, "options.kms_key_id")
     ledger, state_dir = _ledger(args)
@@ -104,7 +94,7 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
             spec,
             services,
             job_id=args.job_id,
-            pass_seconds=pass_seconds,
+            pass_seconds=seconds,
             on_listed=lambda listing: progress.listed(listing.items, complete=listing.complete),
         )
     data = run_report(services, final["job_id"], final, summary)
@@ -123,6 +113,33 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     if final["pending"]:
         return EXIT_PENDING
     return EXIT_OK
+
+
+def worker_settings(args: argparse.Namespace, kms_key_ids: tuple[str, ...] = ()) -> WorkerSettings:
+    """The pipeline's settings for this run: its defaults, with the options given here."""
+    return local_settings(
+        max_items_per_batch=args.max_items_per_batch,
+        max_input_bytes_per_batch=_size(args.max_input_bytes_per_batch),
+        concurrency=args.batch_concurrency,
+        large_object_threshold=_size(args.large_object_threshold),
+        max_passes=args.max_passes,
+        memory_limit=memory_limit(args.memory_limit),
+        kms_key_ids=kms_key_ids,
+        table_name=args.table or "",
+    )
+
+
+def pass_seconds(args: argparse.Namespace) -> float:
+    """How long a CopyBatch pass runs before it hands over (as on Lambda, by default)."""
+    seconds = DEFAULT_PASS_SECONDS if args.pass_seconds is None else args.pass_seconds
+    if seconds <= 0:
+        raise ConfigError("--pass-seconds must be more than 0")
+    return float(seconds)
+
+
+def ledger_path(args: argparse.Namespace) -> Path:
+    """The SQLite ledger's file: --ledger, else the default folder's ledger.sqlite."""
+    return Path(args.ledger).expanduser() if args.ledger else default_state_dir() / "ledger.sqlite"
 
 
 def run_report(
@@ -196,7 +213,7 @@ def _size(text: str | None) -> int | None:
 def _ledger(args: argparse.Namespace) -> tuple[Ledger, Path]:
     """The ledger the user chose, and the folder the job reports go to by default."""
     if not args.table:
-        path = Path(args.ledger).expanduser() if args.ledger else default_state_dir() / "ledger.sqlite"
+        path = ledger_path(args)
         return SQLiteLedger(path), path.parent
     region = args.table_region or args.region or args.source_region
     client = boto3.client(
