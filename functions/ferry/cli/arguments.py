@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from ferry.cli.parsing import Parser
+from ferry.cli.parsing import JOB_ID_RULE, Parser
 from ferry.cli.ranges import add_memory_limit_argument
 from ferry.cli.stack_outputs import DEFAULT_STACK
 from ferry.limits import DEFAULT_OBJECTS_PER_DAY
@@ -120,7 +120,10 @@ def add_run_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
         metavar="DIR",
         help="where the job's report files go (default: beside the ledger, jobs/<id>/)",
     )
-    run.add_argument("--job-id", help="the job's id (default: the spec's job_id, else run-<time>-<random>)")
+    run.add_argument(
+        "--job-id",
+        help=f"the job's id (default: the spec's job_id, else run-<time>-<random>); {JOB_ID_RULE}",
+    )
     # The same endpoint and credential options as `ferry copy` (read by copy_command.endpoints).
     where = run.add_argument_group("endpoints and credentials (as for ferry copy)")
     for side in ("", "source-", "dest-"):
@@ -260,7 +263,8 @@ def add_job_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
     start.add_argument("dst", metavar="DST", nargs="?", help="s3://bucket/prefix")
     start.add_argument("--spec", metavar="FILE", help="a JSON job spec (options given here override its own)")
     start.add_argument(
-        "--job-id", help="the job's id and execution name (default: the spec's, else job-<time>)"
+        "--job-id",
+        help=f"the job's id and execution name (default: the spec's job_id, else job-<time>); {JOB_ID_RULE}",
     )
     start.add_argument("--json", action="store_true", help="print one JSON object")
     _add_option_arguments(start)

@@ -37,7 +37,7 @@ from ferry.cli.job_runs import (
     read_failures,
     start_job,
 )
-from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, read_json_file
+from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, job_id_of, read_json_file
 from ferry.cli.stack_outputs import DEFAULT_STACK, StackOutputs
 from ferry.errors import ConfigError
 from ferry.jobspec import JobSpec, check_not_overlapping, parse_job_spec, parse_options
@@ -135,7 +135,7 @@ def spec_from_args(args: argparse.Namespace, now: dt.datetime | None = None) -> 
             raise ConfigError(f"options: must be an object, not {type(current).__name__}")
         spec["options"] = {**current, **options}
     moment = now or dt.datetime.now(dt.UTC)
-    spec["job_id"] = args.job_id or spec.get("job_id") or f"job-{moment:%Y%m%d-%H%M%S}"
+    spec["job_id"] = job_id_of(args.job_id, spec, args.spec) or f"job-{moment:%Y%m%d-%H%M%S}"
     return spec
 
 

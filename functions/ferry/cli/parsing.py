@@ -87,6 +87,24 @@ class VersionAction(argparse.Action):
         parser.exit(EXIT_OK)
 
 
+# Said in the --help of every command that takes both a spec and --job-id.
+JOB_ID_RULE = "a different job_id in the spec is refused"
+
+
+def job_id_of(option: str | None, spec: Any, path: str | None) -> str | None:
+    """The job's id from `--job-id` and the spec read from `path`: either alone names it, and
+    the same in both is fine. Two different ids are refused rather than one silently chosen
+    (as s5cmd and rclone refuse contradictory arguments): a job id is how a job is found,
+    resumed and reported, so a guess would file its work under a name the user did not mean."""
+    written = spec.get("job_id") if isinstance(spec, dict) else None
+    if option and written is not None and written != option:
+        raise ConfigError(
+            f"--job-id {option!r} and the job_id {written!r} in {path!r} differ: give one of them, "
+            "or the same in both"
+        )
+    return option or (written if isinstance(written, str) else None)
+
+
 def read_json_file(path: str) -> Any:
     """A job spec file (or any JSON file the user names), or one sentence saying why not.
 

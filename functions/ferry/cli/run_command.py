@@ -24,7 +24,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.arguments import add_run_parser
 from ferry.cli.copy_command import endpoints
-from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, read_json_file
+from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, job_id_of, read_json_file
 from ferry.cli.progress import Progress
 from ferry.cli.ranges import check_kms_region, memory_limit
 from ferry.cli.report import Summary
@@ -60,6 +60,7 @@ def parse_run_args(argv: list[str]) -> argparse.Namespace:
 def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """`ferry run`: Prepare, the Map, the batches, Finalize; then the summary and exit code."""
     spec = read_json_file(args.spec)
+    job_id = job_id_of(args.job_id, spec, args.spec)
     seconds = pass_seconds(args)
     options = spec.get("options") if isinstance(spec, Mapping) else None
     # A spec of the wrong shape is named by Prepare's validator (run_job), field by field.
@@ -93,7 +94,7 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
         final = run_job(
             spec,
             services,
-            job_id=args.job_id,
+            job_id=job_id,
             pass_seconds=seconds,
             on_listed=lambda listing: progress.listed(listing.items, complete=listing.complete),
         )
