@@ -91,7 +91,7 @@ class VersionAction(argparse.Action):
 JOB_ID_RULE = "a different job_id in the spec is refused"
 
 
-def job_id_of(option: str | None, spec: Any, path: str | None) -> str | None:
+def job_id_of(option: str | None, spec: Any, path: str | None) -> Any:
     """The job's id from `--job-id` and the spec read from `path`: either alone names it, and
     the same in both is fine. Two different ids are refused rather than one silently chosen
     (as s5cmd and rclone refuse contradictory arguments): a job id is how a job is found,
@@ -102,7 +102,7 @@ def job_id_of(option: str | None, spec: Any, path: str | None) -> str | None:
             f"--job-id {option!r} and the job_id {written!r} in {path!r} differ: give one of them, "
             "or the same in both"
         )
-    return option or (written if isinstance(written, str) else None)
+    return option or written  # a job_id of the wrong type is named by the spec's validator
 
 
 def read_json_file(path: str) -> Any:

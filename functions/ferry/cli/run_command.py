@@ -61,6 +61,7 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """`ferry run`: Prepare, the Map, the batches, Finalize; then the summary and exit code."""
     spec = read_json_file(args.spec)
     job_id = job_id_of(args.job_id, spec, args.spec)
+    job_id = job_id if isinstance(job_id, str) else None  # else the spec's own, named by Prepare
     seconds = pass_seconds(args)
     options = spec.get("options") if isinstance(spec, Mapping) else None
     # A spec of the wrong shape is named by Prepare's validator (run_job), field by field.
