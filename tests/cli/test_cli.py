@@ -216,8 +216,8 @@ def test_listing_that_breaks_midway_still_summarises_what_was_copied(
         err,
     )
     assert code == 2
-    assert "1 objects: 1 copied" in out.getvalue()
-    assert "stopped after 1 objects: AccessDenied on s3:ListBucket" in err.getvalue()
+    assert "1 object: 1 copied" in out.getvalue()
+    assert "stopped after 1 object: AccessDenied on s3:ListBucket" in err.getvalue()
     assert json.loads(report.read_text().splitlines()[-1])["summary"]["copied"] == 1
     assert versitygw.keys(dst) == ["first"]
 

@@ -18,6 +18,7 @@ from typing import IO, Any
 
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK
 from ferry.clients import make_client
+from ferry.counts import plural
 from ferry.engine.upload_marks import FerryUpload, UploadMark, abort_ferry_upload, delete_mark, scan_marks
 from ferry.errors import ConfigError, describe
 from ferry.jobspec import as_folder
@@ -165,6 +166,6 @@ def _print(result: Cleaning, out: IO[str]) -> None:
     hours = result.older_than.total_seconds() / 3600
     out.write(
         f"{len(result.aborted)} of Ferry's uploads {verb}, {len(result.kept)} kept (started less than "
-        f"{hours:g} h ago), {len(result.marks_deleted)} stale marks {mark_verb}"
+        f"{hours:g} h ago), {plural(len(result.marks_deleted), 'stale mark')} {mark_verb}"
         f"{', ' + str(len(result.errors)) + ' failed' if result.errors else ''}\n"
     )

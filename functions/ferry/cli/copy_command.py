@@ -18,6 +18,7 @@ from ferry.cli.progress import Progress
 from ferry.cli.ranges import check_count, check_kms_region, memory_limit
 from ferry.cli.report import ReportWriter, Summary, report_for_html
 from ferry.clients import make_client
+from ferry.counts import plural
 from ferry.engine.copier import Copier, client_pool_size
 from ferry.errors import ConfigError, FerryError
 from ferry.jobspec import JobOptions, parse_options
@@ -184,7 +185,7 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
                 stopped = stopped or f"cannot write the HTML report: {error}"
     _print_summary(args, summary, failures, stdout, stderr)
     if stopped:
-        stderr.write(f"ferry: error: stopped after {summary.total} objects: {stopped}\n")
+        stderr.write(f"ferry: error: stopped after {plural(summary.total, 'object')}: {stopped}\n")
         return EXIT_FAILED
     if summary.failed:
         return EXIT_FAILED
@@ -221,7 +222,7 @@ def _print_summary(
             # A run-level reason (one sentence for every such object): one line, not one each.
             count = remaining.pop(result.reason, 0)
             if count:
-                more = f" and {count - 1} more objects" if count > 1 else ""
+                more = f" and {plural(count - 1, 'more object')}" if count > 1 else ""
                 where = f"s3://{result.source_bucket}/{result.source_key}{more}"
                 out.write(f"  failed: {where}: see the note above\n")
                 shown += count
@@ -230,7 +231,7 @@ def _print_summary(
         shown += 1
     if summary.failed > shown:
         out.write(
-            f"  ... and {summary.failed - shown} more failures"
+            f"  ... and {plural(summary.failed - shown, 'more failure')}"
             + (f" (see {args.report})" if args.report else "")
             + "\n"
         )

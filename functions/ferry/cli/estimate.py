@@ -17,6 +17,7 @@ from botocore.exceptions import ClientError
 
 from ferry.cli.parsing import EXIT_OK
 from ferry.clients import make_client
+from ferry.counts import plural
 from ferry.errors import ConfigError, describe
 from ferry.estimate import (
     Assumptions,
@@ -107,13 +108,13 @@ class _progress:
 
         self._bar = Progress(
             SpinnerColumn(),
-            TextColumn("listing: {task.fields[objects]:,} objects, {task.fields[size]}"),
+            TextColumn("listing: {task.fields[listed]}, {task.fields[size]}"),
             TimeElapsedColumn(),
             console=Console(file=self.stream),
             transient=True,
         )
         self._bar.start()
-        self._task = self._bar.add_task("listing", total=None, objects=0, size="0 B")
+        self._task = self._bar.add_task("listing", total=None, listed=plural(0, "object"), size="0 B")
         return self._advance
 
     def _count(self, size: int) -> None:
@@ -123,11 +124,15 @@ class _progress:
     def _advance(self, size: int) -> None:
         self._count(size)
         if self.objects % 1000 == 1:
-            self._bar.update(self._task, objects=self.objects, size=format_size(self.bytes))
+            self._show()
+
+    def _show(self, refresh: bool = False) -> None:
+        listed = plural(self.objects, "object", thousands=True)
+        self._bar.update(self._task, listed=listed, size=format_size(self.bytes), refresh=refresh)
 
     def __exit__(self, *exc: object) -> None:
         if self.enabled:  # the last count, whatever the step of the updates
-            self._bar.update(self._task, objects=self.objects, size=format_size(self.bytes), refresh=True)
+            self._show(refresh=True)
             self._bar.stop()
 
 
@@ -159,7 +164,8 @@ def render_rate_limits(result: Estimate) -> list[str]:
     assert limits is not None
     binding = limits.binding
     out = [
-        f"at {limits.objects_per_day:,} objects a day ({limits.objects_per_second:,.0f}/s) on one stack, "
+        f"at {plural(limits.objects_per_day, 'object', thousands=True)} a day "
+        f"({limits.objects_per_second:,.0f}/s) on one stack, "
         "objects/s each limit allows:"
     ]
     for limit in limits.limits:
@@ -171,8 +177,9 @@ def render_rate_limits(result: Estimate) -> list[str]:
 def render(result: Estimate) -> str:
     """The plain table: each line, each service's subtotal, the total, the alternatives."""
     out = [
-        f"{result.objects:,} objects, {format_size(result.bytes)}: {result.batches:,} batches of up to "
-        f"{result.items_per_batch}, {result.passes:,} CopyBatch passes, {result.large_objects:,} on Fargate",
+        f"{plural(result.objects, 'object', thousands=True)}, {format_size(result.bytes)}: "
+        f"{plural(result.batches, 'batch', thousands=True)} of up to {result.items_per_batch}, "
+        f"{plural(result.passes, 'CopyBatch pass', thousands=True)}, {result.large_objects:,} on Fargate",
         "",
         f"{'service':<16} {'what':<46} {'quantity':>16}  {'cost':>12}",
     ]

@@ -39,6 +39,7 @@ from ferry.cli.job_runs import (
 )
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, job_id_of, read_json_file
 from ferry.cli.stack_outputs import DEFAULT_STACK, StackOutputs
+from ferry.counts import plural
 from ferry.errors import ConfigError
 from ferry.jobspec import JobSpec, check_not_overlapping, parse_job_spec, parse_options
 from ferry.limits import format_size
@@ -338,9 +339,9 @@ def report_text(report: Mapping[str, Any], job_id: str, *, every_failure: bool) 
     s = report["summary"]
     lines = [
         f"job {job_id}: {s.get('status')}",
-        f"{s.get('objects', 0)} objects: {s.get('copied', 0)} copied, {s.get('skipped', 0)} skipped, "
+        f"{plural(s.get('objects', 0), 'object')}: {s.get('copied', 0)} copied, {s.get('skipped', 0)} skipped, "
         f"{s.get('failed', 0)} failed, {s.get('pending', 0)} pending | "
-        f"{format_size(s.get('bytes_copied') or 0)} copied in {s.get('batches', 0)} batches",
+        f"{format_size(s.get('bytes_copied') or 0)} copied in {plural(s.get('batches', 0), 'batch')}",
     ]
     source, destination = s.get("source") or {}, s.get("destination") or {}
     if source or destination:
@@ -359,10 +360,13 @@ def report_text(report: Mapping[str, Any], job_id: str, *, every_failure: bool) 
         )
     read = s.get("objects_read_by_map")
     if read is not None and read != s.get("objects"):
-        lines.append(f"  note: the Map read {read} objects but the ledger accounts for {s.get('objects')}")
+        lines.append(
+            f"  note: the Map read {plural(read, 'object')} but the ledger accounts for {s.get('objects')}"
+        )
     if s.get("lost_in_unfinished_batches"):
         lines.append(
-            f"  note: {s['lost_in_unfinished_batches']} failures are objects of batches that did not finish"
+            f"  note: the failures include {plural(s['lost_in_unfinished_batches'], 'object')} of batches "
+            "that did not finish"
         )
     failures = report.get("failures") or []
     for failure in failures:
@@ -372,7 +376,7 @@ def report_text(report: Mapping[str, Any], job_id: str, *, every_failure: bool) 
     more = int(s.get("failed") or 0) - len(failures)
     if more > 0 and not every_failure:
         lines.append(
-            f"  ... and {more} more failures (ferry job report {job_id} --failures, or {report['failures_report']})"
+            f"  ... and {plural(more, 'more failure')} (ferry job report {job_id} --failures, or {report['failures_report']})"
         )
     lines.append(f"  report: {report['report']}")
     if s.get("failed"):
@@ -447,7 +451,8 @@ def run_retry(clients: JobClients, args: argparse.Namespace, stdout: IO[str]) ->
     started = outcome.started
     assert started is not None
     if outcome.plan.action == FAILED_OBJECTS:
-        what = f"over those {outcome.objects} objects only\n  manifest: {outcome.manifest}"
+        those = "that" if outcome.objects == 1 else "those"
+        what = f"over {those} {plural(outcome.objects, 'object')} only\n  manifest: {outcome.manifest}"
     else:
         what = "over the same source (objects already identical at the destination are skipped)"
     stdout.write(

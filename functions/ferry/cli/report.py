@@ -12,7 +12,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from ferry.counts import Counts
+from ferry.counts import Counts, plural
 from ferry.limits import format_size
 from ferry.models import CopyResult, Status
 from ferry.report_stats import ReportStats, Timeline, iso_time
@@ -80,7 +80,7 @@ class Summary(Counts):
             lines += [f"  copied by: {how}", f"  verified by: {proof}"]
         if self.needs_restore:
             lines.append(
-                f"  skipped: {self.needs_restore} archived objects (an archive storage class): "
+                f"  skipped: {plural(self.needs_restore, 'archived object')} (an archive storage class): "
                 "restore first, or run with --restore bulk|standard|expedited"
             )
         lines += [f"  note: {sentence}" for sentence in self.degradations]
@@ -88,7 +88,7 @@ class Summary(Counts):
 
     def line(self) -> str:
         return (
-            f"{self.total} objects: {self.copied} copied, {self.skipped} skipped, {self.failed} failed, "
+            f"{plural(self.total, 'object')}: {self.copied} copied, {self.skipped} skipped, {self.failed} failed, "
             f"{self.pending} pending | {format_size(self.bytes_copied)} in {self.seconds:.1f}s "
             f"({format_size(self.throughput)}/s)"
         )

@@ -29,6 +29,7 @@ from ferry.cli.progress import Progress
 from ferry.cli.ranges import check_kms_region, memory_limit
 from ferry.cli.report import Summary
 from ferry.clients import make_client
+from ferry.counts import plural
 from ferry.errors import ConfigError, error_code
 from ferry.limits import parse_size
 from ferry.models import CopyResult, Status
@@ -193,7 +194,8 @@ def _print(summary: Summary, final: Mapping[str, Any], services: Services, out: 
         out.write(f"  failed: s3://{failure.bucket}/{failure.key}: {failure.reason}\n")
         shown += 1
     if final["failed"] > shown:
-        out.write(f"  ... and {final['failed'] - shown} more failures (see {final['failures_report']})\n")
+        more = plural(final["failed"] - shown, "more failure")
+        out.write(f"  ... and {more} (see {final['failures_report']})\n")
     page = f"; page: {final['report_html']}" if final.get("report_html") else ""
     out.write(f"job {final['job_id']}: {final['status']}; report: {final['report']}{page}\n")
 

@@ -30,6 +30,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.clients import make_client
+from ferry.counts import plural
 from ferry.engine.copier import Copier, deadline_in
 from ferry.errors import FerryError
 from ferry.jobspec import JobSpec, parse_job_spec
@@ -194,7 +195,7 @@ def hands_work_over(result: Mapping[str, Any]) -> bool:
 def hand_over_message(result: Mapping[str, Any]) -> str:
     return (
         f"pass {result['pass']} of batch {result['batch_id']} handed over "
-        f"{len(result['remaining'])} objects to its next pass and {len(result['large'])} to Fargate"
+        f"{plural(len(result['remaining']), 'object')} to its next pass and {len(result['large'])} to Fargate"
     )
 
 

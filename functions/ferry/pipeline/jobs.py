@@ -16,6 +16,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.clients import make_client
+from ferry.counts import plural
 from ferry.errors import ConfigError, describe, explain_bare
 from ferry.jobspec import JobSpec, check_not_overlapping, parse_job_spec
 from ferry.pipeline.abandoned_uploads import AbandonedUploads, abort_abandoned_uploads
@@ -401,7 +402,7 @@ def _cause(summary: Mapping[str, Any]) -> str:
     parts.extend(summary.get("count_problems") or [])
     objects = summary["objects"]
     counted = (
-        f"{summary['failed']} of {objects} objects failed, {summary['pending']} pending "
+        f"{summary['failed']} of {plural(objects, 'object')} failed, {summary['pending']} pending "
         f"({summary['copied']} copied, {summary['skipped']} skipped)"
     )
     if summary.get("lost_in_unfinished_batches"):
