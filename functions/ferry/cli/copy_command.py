@@ -206,12 +206,12 @@ def _print_summary(
     args: argparse.Namespace, summary: Summary, failures: list[CopyResult], stdout: IO[str], stderr: IO[str]
 ) -> None:
     if args.json:
-        stdout.write(json.dumps(summary.to_dict()) + "\n")
+        extra = summary.dry_run_dict() if args.dry_run else {}
+        stdout.write(json.dumps({**summary.to_dict(), **extra}) + "\n")
         out = stderr
     else:
         out = stdout
-    prefix = "dry run, " if args.dry_run else ""
-    out.write(f"{prefix}{summary.line()}\n")
+    out.write((summary.dry_run_line() if args.dry_run else summary.line()) + "\n")
     if summary.details():
         out.write(summary.details() + "\n")
     said = set(summary.degradations)

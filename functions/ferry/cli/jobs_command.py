@@ -38,6 +38,7 @@ from ferry.cli.job_runs import (
     start_job,
 )
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, job_id_of, read_json_file
+from ferry.cli.report import dry_run_line
 from ferry.cli.stack_outputs import DEFAULT_STACK, StackOutputs
 from ferry.counts import plural
 from ferry.errors import ConfigError
@@ -337,12 +338,7 @@ def write_html(report: Mapping[str, Any], failures: Iterable[Mapping[str, Any]],
 def report_text(report: Mapping[str, Any], job_id: str, *, every_failure: bool) -> str:
     """Finalize's summary printed as `ferry copy` prints its own."""
     s = report["summary"]
-    lines = [
-        f"job {job_id}: {s.get('status')}",
-        f"{plural(s.get('objects', 0), 'object')}: {s.get('copied', 0)} copied, {s.get('skipped', 0)} skipped, "
-        f"{s.get('failed', 0)} failed, {s.get('pending', 0)} pending | "
-        f"{format_size(s.get('bytes_copied') or 0)} copied in {plural(s.get('batches', 0), 'batch')}",
-    ]
+    lines = [f"job {job_id}: {s.get('status')}", _counts_line(s)]
     source, destination = s.get("source") or {}, s.get("destination") or {}
     if source or destination:
         where = f"s3://{source.get('bucket', '')}/{source.get('prefix', '')}"
@@ -384,10 +380,22 @@ def report_text(report: Mapping[str, Any], job_id: str, *, every_failure: bool) 
     return "\n".join(lines)
 
 
+def _counts_line(s: Mapping[str, Any]) -> str:
+    """The counts as `ferry copy` says them; a dry run's as what it would have done."""
+    if s.get("dry_run"):  # its pending objects are those it would copy, or restore first
+        would = f"would copy or restore {s.get('pending', 0)}"
+        return dry_run_line(s.get("objects", 0), would, s.get("skipped", 0), s.get("failed", 0))
+    return (
+        f"{plural(s.get('objects', 0), 'object')}: {s.get('copied', 0)} copied, {s.get('skipped', 0)} skipped, "
+        f"{s.get('failed', 0)} failed, {s.get('pending', 0)} pending | "
+        f"{format_size(s.get('bytes_copied') or 0)} copied in {plural(s.get('batches', 0), 'batch')}"
+    )
+
+
 def _report_exit(summary: Mapping[str, Any]) -> int:
     if summary.get("failed") or summary.get("status") == "FAILED":
         return EXIT_FAILED
-    if summary.get("pending"):
+    if summary.get("pending") and not summary.get("dry_run"):
         return EXIT_PENDING
     return EXIT_OK
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from ferry.counts import Counts, plural
+from ferry.engine.outcome import WOULD_COPY, WOULD_RESTORE
 from ferry.limits import format_size
 from ferry.models import CopyResult, Status
 from ferry.report_stats import ReportStats, Timeline, iso_time
@@ -27,6 +28,10 @@ class Summary(Counts):
     failure_reasons: Counter[str] = field(default_factory=Counter)
     # Archived sources skipped because no --restore was asked: said, not silently counted.
     needs_restore: int = 0
+    # A dry run's pending results, by what the run would have done (engine.outcome's words).
+    would_copy: int = 0
+    would_copy_bytes: int = 0
+    would_restore: int = 0
     started: float = field(default_factory=time.monotonic)
     seconds: float = 0.0
     # For the HTML report's charts: fixed-size counters, nothing kept per object.
@@ -44,9 +49,19 @@ class Summary(Counts):
                 self.failure_reasons[result.reason or ""] += 1
             elif result.status == Status.SKIPPED and (result.reason or "").startswith("needs restore"):
                 self.needs_restore += 1
+            elif result.status == Status.PENDING:
+                self._count_dry_run(result)
             self.stats.add(result)
             self.timeline.add(time.time(), 1, result.bytes if result.status == Status.COPIED else 0)
             self.seconds = time.monotonic() - self.started
+
+    def _count_dry_run(self, result: CopyResult) -> None:
+        reason = result.reason or ""
+        if reason.startswith(WOULD_COPY):
+            self.would_copy += 1
+            self.would_copy_bytes += result.bytes
+        elif reason.startswith(WOULD_RESTORE):
+            self.would_restore += 1
 
     def finish(self) -> Summary:
         self.seconds = time.monotonic() - self.started
@@ -86,12 +101,47 @@ class Summary(Counts):
         lines += [f"  note: {sentence}" for sentence in self.degradations]
         return "\n".join(lines)
 
+    def dry_run_dict(self) -> dict[str, Any]:
+        """What `--json` adds for a dry run: what the run would have done."""
+        return {
+            "dry_run": True,
+            "would_copy": self.would_copy,
+            "would_copy_bytes": self.would_copy_bytes,
+            "would_skip": self.skipped,
+            "would_restore": self.would_restore,
+        }
+
+    def dry_run_line(self) -> str:
+        """A dry run's summary: what it would do, not the pending its results are filed as."""
+        return dry_run_line(
+            self.total,
+            f"would copy {self.would_copy} ({format_size(self.would_copy_bytes)})",
+            self.skipped,
+            self.failed,
+            would_restore=self.would_restore,
+            pending=self.pending - self.would_copy - self.would_restore,
+        )
+
     def line(self) -> str:
         return (
             f"{plural(self.total, 'object')}: {self.copied} copied, {self.skipped} skipped, {self.failed} failed, "
             f"{self.pending} pending | {format_size(self.bytes_copied)} in {self.seconds:.1f}s "
             f"({format_size(self.throughput)}/s)"
         )
+
+
+def dry_run_line(
+    total: int, would_copy: str, skipped: int, failed: int, *, would_restore: int = 0, pending: int = 0
+) -> str:
+    """`dry run: 3 objects: would copy 2 (12 B), would skip 1, 0 failed; nothing was written`:
+    the same words for `ferry copy --dry-run`, `ferry run` and `ferry job report` of a dry run."""
+    said = [would_copy, f"would skip {skipped}"]
+    if would_restore:
+        said.append(f"would restore {would_restore}")
+    if pending:  # restores already in progress: a real run would wait for them too
+        said.append(f"{pending} pending")
+    said.append(f"{failed} failed")
+    return f"dry run: {plural(total, 'object')}: {', '.join(said)}; nothing was written"
 
 
 def report_for_html(

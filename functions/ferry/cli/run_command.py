@@ -101,6 +101,9 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
             on_listed=lambda listing: progress.listed(listing.items, complete=listing.complete),
         )
     data = run_report(services, final["job_id"], final, summary)
+    dry_run = bool(final.get("dry_run"))
+    if dry_run:
+        data["summary"].update(summary.dry_run_dict())
     if args.report:
         _write_report(args.report, data)
     if args.json:
@@ -113,7 +116,7 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
         return EXIT_FAILED
     if final["failed"]:
         return EXIT_FAILED
-    if final["pending"]:
+    if final["pending"] and not dry_run:  # a dry run's pending are what it would have copied
         return EXIT_PENDING
     return EXIT_OK
 
@@ -184,7 +187,7 @@ def _result_of(row: Mapping[str, Any]) -> CopyResult:
 
 
 def _print(summary: Summary, final: Mapping[str, Any], services: Services, out: IO[str]) -> None:
-    out.write(summary.line() + "\n")
+    out.write((summary.dry_run_line() if final.get("dry_run") else summary.line()) + "\n")
     if summary.details():
         out.write(summary.details() + "\n")
     shown = 0

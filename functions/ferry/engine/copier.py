@@ -24,7 +24,7 @@ from ferry.engine.checkpoints import CheckpointStore
 from ferry.engine.context import TransferContext
 from ferry.engine.degradations import SERVER_SIDE_NOT_IMPLEMENTED, NotImplementedByServer
 from ferry.engine.dest_listing import DestinationIndex, Listed
-from ferry.engine.outcome import Outcome
+from ferry.engine.outcome import WOULD_COPY, Outcome
 from ferry.engine.server_side import ServerSideRefusedObject, server_side_copy
 from ferry.engine.skip import already_as_asked, identical_reason, settled_by_listing
 from ferry.engine.source import SourceInfo, confirm, from_listing, inspect
@@ -249,7 +249,7 @@ class Copier:
             )
         if self.policy.dry_run:
             how = "server-side" if server_side else "stream"
-            return Outcome(Status.PENDING, how, reason=f"dry run: would copy ({how})")
+            return Outcome(Status.PENDING, how, reason=f"{WOULD_COPY} ({how})")
         if not server_side:
             outcome = stream_copy(self.ctx, info, target, deadline)
             if self.policy.mode == Mode.AUTO:

@@ -319,9 +319,10 @@ def settle_job(
     tally = ledger.tally(job_id)
     counts = tally.counts.to_dict()
     counted = check(counts["objects"]) if check else check_listed(counts["objects"], read)
+    dry_run = bool(job["spec"].get("options", {}).get("dry_run"))
     summary: dict[str, Any] = {
         "job_id": job_id,
-        "status": _status(counts, map_error, bool(counted.problems)),
+        "status": _status(counts, map_error, bool(counted.problems), dry_run=dry_run),
         **counts,
         "batches": tally.batches,
         "lost_in_unfinished_batches": lost,
@@ -333,6 +334,8 @@ def settle_job(
         **job_stats(ledger, job_id, job.get("started_at")),
     }
     summary["bytes_per_second"] = counts["bytes_copied"] // summary["seconds"] if summary["seconds"] else 0
+    if dry_run:
+        summary["dry_run"] = True
     if cleanup.error:
         summary["abandoned_uploads_error"] = cleanup.error
     if counted.details is not None:
@@ -384,10 +387,12 @@ def _record_lost_batches(runs: list[MapRunRecord], spec: JobSpec, services: Serv
     return lost
 
 
-def _status(counts: Mapping[str, int], map_error: Any, miscounted: bool) -> str:
+def _status(counts: Mapping[str, int], map_error: Any, miscounted: bool, *, dry_run: bool = False) -> str:
+    """A dry run's objects end pending (what it would copy or restore): it succeeded when
+    none failed."""
     if map_error or miscounted:
         return "FAILED"
-    if counts["failed"] == 0 and counts["pending"] == 0:
+    if counts["failed"] == 0 and (counts["pending"] == 0 or dry_run):
         return "SUCCEEDED"
     if counts["copied"] + counts["skipped"] == 0:
         return "FAILED"
