@@ -133,6 +133,8 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
         html_file = (
             _open_for_writing(stack, args.report_html, "the HTML report") if args.report_html else None
         )
+        show = not args.quiet and stderr.isatty()
+        progress = stack.enter_context(Progress(stderr, enabled=show))
         copier = stack.enter_context(
             Copier(
                 source,
@@ -143,12 +145,10 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
                 memory_limit=memory,
                 source_client=source_client,
                 dest_client=dest_client,
+                on_part=progress.part_done if progress.enabled else None,
             )
         )
         failures: list[CopyResult] = []
-
-        show = not args.quiet and stderr.isatty()
-        progress = stack.enter_context(Progress(stderr, enabled=show))
 
         def on_result(result: CopyResult) -> None:
             summary.add(result)

@@ -91,6 +91,7 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
             report_store=reports,
             destination_s3=make_client(destination),
             on_result=progress.add,
+            on_part=progress.part_done if progress.enabled else None,
             reads_any_region=True,
         )
         final = run_job(

@@ -89,7 +89,9 @@ class Copier:
     run at once across all of them; `memory_limit` caps object bytes held in memory by
     streaming copies (part size x parts in flight). `reusable_kms_keys` names the KMS keys the
     destination identity may encrypt with, where the caller knows them: an SSE-KMS source keeps
-    its key only if it is one of them (see TransferContext.reusable_source_key).
+    its key only if it is one of them (see TransferContext.reusable_source_key). `on_part` is
+    told (target, bytes) each time a part of a multipart copy lands, so a caller can show bytes
+    moving before a large object completes; the object's result still reports all its bytes.
     """
 
     def __init__(
@@ -107,6 +109,7 @@ class Copier:
         reusable_kms_keys: Collection[str] | None = None,
         single_request_rate: int = DEFAULT_SINGLE_REQUEST_RATE,
         job_id: str | None = None,
+        on_part: Callable[[Target, int], None] | None = None,
     ) -> None:
         if single_request_rate <= 0:
             raise ValueError(
@@ -130,6 +133,7 @@ class Copier:
             checkpoints=checkpoints,
             reusable_kms_keys=frozenset(reusable_kms_keys) if reusable_kms_keys is not None else None,
             job_id=job_id,
+            on_part=on_part,
         )
         self._server_side_denied = threading.Event()
         self._server_side_off: str | None = None  # why server-side copies stopped, if they did

@@ -77,6 +77,7 @@ class Services:
     report_store: ReportStore | None = None  # default: the report bucket
     destination_s3: Any = None  # default: `s3` (on AWS one identity reads and writes)
     on_result: Callable[[CopyResult], None] | None = None
+    on_part: Callable[[Target, int], None] | None = None  # each landed part's bytes (the bar's)
     reads_any_region: bool = False  # `ferry run` lists and reads manifests in any region
     # S3 clients kept for the life of the process (see `client`).
     _clients: dict[Endpoint, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -148,6 +149,7 @@ class Services:
             # where the stack lets them encrypt with it too.
             reusable_kms_keys=self.settings.destination_kms_key_arns,
             single_request_rate=self.settings.copy_object_mib_per_second * MiB,
+            on_part=self.on_part,
         )
 
 
