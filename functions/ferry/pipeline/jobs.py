@@ -17,7 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.clients import make_client
 from ferry.counts import plural
-from ferry.errors import ConfigError, describe, explain_bare
+from ferry.errors import ConfigError, describe, error_code, explain_bare
 from ferry.jobspec import JobSpec, check_not_overlapping, parse_job_spec
 from ferry.pipeline.abandoned_uploads import AbandonedUploads, abort_abandoned_uploads
 from ferry.pipeline.batches import Services, record_lost_batch
@@ -151,6 +151,7 @@ def check_access(spec: JobSpec, services: Services) -> None:
             bucket=m.bucket,
             key=m.key,
             explain=lambda: s3.get_object(Bucket=m.bucket, Key=m.key, Range="bytes=0-0")["Body"].close(),
+            missing=f"source.manifest: s3://{m.bucket}/{m.key} does not exist: check source.manifest.bucket and .key",
         )
         if m.format == "inventory":
             _check_inventory(s3, m.bucket, m.key)
@@ -252,13 +253,18 @@ def _ask(
     key: str | None = None,
     side: str = "source",
     explain: Callable[[], object] | None = None,
+    missing: str | None = None,
 ) -> None:
     """Make one check's request; a refusal becomes one sentence. `explain` asks again, when
-    `call` is a HEAD, with a request whose error has a body (see `errors.explain_bare`)."""
+    `call` is a HEAD, with a request whose error has a body (see `errors.explain_bare`).
+    `missing` is the sentence for a key that is not there: checked before the job starts, it
+    does not exist (errors.describe's "no longer exists" is for an object listed, then gone)."""
     try:
         call()
     except ClientError as bare:
         error = (explain_bare(bare, explain) if explain else bare) or bare
+        if missing and error_code(error) in ("NoSuchKey", "404", "NotFound"):
+            raise AccessCheckFailed(missing) from error
         raise AccessCheckFailed(
             f"{what}: {describe(error, side=side, action=action, bucket=bucket, key=key)}"
         ) from error
