@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from test_bad_input_cli import run_manifest
+
 from conftest import S3Server
 
 FERRY = str(Path(sys.executable).with_name("ferry"))
@@ -50,3 +52,27 @@ def test_a_manifest_that_never_existed_does_not_exist(
     assert f"s3://{src}/lists/never.jsonl does not exist" in line, line
     assert "no longer" not in line
     assert versitygw.keys(dst) == []
+
+
+def test_a_json_lines_row_that_names_no_object_is_refused_with_the_manifest_and_its_line(
+    versitygw: S3Server, vgw_buckets: tuple[str, str], tmp_path: Path
+) -> None:
+    src, dst = vgw_buckets
+    versitygw.client.put_object(Bucket=src, Key="a.txt", Body=b"a")
+    run = run_manifest(versitygw, src, dst, tmp_path, b'{"key": "a.txt"}\n{"nokey": 1}\n', "jsonl")
+    (line,) = assert_short_error(run)
+    assert f"line 2 of s3://{src}/lists/m.jsonl" in line and '"key"' in line, line
+    assert "s3:///" not in line
+    assert versitygw.keys(dst) == []
+
+
+def test_a_row_failed_alone_is_named_by_its_manifest_not_by_an_empty_location(
+    versitygw: S3Server, vgw_buckets: tuple[str, str], tmp_path: Path
+) -> None:
+    """A CSV row with an empty key fails alone (the header names the key column)."""
+    src, dst = vgw_buckets
+    versitygw.client.put_object(Bucket=src, Key="a.txt", Body=b"a")
+    run = run_manifest(versitygw, src, dst, tmp_path, b"key,size\na.txt,1\n,3\n", "csv")
+    assert run.returncode == 2, run.stderr
+    assert "s3:///" not in run.stderr, run.stderr
+    assert f"manifest row has no key: {{'key': '', 'size': '3'}} (in s3://{src}/lists/m.csv)" in run.stderr

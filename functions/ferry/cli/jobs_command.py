@@ -38,7 +38,7 @@ from ferry.cli.job_runs import (
     start_job,
 )
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, job_id_of, read_json_file
-from ferry.cli.report import dry_run_line
+from ferry.cli.report import dry_run_line, failure_line
 from ferry.cli.stack_outputs import DEFAULT_STACK, StackOutputs
 from ferry.counts import plural
 from ferry.errors import ConfigError
@@ -366,9 +366,7 @@ def report_text(report: Mapping[str, Any], job_id: str, *, every_failure: bool) 
         )
     failures = report.get("failures") or []
     for failure in failures:
-        lines.append(
-            f"  failed: s3://{failure.get('bucket', '')}/{failure.get('key')}: {failure.get('reason')}"
-        )
+        lines.append(failure_line(failure.get("bucket"), failure.get("key"), failure.get("reason")))
     more = int(s.get("failed") or 0) - len(failures)
     if more > 0 and not every_failure:
         lines.append(

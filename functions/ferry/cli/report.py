@@ -130,6 +130,14 @@ class Summary(Counts):
         )
 
 
+def failure_line(bucket: str | None, key: str | None, reason: str | None) -> str:
+    """`  failed: s3://bucket/key: reason`; a manifest row that named no object has no place
+    to show (its reason names the manifest instead of `s3:///`)."""
+    if not key:
+        return f"  failed: {reason}"
+    return f"  failed: s3://{bucket or ''}/{key}: {reason}"
+
+
 def dry_run_line(
     total: int, would_copy: str, skipped: int, failed: int, *, would_restore: int = 0, pending: int = 0
 ) -> str:

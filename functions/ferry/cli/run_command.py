@@ -27,7 +27,7 @@ from ferry.cli.copy_command import endpoints
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, job_id_of, read_json_file
 from ferry.cli.progress import Progress
 from ferry.cli.ranges import check_kms_region, memory_limit
-from ferry.cli.report import Summary
+from ferry.cli.report import Summary, failure_line
 from ferry.clients import make_client
 from ferry.counts import plural
 from ferry.errors import ConfigError, error_code
@@ -195,7 +195,7 @@ def _print(summary: Summary, final: Mapping[str, Any], services: Services, out: 
     for failure in services.ledger.failures(final["job_id"]):
         if shown == SHOWN_FAILURES:
             break
-        out.write(f"  failed: s3://{failure.bucket}/{failure.key}: {failure.reason}\n")
+        out.write(failure_line(failure.bucket, failure.key, failure.reason) + "\n")
         shown += 1
     if final["failed"] > shown:
         more = plural(final["failed"] - shown, "more failure")
