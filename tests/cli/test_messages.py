@@ -76,3 +76,12 @@ def test_a_row_failed_alone_is_named_by_its_manifest_not_by_an_empty_location(
     assert run.returncode == 2, run.stderr
     assert "s3:///" not in run.stderr, run.stderr
     assert f"manifest row has no key: {{'key': '', 'size': '3'}} (in s3://{src}/lists/m.csv)" in run.stderr
+
+
+def test_missing_bucket_hints_name_options_each_command_has(versitygw: S3Server) -> None:
+    clean = ferry("clean-uploads", "s3://no-such-bucket-here", "--endpoint-url", versitygw.url)
+    (line,) = assert_short_error(clean)
+    assert "does not exist" in line and "--region" in line and "--dest-region" not in line, line
+    estimate = ferry("estimate", "s3://no-such-bucket-here", "--endpoint-url", versitygw.url)
+    (line,) = assert_short_error(estimate)
+    assert "does not exist" in line and "--region" in line and "--source-region" not in line, line

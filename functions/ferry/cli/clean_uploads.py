@@ -128,6 +128,7 @@ def _act(result: Cleaning, done: list[dict[str, Any]], entry: dict[str, Any], ac
             action="s3:AbortMultipartUpload / s3:DeleteObject",
             bucket=result.bucket,
             key=entry["key"],
+            region_flag="--region",
         )
         result.errors.append(entry)
         return
@@ -139,7 +140,7 @@ def run_clean_uploads(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]
     older_than = parse_age(args.older_than)
     marks_prefix = check_marks_prefix(args.marks_prefix)
     client = make_client(Endpoint(endpoint_url=args.endpoint_url, region=args.region, profile=args.profile))
-    check_bucket(client, url.bucket, "destination")
+    check_bucket(client, url.bucket, "destination", region_flag="--region")
     result = clean(client, url.bucket, url.key, older_than, dry_run=args.dry_run, marks_prefix=marks_prefix)
     if args.json:
         stdout.write(json.dumps(result.to_dict()) + "\n")

@@ -75,7 +75,7 @@ def _listed_workload(args: argparse.Namespace, stderr: IO[str]) -> Workload:
         requester_pays=args.requester_pays,
     )
     client = make_client(endpoint)
-    check_bucket(client, url.bucket, "source")
+    check_bucket(client, url.bucket, "source", region_flag="--region")
     work = Workload()
     pages = client.get_paginator("list_objects_v2").paginate(Bucket=url.bucket, Prefix=url.key)
     with _progress(stderr, quiet=args.quiet) as advance:
@@ -86,7 +86,9 @@ def _listed_workload(args: argparse.Namespace, stderr: IO[str]) -> Workload:
                     advance(int(item.get("Size") or 0))
         except ClientError as error:
             raise ConfigError(
-                describe(error, side="source", action="s3:ListBucket", bucket=url.bucket)
+                describe(
+                    error, side="source", action="s3:ListBucket", bucket=url.bucket, region_flag="--region"
+                )
             ) from error
     return work
 
