@@ -85,3 +85,35 @@ def test_missing_bucket_hints_name_options_each_command_has(versitygw: S3Server)
     estimate = ferry("estimate", "s3://no-such-bucket-here", "--endpoint-url", versitygw.url)
     (line,) = assert_short_error(estimate)
     assert "does not exist" in line and "--region" in line and "--source-region" not in line, line
+
+
+def test_a_copy_of_a_mistyped_prefix_says_nothing_matched_and_hints_at_the_near_one(
+    versitygw: S3Server, vgw_buckets: tuple[str, str], tmp_path: Path
+) -> None:
+    src, dst = vgw_buckets
+    versitygw.client.put_object(Bucket=src, Key="photos/a.jpg", Body=b"a")
+    report = tmp_path / "r.jsonl"
+    run = ferry(
+        "copy", f"s3://{src}/photo", f"s3://{dst}/", "--endpoint-url", versitygw.url, "--report", str(report)
+    )
+    (line,) = assert_short_error(run)
+    assert f"nothing matched s3://{src}/photo" in line, line
+    assert f"did you mean s3://{src}/photos/?" in line, line
+    assert run.stdout == "" and not report.exists()
+    assert versitygw.keys(dst) == []
+
+
+def test_a_copy_of_an_empty_prefix_or_of_globs_that_match_nothing_exits_1(
+    versitygw: S3Server, vgw_buckets: tuple[str, str]
+) -> None:
+    src, dst = vgw_buckets
+    versitygw.client.put_object(Bucket=src, Key="logs/a.log", Body=b"a")
+    empty = ferry("copy", f"s3://{src}/nothing/", f"s3://{dst}/", "--endpoint-url", versitygw.url)
+    (line,) = assert_short_error(empty)
+    assert f"nothing matched s3://{src}/nothing/: no object under it" in line, line
+    filtered = ferry(
+        "copy", f"s3://{src}/logs/", f"s3://{dst}/", "--endpoint-url", versitygw.url, "--include", "*.txt"
+    )
+    (line,) = assert_short_error(filtered)
+    assert f"nothing matched s3://{src}/logs/" in line and "--include" in line, line
+    assert versitygw.keys(dst) == []
