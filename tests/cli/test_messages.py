@@ -9,9 +9,12 @@ Each bad input: a non-zero exit, at most three lines on stderr naming it, no tra
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from test_bad_input_cli import run_manifest
 
@@ -117,3 +120,23 @@ def test_a_copy_of_an_empty_prefix_or_of_globs_that_match_nothing_exits_1(
     (line,) = assert_short_error(filtered)
     assert f"nothing matched s3://{src}/logs/" in line and "--include" in line, line
     assert versitygw.keys(dst) == []
+
+
+def printed_paths(text: str) -> list[str]:
+    return re.findall(r"(?:report|page): (\S+?)(?:;|\n|$)", text)
+
+
+def test_the_demo_prints_only_files_that_are_still_there(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [FERRY, "demo", "--objects", "5", "--large-size", "6MiB"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "TMPDIR": str(tmp_path)},  # the folder it keeps goes with the test's
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    paths: list[Any] = printed_paths(run.stdout)
+    assert paths, run.stdout
+    missing = [p for p in paths if not Path(p).exists()]
+    assert missing == [], run.stdout

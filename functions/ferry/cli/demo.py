@@ -120,20 +120,21 @@ def _run_pipeline_job(s3: Any, url: str, stdout: IO[str]) -> int:
         "source": {"bucket": SOURCE, "prefix": ""},
         "destination": {"bucket": PIPELINE_DEST, "prefix": ""},
     }
-    with tempfile.TemporaryDirectory(prefix="ferry-demo-") as folder:
-        spec_path = os.path.join(folder, "job.json")
-        with open(spec_path, "w", encoding="utf-8") as file:
-            json.dump(spec, file)
-        argv = [
-            "run", spec_path, "--endpoint-url", url, "--ledger", os.path.join(folder, "ledger.sqlite"),
-            "--large-object-threshold", "64MiB", "--quiet",
-        ]  # fmt: skip
-        stdout.write(f"\nThe pipeline's code on this machine, with job.json = {json.dumps(spec)}:\n")
-        stdout.write(f"$ ferry {' '.join(argv)}\n")
-        code = run_run(parse_run_args(argv[1:]), stdout, stdout)
+    # Kept when the demo ends: the report and its HTML page it prints are there to be opened.
+    folder = tempfile.mkdtemp(prefix="ferry-demo-")
+    spec_path = os.path.join(folder, "job.json")
+    with open(spec_path, "w", encoding="utf-8") as file:
+        json.dump(spec, file)
+    argv = [
+        "run", spec_path, "--endpoint-url", url, "--ledger", os.path.join(folder, "ledger.sqlite"),
+        "--large-object-threshold", "64MiB", "--quiet",
+    ]  # fmt: skip
+    stdout.write(f"\nThe pipeline's code on this machine, with job.json = {json.dumps(spec)}:\n")
+    stdout.write(f"$ ferry {' '.join(argv)}\n")
+    code = run_run(parse_run_args(argv[1:]), stdout, stdout)
     stdout.write(
-        "(The demo's ledger and report were in a temporary folder, now removed; `ferry run` keeps "
-        "them in ~/.cache/ferry unless told otherwise.)\n"
+        f"(The demo's job spec, ledger and reports stay in {folder}: open report.html there; remove "
+        "the folder when done. `ferry run` keeps them in ~/.cache/ferry unless told otherwise.)\n"
     )
     return code
 
