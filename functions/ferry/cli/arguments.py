@@ -239,6 +239,12 @@ def add_policy_parser(commands: argparse._SubParsersAction) -> argparse.Argument
         metavar="ROLE_ARN",
         help="a deployed role ARN of the stack to name exactly (repeat); default: the stack's roles by name",
     )
+    policy.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        help="write each document to DIR/NAME, the file its heading's command reads, and print the "
+        "headings only (default: print each heading and document)",
+    )
     return policy
 
 
