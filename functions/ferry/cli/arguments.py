@@ -161,11 +161,18 @@ def add_estimate_parser(commands: argparse._SubParsersAction) -> argparse.Argume
     parser = commands.add_parser(
         "estimate",
         help="predict a pipeline job's cost and duration",
-        description="Predict what copying SRC (or N objects of SIZE) with the deployed pipeline costs, "
-        "per service, beside S3 Batch Operations, DataSync and S3 Batch Replication.",
+        description="Predict what copying SRC, a job spec's source (--spec) or N objects of SIZE with "
+        "the deployed pipeline costs, per service, beside S3 Batch Operations, DataSync and S3 Batch "
+        "Replication.",
     )
     parser.add_argument(
         "src", metavar="SRC", nargs="?", help="s3://bucket/prefix to list (real sizes and classes)"
+    )
+    parser.add_argument(
+        "--spec",
+        metavar="JOB.json",
+        help="a job spec, as ferry run takes it: its source is listed (its globs applied) and its "
+        "options assumed; options given here override its own",
     )
     parser.add_argument("--objects", type=int, help="number of objects (without SRC)")
     parser.add_argument("--avg-size", help="average object size, e.g. 500KB (without SRC)")
@@ -174,7 +181,9 @@ def add_estimate_parser(commands: argparse._SubParsersAction) -> argparse.Argume
         default="STANDARD",
         help="the objects' class (without SRC; default %(default)s)",
     )
-    parser.add_argument("--mode", choices=["auto", "server-side", "stream"], default="auto")
+    parser.add_argument(
+        "--mode", choices=["auto", "server-side", "stream"], help="(default: the spec's mode, else auto)"
+    )
     parser.add_argument(
         "--cross-region", action="store_true", help="source and destination in different regions"
     )
