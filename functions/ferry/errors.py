@@ -43,14 +43,18 @@ class TruncatedBody(FerryError):
     """A GET returned fewer or more bytes than its range: retried, never trusted."""
 
 
+_ARCHIVED = (
+    "the object is in an archive storage class: restore it first, or run with --restore "
+    "bulk|standard|expedited (a job spec: options.restore_tier)"
+)
 _HINTS = {
     "AccessDenied": "grant the {side} identity {action} on {where}",
     "AllAccessDisabled": "access to {where} is disabled for the {side} identity",
     "NoSuchBucket": "bucket {bucket!r} does not exist (check the name and the {side} endpoint/region)",
     "NoSuchKey": "the source object no longer exists",
     "NoSuchVersion": "the source version does not exist",
-    "InvalidObjectState": "the object is in an archive storage class: restore it first (ferry --restore bulk)",
-    "ObjectNotInActiveTierError": "the object is in an archive storage class: restore it first (ferry --restore bulk)",
+    "InvalidObjectState": _ARCHIVED,
+    "ObjectNotInActiveTierError": _ARCHIVED,
     "PermanentRedirect": "bucket {bucket!r} is in another region: set {region_flag}",
     "AuthorizationHeaderMalformed": "wrong region for bucket {bucket!r}: set {region_flag}",
     # Credentials, not permissions: each sentence names them as the likely cause.

@@ -140,3 +140,15 @@ def test_the_demo_prints_only_files_that_are_still_there(tmp_path: Path) -> None
     assert paths, run.stdout
     missing = [p for p in paths if not Path(p).exists()]
     assert missing == [], run.stdout
+
+
+def test_an_archived_object_s_hint_names_options_the_commands_have() -> None:
+    """`ferry --restore bulk` is no command: the hint names ferry copy's option and a spec's field."""
+    from botocore.exceptions import ClientError
+
+    from ferry.errors import describe
+
+    error = ClientError({"Error": {"Code": "InvalidObjectState", "Message": "archived"}}, "CopyObject")
+    said = describe(error, side="source", action="s3:GetObject", bucket="b", key="k")
+    assert "ferry --restore" not in said, said
+    assert "--restore bulk|standard|expedited" in said and "options.restore_tier" in said, said
