@@ -1,6 +1,6 @@
 """Counts that add up: every object of a copy or a job in exactly one of copied, skipped,
 failed, pending. One type for the CLI's summary and the pipeline ledger's batch counts, so the
-two can never disagree on what an outcome counts as.
+two can never disagree on what an outcome counts as. And how a count is said (`plural`).
 """
 
 from __future__ import annotations
@@ -44,3 +44,14 @@ class Counts:
             "pending": self.pending,
             "bytes_copied": self.bytes_copied,
         }
+
+
+def plural(count: int, noun: str, *, thousands: bool = False) -> str:
+    """`1 object`, `2 objects`, `0 objects`, `3 batches`: a count and its noun, in the number
+    the count asks for. Every message that says how many uses it, so none says `1 objects`.
+    Nouns ending in s, x, z, ch or sh take -es; `thousands` writes 1,000,000."""
+    number = f"{count:,}" if thousands else str(count)
+    if count == 1:
+        return f"{number} {noun}"
+    ending = "es" if noun.endswith(("s", "x", "z", "ch", "sh")) else "s"
+    return f"{number} {noun}{ending}"

@@ -43,16 +43,20 @@ class TruncatedBody(FerryError):
     """A GET returned fewer or more bytes than its range: retried, never trusted."""
 
 
+_ARCHIVED = (
+    "the object is in an archive storage class: restore it first, or run with --restore "
+    "bulk|standard|expedited (a job spec: options.restore_tier)"
+)
 _HINTS = {
     "AccessDenied": "grant the {side} identity {action} on {where}",
     "AllAccessDisabled": "access to {where} is disabled for the {side} identity",
     "NoSuchBucket": "bucket {bucket!r} does not exist (check the name and the {side} endpoint/region)",
     "NoSuchKey": "the source object no longer exists",
     "NoSuchVersion": "the source version does not exist",
-    "InvalidObjectState": "the object is in an archive storage class: restore it first (ferry --restore bulk)",
-    "ObjectNotInActiveTierError": "the object is in an archive storage class: restore it first (ferry --restore bulk)",
-    "PermanentRedirect": "bucket {bucket!r} is in another region: set --{side_flag}-region",
-    "AuthorizationHeaderMalformed": "wrong region for bucket {bucket!r}: set --{side_flag}-region",
+    "InvalidObjectState": _ARCHIVED,
+    "ObjectNotInActiveTierError": _ARCHIVED,
+    "PermanentRedirect": "bucket {bucket!r} is in another region: set {region_flag}",
+    "AuthorizationHeaderMalformed": "wrong region for bucket {bucket!r}: set {region_flag}",
     # Credentials, not permissions: each sentence names them as the likely cause.
     "InvalidAccessKeyId": "the {side} credentials are not known to the endpoint: check the access key id",
     "XAdminUserNotFound": "the {side} credentials are not known to the endpoint: check the access key id",
@@ -139,8 +143,17 @@ def explain_bare(error: BaseException, ask: Callable[[], object]) -> BaseExcepti
 SSE_C_REFUSAL = "stored using a form of Server Side Encryption"
 
 
-def describe(error: BaseException, *, side: str, action: str, bucket: str, key: str | None = None) -> str:
-    """One sentence: what failed, and what the user can do about it."""
+def describe(
+    error: BaseException,
+    *,
+    side: str,
+    action: str,
+    bucket: str,
+    key: str | None = None,
+    region_flag: str | None = None,
+) -> str:
+    """One sentence: what failed, and what the user can do about it. `region_flag` is the
+    option that sets the side's region where the command has another than `ferry copy`'s."""
     where = f"s3://{bucket}/{key}" if key is not None else f"s3://{bucket}"
     if isinstance(error, FerryError):
         return str(error)
@@ -149,7 +162,7 @@ def describe(error: BaseException, *, side: str, action: str, bucket: str, key: 
     if is_client_error(error):
         code = error_code(error)
         message = error.response.get("Error", {}).get("Message", "")
-        side_flag = "source" if side == "source" else "dest"
+        region_flag = region_flag or ("--source-region" if side == "source" else "--dest-region")
         if code.startswith("KMS") or "kms" in message.lower():
             need = (
                 "kms:Decrypt on the source key"
@@ -174,7 +187,7 @@ def describe(error: BaseException, *, side: str, action: str, bucket: str, key: 
         text = f"{code} on {action} {where}"
         if hint:
             text += ": " + hint.format(
-                side=side, action=action, where=where, bucket=bucket, side_flag=side_flag
+                side=side, action=action, where=where, bucket=bucket, region_flag=region_flag
             )
         elif message:
             text += f": {message}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -10,12 +11,13 @@ from pathlib import Path
 FERRY = str(Path(sys.executable).with_name("ferry"))
 
 
-def test_demo_copies_everything_then_skips_everything():
+def test_demo_copies_everything_then_skips_everything(tmp_path):
     run = subprocess.run(
         [FERRY, "demo", "--objects", "40", "--large-size", "20MiB"],
         capture_output=True,
         text=True,
         timeout=300,
+        env={**os.environ, "TMPDIR": str(tmp_path)},  # the folder the demo keeps goes with the test's
     )
     assert run.returncode == 0, run.stdout + run.stderr
     summaries = re.findall(

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import io
 import json
+import subprocess
+import sys
 import threading
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +21,7 @@ from ferry.costs.estimate import Assumptions, Workload, bin_layout, object_reque
 from ferry.engine import copier as engine_copier
 from ferry.limits import MiB
 
+FERRY = str(Path(sys.executable).with_name("ferry"))
 SMALL = 10  # single-part objects; with the multipart one, 11 >= 8: the destination is listed once
 
 
@@ -256,3 +260,75 @@ def test_estimate_reads_batch_sizes_from_a_cdk_json(tmp_path: Any) -> None:
     err = io.StringIO()
     assert main([*args[:-3], "--settings", str(tmp_path / "missing.json")], io.StringIO(), err) == 1
     assert "missing.json" in err.getvalue() and "--settings" in err.getvalue()
+
+
+def estimate_json(*argv: str) -> dict[str, Any]:
+    run = subprocess.run([FERRY, "estimate", *argv, "--json"], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    return json.loads(run.stdout)
+
+
+def test_estimate_of_a_job_spec_lists_its_source_and_applies_its_options(
+    versitygw: Any, tmp_path: Path
+) -> None:
+    """`ferry estimate --spec JOB.json` estimates what `ferry run JOB.json` would copy: the
+    spec's source prefix as filtered by its globs, under its options; the same estimate as
+    the command line's options give for just those objects."""
+    src = versitygw.bucket("src")
+    for prefix in ("set/", "bin/"):  # same-length prefixes: the same item sizes
+        versitygw.client.put_object(Bucket=src, Key=f"{prefix}a.bin", Body=b"a" * 1000)
+        versitygw.client.put_object(Bucket=src, Key=f"{prefix}b.bin", Body=b"b" * 3000)
+    versitygw.client.put_object(Bucket=src, Key="set/notes.txt", Body=b"n" * 500)
+    options = {
+        "mode": "stream",
+        "preserve_tags": False,
+        "storage_class": "STANDARD_IA",
+        "skip_existing": False,
+    }
+    spec = {
+        "source": {"bucket": src, "prefix": "set/"},
+        "destination": {"bucket": "dst-bucket", "prefix": "out/"},
+        "options": {**options, "include": ["*.bin"]},
+    }
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(spec))
+
+    from_spec = estimate_json("--spec", str(path), "--endpoint-url", versitygw.url)
+    flags = ["--mode", "stream", "--no-tags", "--storage-class", "STANDARD_IA", "--no-skip-existing"]
+    from_flags = estimate_json(f"s3://{src}/bin/", "--endpoint-url", versitygw.url, *flags)
+
+    assert (from_spec["objects"], from_spec["bytes"]) == (2, 4000)
+    assert from_spec["s3_requests"] == from_flags["s3_requests"]
+    assert from_spec["total_usd"] == from_flags["total_usd"]
+    assert "CopyObject" not in from_spec["s3_requests"]  # streamed, as the spec says
+    assert (from_spec["source"], from_spec["destination"]) == (f"s3://{src}/set/", "s3://dst-bucket/out/")
+    overridden = estimate_json("--spec", str(path), "--endpoint-url", versitygw.url, "--mode", "server-side")
+    assert "CopyObject" in overridden["s3_requests"]  # an option given here wins, as for ferry job start
+    text = subprocess.run(
+        [FERRY, "estimate", "--spec", str(path), "--endpoint-url", versitygw.url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert text.stdout.startswith(f"job {path}: s3://{src}/set/ to s3://dst-bucket/out/\n"), text.stdout
+
+
+def test_estimate_of_a_manifest_spec_takes_numbers_and_refuses_without_them(tmp_path: Path) -> None:
+    spec = {
+        "source": {"manifest": {"bucket": "lists", "key": "m.csv", "format": "csv"}},
+        "destination": {"bucket": "dst-bucket"},
+        "options": {"mode": "stream"},
+    }
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(spec))
+    refused = subprocess.run(
+        [FERRY, "estimate", "--spec", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1, refused.stderr
+    assert "--objects" in refused.stderr and "manifest" in refused.stderr
+    numbers = estimate_json("--spec", str(path), "--objects", "10", "--avg-size", "1MB")
+    assert numbers["objects"] == 10 and "CopyObject" not in numbers["s3_requests"]
+    both = subprocess.run(
+        [FERRY, "estimate", "s3://b/p", "--spec", str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert both.returncode == 1 and "not both" in both.stderr, both.stderr

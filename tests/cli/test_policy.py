@@ -360,3 +360,41 @@ def test_the_forwarding_rule_matches_a_prefix_as_written_and_url_encoded(tmp_pat
     (rule,) = [doc for heading, doc in sections(out) if heading.startswith("EventBridge rule")]
     keys = rule["EventPattern"]["detail"]["object"]["key"]
     assert sorted(k["prefix"] for k in keys) == sorted(["c++/my photos/", "c%2B%2B/my+photos/"])
+
+
+FILE = re.compile(r"file://(\S+?)(?=[\s;,)]|$)")
+
+
+def named_file(heading: str) -> str:
+    (path,) = FILE.findall(heading)
+    return path
+
+
+def test_each_printed_document_names_its_own_file(tmp_path: Path) -> None:
+    _, out, _ = run_policy(tmp_path, WALKTHROUGH)
+    files = [named_file(heading) for heading, _ in sections(out)]
+    assert len(files) == len(set(files)) == 11, files
+    assert all(Path(name).name == name and name.endswith(".json") for name in files), files
+
+
+def test_output_dir_writes_each_document_to_the_file_its_heading_names(tmp_path: Path) -> None:
+    _, printed, _ = run_policy(tmp_path, WALKTHROUGH)
+    folder = tmp_path / "policies"
+    context = tmp_path / "cdk.json"
+    run = subprocess.run(
+        [str(Path(sys.executable).with_name("ferry")), "policy", "--context", str(context)]
+        + ["--account", FERRY_ACCOUNT, "--region", "eu-west-1", "--output-dir", str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    headings = [line[2:] for line in run.stdout.splitlines() if line.startswith("# ")]
+    expected = sections(printed)
+    assert len(headings) == len(expected)
+    for heading, (stdout_heading, document) in zip(headings, expected, strict=True):
+        path = Path(named_file(heading))
+        assert path.parent == folder, heading
+        assert json.loads(path.read_text()) == document, heading
+        assert heading == stdout_heading.replace(f"file://{path.name}", f"file://{path}")
+    assert sorted(p.name for p in folder.iterdir()) == sorted(Path(named_file(h)).name for h in headings)

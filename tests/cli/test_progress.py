@@ -1,20 +1,34 @@
 """The progress bar `ferry copy` and `ferry run` share: drawn on a terminal only, with objects
-and bytes done and an ETA once the listing is complete; nothing at all in a pipe or a log."""
+and bytes done and an ETA once the listing is complete; nothing at all in a pipe or a log.
+Bytes are counted as each part of a multipart copy lands, not only when a whole object has."""
 
 from __future__ import annotations
 
 import io
+import json
 import re
 import time
+from pathlib import Path
+from typing import Any
 
+import pytest
 from rich.console import Console
 
+from conftest import S3Server
+from ferry.cli import progress as progress_module
+from ferry.cli.main import main
 from ferry.cli.progress import Progress
-from ferry.models import CopyResult, Status
+from ferry.models import CopyResult, Status, Target
+
+MiB = 1024 * 1024
 
 
 def result(status: Status, size: int = 0, handed_over: bool = False) -> CopyResult:
-    return CopyResult("k", "k", status, bytes=size, handed_over=handed_over)
+    return CopyResult("k", "k", status, bytes=size, handed_over=handed_over, dest_bucket="b")
+
+
+def bytes_shown(progress: Progress) -> int:
+    return int(progress._bar.tasks[0].fields["bytes"])  # type: ignore[union-attr]
 
 
 def plain(text: str) -> str:
@@ -48,3 +62,83 @@ def test_a_terminal_shows_objects_done_of_those_listed_bytes_and_an_eta_once_lis
     assert "2/? objects" in before and "ETA: listing..." in before
     assert "3.0 MiB" in before
     assert "3/4 objects" in after and "ETA " in after
+
+
+def test_parts_count_as_they_land_and_the_object_adds_only_the_rest() -> None:
+    console = Console(file=io.StringIO(), force_terminal=True, width=140)
+    with Progress(console=console) as progress:
+        progress.part_done(Target("b", "k"), 5 * MiB)
+        progress.part_done(Target("b", "k"), 5 * MiB)
+        assert bytes_shown(progress) == 10 * MiB
+        progress.add(result(Status.PENDING, 12 * MiB, handed_over=True))  # its parts stay counted
+        assert bytes_shown(progress) == 10 * MiB
+        progress.add(result(Status.COPIED, 12 * MiB))
+        assert bytes_shown(progress) == 12 * MiB
+        progress.part_done(Target("b", "gone"), 5 * MiB)
+        progress.add(CopyResult("gone", "gone", Status.FAILED, bytes=20 * MiB, dest_bucket="b"))
+        assert bytes_shown(progress) == 12 * MiB  # a failed copy's parts are taken back
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def watch(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """What the bar showed after each part and each object, in order."""
+    seen: list[tuple[str, int]] = []
+    part_done, add = progress_module.Progress.part_done, progress_module.Progress.add
+
+    def watched_part(self: Progress, *args: Any) -> None:
+        part_done(self, *args)
+        seen.append(("part", bytes_shown(self)))
+
+    def watched_add(self: Progress, *args: Any) -> None:
+        add(self, *args)
+        seen.append(("object", bytes_shown(self)))
+
+    monkeypatch.setattr(progress_module.Progress, "part_done", watched_part)
+    monkeypatch.setattr(progress_module.Progress, "add", watched_add)
+    return seen
+
+
+def assert_bytes_grew_part_by_part(seen: list[tuple[str, int]]) -> None:
+    """Four parts of a 16 MiB object in 5 MiB parts, each counted before the object settled."""
+    parts = [shown for kind, shown in seen if kind == "part"]
+    assert [kind for kind, _ in seen] == ["part"] * 4 + ["object"], seen
+    assert parts == sorted(parts) and 0 < parts[0] < 16 * MiB, seen
+    assert seen[-1] == ("object", 16 * MiB)
+
+
+def test_a_multipart_copy_shows_bytes_before_the_object_completes(
+    versitygw: S3Server, vgw_buckets: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`ferry copy` on a terminal, streaming a 16 MiB object in 5 MiB parts: the bar's byte
+    count grows with each part, before the object's result arrives."""
+    src, dst = vgw_buckets
+    versitygw.client.put_object(Bucket=src, Key="big.bin", Body=b"x" * (16 * MiB))
+    seen = watch(monkeypatch)
+    argv = ["copy", f"s3://{src}/big.bin", f"s3://{dst}/big.bin", "--endpoint-url", versitygw.url]
+    argv += ["--mode", "stream", "--part-size", "5MiB", "--multipart-threshold", "5MiB"]
+    err = Terminal()
+    assert main(argv, io.StringIO(), err) == 0, err.getvalue()
+    assert versitygw.keys(dst) == ["big.bin"]
+    assert_bytes_grew_part_by_part(seen)
+
+
+def test_a_pipeline_job_run_here_shows_bytes_before_the_object_completes(
+    versitygw: S3Server, vgw_buckets: tuple[str, str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`ferry run` on a terminal: the batch workers' copies feed the same bar, part by part."""
+    src, dst = vgw_buckets
+    versitygw.client.put_object(Bucket=src, Key="in/big.bin", Body=b"x" * (16 * MiB))
+    options = {"mode": "stream", "part_size": "5MiB", "multipart_threshold": "5MiB"}
+    spec = {"source": {"bucket": src, "prefix": "in/"}, "destination": {"bucket": dst}, "options": options}
+    path = tmp_path / "job.json"
+    path.write_text(json.dumps(spec))
+    seen = watch(monkeypatch)
+    argv = ["run", str(path), "--endpoint-url", versitygw.url, "--ledger", str(tmp_path / "l.sqlite")]
+    err = Terminal()
+    assert main(argv, io.StringIO(), err) == 0, err.getvalue()
+    assert versitygw.keys(dst) == ["big.bin"]
+    assert_bytes_grew_part_by_part(seen)

@@ -246,7 +246,7 @@ def test_a_job_between_two_endpoints_checks_and_writes_the_destination_on_its_ow
         "--ledger", str(tmp_path / "l.sqlite"),
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
-    assert "1 objects: 1 copied" in run.stdout and "stream" in run.stdout
+    assert "1 object: 1 copied" in run.stdout and "stream" in run.stdout
     assert motoserver.client.get_object(Bucket=dst, Key="q/a.txt")["Body"].read() == b"from versitygw"
 
 
@@ -271,7 +271,7 @@ def test_a_source_bucket_in_another_region_is_read_here_as_ferry_copy_reads_it(
         str(tmp_path / "l.sqlite"),
     )
     assert run.returncode == 0, run.stderr
-    assert "1 objects: 1 copied" in run.stdout
+    assert "1 object: 1 copied" in run.stdout
 
 
 def test_a_pass_that_reaches_its_deadline_hands_over_and_the_next_pass_resumes_from_the_checkpoint(
@@ -305,7 +305,7 @@ def test_a_pass_that_reaches_its_deadline_hands_over_and_the_next_pass_resumes_f
         "--report", str(report),
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
-    assert "1 objects: 1 copied" in run.stdout
+    assert "1 object: 1 copied" in run.stdout
     passes = [m["sk"] for m in SQLiteLedger(ledger).batches("handover-1")]
     # Keys sort as text (as DynamoDB's do): "-p9" after "-p24". Every pass 1..N left its marker.
     numbers = sorted(int(re.search(r"-p(\d+)$", sk).group(1)) for sk in passes)  # type: ignore[union-attr]

@@ -99,7 +99,7 @@ def test_prepare_accepts_a_job_and_passes_the_configured_limits_to_the_map(pipel
                 "source": {"manifest": {"bucket": "src", "key": "none.csv", "format": "csv"}},
                 "destination": {"bucket": "dst"},
             },
-            "source.manifest: cannot read s3://src/none.csv",
+            "source.manifest: s3://src/none.csv does not exist",
         ),
     ],
 )

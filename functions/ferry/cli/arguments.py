@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from ferry.cli.parsing import Parser
+from ferry.cli.parsing import JOB_ID_RULE, Parser
 from ferry.cli.ranges import add_memory_limit_argument
 from ferry.cli.stack_outputs import DEFAULT_STACK
 from ferry.limits import DEFAULT_OBJECTS_PER_DAY
@@ -50,12 +50,17 @@ def add_copy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPa
     how.add_argument(
         "--part-size", help="multipart part size, e.g. 8MiB (default: the source's layout, else chosen)"
     )
-    how.add_argument("--multipart-threshold", default="16MiB", help="stream objects above this in parts")
+    how.add_argument(
+        "--multipart-threshold",
+        default="16MiB",
+        help="stream objects above this in parts (default %(default)s)",
+    )
     add_memory_limit_argument(how)
     how.add_argument("--checksum-algorithm", type=str.upper, choices=CHECKSUM_ALGORITHMS)
     how.add_argument(
         "--marks-prefix",
-        help="where the destination bucket holds the marks that let a crashed copy resume (default .ferry/uploads/)",
+        help="where the destination bucket holds the marks that let a crashed copy resume "
+        f"(default {DEFAULT_MARKS_PREFIX})",
     )
     what = copy.add_argument_group("what to copy")
     what.add_argument("--include", action="append", default=[], metavar="GLOB")
@@ -65,7 +70,9 @@ def add_copy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPa
     )
     what.add_argument("--compare", choices=["checksum", "size-mtime"], default="checksum")
     what.add_argument("--restore", choices=["bulk", "standard", "expedited"], help="restore archived objects")
-    what.add_argument("--restore-days", type=int, default=7)
+    what.add_argument(
+        "--restore-days", type=int, default=7, help="days a restored copy stays (default %(default)s)"
+    )
     attrs = copy.add_argument_group("destination attributes (default: preserve the source's)")
     attrs.add_argument("--storage-class")
     attrs.add_argument(
@@ -103,14 +110,20 @@ def add_run_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
     ledger.add_argument(
         "--table", metavar="NAME", help="use this DynamoDB table as the ledger (the stack's TableName)"
     )
-    run.add_argument("--table-region", help="region of --table (default: --region)")
+    run.add_argument(
+        "--table-region",
+        help="region of --table (default: --region, else --source-region, else your AWS configuration's)",
+    )
     run.add_argument("--table-endpoint-url", help="DynamoDB endpoint for --table (DynamoDB Local, moto)")
     run.add_argument(
         "--report-dir",
         metavar="DIR",
         help="where the job's report files go (default: beside the ledger, jobs/<id>/)",
     )
-    run.add_argument("--job-id", help="the job's id (default: the spec's job_id, else run-<time>-<random>)")
+    run.add_argument(
+        "--job-id",
+        help=f"the job's id (default: the spec's job_id, else run-<time>-<random>); {JOB_ID_RULE}",
+    )
     run.add_argument(
         "--resume",
         metavar="JOB_ID",
@@ -128,7 +141,7 @@ def add_run_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
         where.add_argument(f"--{side}-requester-pays", action="store_true")
     how = run.add_argument_group("how the job runs (the pipeline's settings)")
     how.add_argument("--batch-concurrency", type=int, default=4, help="batches at once (default 4)")
-    how.add_argument("--max-items-per-batch", type=int, help="objects per batch (default 200)")
+    how.add_argument("--max-items-per-batch", type=int, help="objects per batch (default 10,000)")
     how.add_argument("--max-input-bytes-per-batch", help="batch input size, e.g. 64KiB (default 150KiB)")
     how.add_argument(
         "--large-object-threshold", help="objects above this take the large-object path (default 10GiB)"
@@ -154,16 +167,29 @@ def add_estimate_parser(commands: argparse._SubParsersAction) -> argparse.Argume
     parser = commands.add_parser(
         "estimate",
         help="predict a pipeline job's cost and duration",
-        description="Predict what copying SRC (or N objects of SIZE) with the deployed pipeline costs, "
-        "per service, beside S3 Batch Operations, DataSync and S3 Batch Replication.",
+        description="Predict what copying SRC, a job spec's source (--spec) or N objects of SIZE with "
+        "the deployed pipeline costs, per service, beside S3 Batch Operations, DataSync and S3 Batch "
+        "Replication.",
     )
     parser.add_argument(
         "src", metavar="SRC", nargs="?", help="s3://bucket/prefix to list (real sizes and classes)"
     )
+    parser.add_argument(
+        "--spec",
+        metavar="JOB.json",
+        help="a job spec, as ferry run takes it: its source is listed (its globs applied) and its "
+        "options assumed; options given here override its own",
+    )
     parser.add_argument("--objects", type=int, help="number of objects (without SRC)")
     parser.add_argument("--avg-size", help="average object size, e.g. 500KB (without SRC)")
-    parser.add_argument("--source-storage-class", default="STANDARD", help="the objects' class (without SRC)")
-    parser.add_argument("--mode", choices=["auto", "server-side", "stream"], default="auto")
+    parser.add_argument(
+        "--source-storage-class",
+        default="STANDARD",
+        help="the objects' class (without SRC; default %(default)s)",
+    )
+    parser.add_argument(
+        "--mode", choices=["auto", "server-side", "stream"], help="(default: the spec's mode, else auto)"
+    )
     parser.add_argument(
         "--cross-region", action="store_true", help="source and destination in different regions"
     )
@@ -174,7 +200,9 @@ def add_estimate_parser(commands: argparse._SubParsersAction) -> argparse.Argume
     parser.add_argument("--no-tags", action="store_true", help="tags not copied (no GetObjectTagging)")
     parser.add_argument("--no-skip-existing", action="store_true", help="no destination listing")
     parser.add_argument(
-        "--source-part-size", default="8MiB", help="part size multipart sources were uploaded in (assumed)"
+        "--source-part-size",
+        default="8MiB",
+        help="part size multipart sources were uploaded in (assumed; default %(default)s)",
     )
     parser.add_argument(
         "--full-object-checksums",
@@ -196,7 +224,7 @@ def add_estimate_parser(commands: argparse._SubParsersAction) -> argparse.Argume
         type=int,
         default=DEFAULT_OBJECTS_PER_DAY,
         metavar="N",
-        help="objects a day to check one stack's limits against (default: 1,000,000,000)",
+        help=f"objects a day to check one stack's limits against (default: {DEFAULT_OBJECTS_PER_DAY:,})",
     )
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar while listing")
@@ -213,14 +241,24 @@ def add_policy_parser(commands: argparse._SubParsersAction) -> argparse.Argument
         "--context", default="cdk.json", metavar="FILE", help="cdk.json (or a file of 'ferry' settings)"
     )
     policy.add_argument("--account", required=True, help="the 12-digit account Ferry is deployed in")
-    policy.add_argument("--region", help="the region Ferry is deployed in (default: AWS_REGION)")
-    policy.add_argument("--stack-name", help="the stack's name (default: ferry:stackName, else Ferry)")
+    policy.add_argument(
+        "--region", help="the region Ferry is deployed in (default: $AWS_REGION, else $AWS_DEFAULT_REGION)"
+    )
+    policy.add_argument(
+        "--stack-name", help="the stack's name (default: the context's ferry:stackName, else Ferry)"
+    )
     policy.add_argument(
         "--principal",
         action="append",
         default=[],
         metavar="ROLE_ARN",
         help="a deployed role ARN of the stack to name exactly (repeat); default: the stack's roles by name",
+    )
+    policy.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        help="write each document to DIR/NAME, the file its heading's command reads, and print the "
+        "headings only (default: print each heading and document)",
     )
     return policy
 
@@ -246,7 +284,8 @@ def add_job_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
     start.add_argument("dst", metavar="DST", nargs="?", help="s3://bucket/prefix")
     start.add_argument("--spec", metavar="FILE", help="a JSON job spec (options given here override its own)")
     start.add_argument(
-        "--job-id", help="the job's id and execution name (default: the spec's, else job-<time>)"
+        "--job-id",
+        help=f"the job's id and execution name (default: the spec's job_id, else job-<time>); {JOB_ID_RULE}",
     )
     start.add_argument("--json", action="store_true", help="print one JSON object")
     _add_option_arguments(start)
@@ -263,7 +302,9 @@ def add_job_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
     )
     status.add_argument("job_id", metavar="JOB")
     status.add_argument("--watch", action="store_true", help="refresh until the job ends")
-    status.add_argument("--interval", type=float, default=5.0, help="seconds between refreshes (--watch)")
+    status.add_argument(
+        "--interval", type=float, default=5.0, help="seconds between refreshes (--watch; default %(default)s)"
+    )
     status.add_argument("--json", action="store_true", help="print one JSON object")
 
     report = sub.add_parser("report", parents=[stack, local], help="the report Finalize wrote")
@@ -334,6 +375,10 @@ def add_clean_uploads_parser(commands: argparse._SubParsersAction) -> argparse.A
 
 def add_demo_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     demo = commands.add_parser("demo", help="run a copy on an embedded S3 endpoint (no AWS account)")
-    demo.add_argument("--objects", type=int, default=300, help="small objects to create")
-    demo.add_argument("--large-size", default="80MiB", help="size of the multipart object")
+    demo.add_argument(
+        "--objects", type=int, default=300, help="small objects to create (default %(default)s)"
+    )
+    demo.add_argument(
+        "--large-size", default="80MiB", help="size of the multipart object (default %(default)s)"
+    )
     return demo

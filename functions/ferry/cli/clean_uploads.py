@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK
+from ferry.counts import plural
 from ferry.engine.upload_marks import FerryUpload, UploadMark, abort_ferry_upload, delete_mark, scan_marks
 from ferry.errors import ConfigError, describe
 from ferry.jobspec import as_folder
@@ -127,6 +128,7 @@ def _act(result: Cleaning, done: list[dict[str, Any]], entry: dict[str, Any], ac
             action="s3:AbortMultipartUpload / s3:DeleteObject",
             bucket=result.bucket,
             key=entry["key"],
+            region_flag="--region",
         )
         result.errors.append(entry)
         return
@@ -138,7 +140,7 @@ def run_clean_uploads(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]
     older_than = parse_age(args.older_than)
     marks_prefix = check_marks_prefix(args.marks_prefix)
     client = make_client(Endpoint(endpoint_url=args.endpoint_url, region=args.region, profile=args.profile))
-    check_bucket(client, url.bucket, "destination")
+    check_bucket(client, url.bucket, "destination", region_flag="--region")
     result = clean(client, url.bucket, url.key, older_than, dry_run=args.dry_run, marks_prefix=marks_prefix)
     if args.json:
         stdout.write(json.dumps(result.to_dict()) + "\n")
@@ -165,6 +167,6 @@ def _print(result: Cleaning, out: IO[str]) -> None:
     hours = result.older_than.total_seconds() / 3600
     out.write(
         f"{len(result.aborted)} of Ferry's uploads {verb}, {len(result.kept)} kept (started less than "
-        f"{hours:g} h ago), {len(result.marks_deleted)} stale marks {mark_verb}"
+        f"{hours:g} h ago), {plural(len(result.marks_deleted), 'stale mark')} {mark_verb}"
         f"{', ' + str(len(result.errors)) + ' failed' if result.errors else ''}\n"
     )

@@ -4,11 +4,12 @@ progress bar on a terminal (ferry.cli.progress), a summary, and an optional JSON
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
-from typing import IO
+from typing import IO, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -17,14 +18,17 @@ from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser
 from ferry.cli.progress import Progress
 from ferry.cli.ranges import check_count, check_kms_region, memory_limit
 from ferry.cli.report import ReportWriter, Summary, report_for_html
+from ferry.counts import plural
 from ferry.engine.copier import Copier, client_pool_size
 from ferry.errors import ConfigError, FerryError
 from ferry.jobspec import JobOptions, parse_options
-from ferry.models import CopyResult, Endpoint, Status
+from ferry.models import CopyResult, Endpoint, SourceObject, Status, Target
 from ferry.reports.report_html import render_report_html
 from ferry.s3.clients import make_client
 from ferry.s3.lean_s3 import LEAN_ENV
-from ferry.s3.listing import check_bucket, check_overlap, parse_s3_url, plan_pairs
+from ferry.s3.listing import S3Url, check_bucket, check_overlap, parse_s3_url, plan_pairs
+
+Pair = tuple[SourceObject, Target]
 
 
 def _pairs(values: Sequence[str], what: str) -> dict[str, str]:
@@ -120,6 +124,7 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
         destination.partition,
     )
     check_overlap(source_client, src, dst, options, same_endpoint=same_endpoint)
+    planned = matched_pairs(source_client, src, dst, options)
     summary = Summary()
     with ExitStack() as stack:
         report = None
@@ -132,6 +137,8 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
         html_file = (
             _open_for_writing(stack, args.report_html, "the HTML report") if args.report_html else None
         )
+        show = not args.quiet and stderr.isatty()
+        progress = stack.enter_context(Progress(stderr, enabled=show))
         copier = stack.enter_context(
             Copier(
                 source,
@@ -142,12 +149,10 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
                 memory_limit=memory,
                 source_client=source_client,
                 dest_client=dest_client,
+                on_part=progress.part_done if progress.enabled else None,
             )
         )
         failures: list[CopyResult] = []
-
-        show = not args.quiet and stderr.isatty()
-        progress = stack.enter_context(Progress(stderr, enabled=show))
 
         def on_result(result: CopyResult) -> None:
             summary.add(result)
@@ -157,7 +162,7 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
             if result.status == Status.FAILED and len(failures) < 20:
                 failures.append(result)
 
-        pairs = progress.counting(plan_pairs(source_client, src, dst, options.include, options.exclude))
+        pairs = progress.counting(planned)
         stopped: str | None = None
         try:
             copier.copy_batch(pairs, on_result=on_result, collect=False)
@@ -184,13 +189,58 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
                 stopped = stopped or f"cannot write the HTML report: {error}"
     _print_summary(args, summary, failures, stdout, stderr)
     if stopped:
-        stderr.write(f"ferry: error: stopped after {summary.total} objects: {stopped}\n")
+        stderr.write(f"ferry: error: stopped after {plural(summary.total, 'object')}: {stopped}\n")
         return EXIT_FAILED
     if summary.failed:
         return EXIT_FAILED
     if summary.pending and not args.dry_run:
         return EXIT_PENDING
     return EXIT_OK
+
+
+def matched_pairs(client: Any, src: S3Url, dst: S3Url, options: JobOptions) -> Iterator[Pair]:
+    """The (object, target) pairs to copy, read lazily; refused in one line, before anything
+    is written, when SRC matches nothing. A copy of nothing is far more often a mistyped SRC or
+    glob than a wish, and s5cmd (`no object found`) and rclone (`directory not found`) fail it
+    too: exit 1, Ferry's code for a usage or configuration error (rclone's 3 is Ferry's
+    "pending")."""
+    pairs = plan_pairs(client, src, dst, options.include, options.exclude)
+    first = next(pairs, None)
+    if first is None:
+        raise ConfigError(nothing_matched(client, src, options))
+    return itertools.chain([first], pairs)
+
+
+def nothing_matched(client: Any, src: S3Url, options: JobOptions) -> str:
+    """Why SRC matched nothing: globs that left out every object, or no object there; then
+    the nearest key listed from SRC as typed (`s3://b/photo` when `photos/` exists). A request
+    or two, on this path only."""
+    shown = f"s3://{src.bucket}/{src.key}"
+    if (options.include or options.exclude) and _first_key(client, src.bucket, src.key) is not None:
+        return f"nothing matched {shown}: there are objects, but --include/--exclude left out every one"
+    near = _near_prefix(client, src)
+    hint = f"; did you mean s3://{src.bucket}/{near}?" if near else ""
+    return f"nothing matched {shown}: no object under it{hint}"
+
+
+def _near_prefix(client: Any, src: S3Url) -> str | None:
+    """The first key listed from SRC's own text (no folder slash added), cut after the next
+    `/`: `photo` finds `photos/`, `photos/2024` finds `photos/2024-01/`."""
+    typed = src.key.rstrip("/")
+    key = _first_key(client, src.bucket, typed) if typed else None
+    if key is None:
+        return None
+    slash = key.find("/", len(typed))
+    return key if slash < 0 else key[: slash + 1]
+
+
+def _first_key(client: Any, bucket: str, prefix: str) -> str | None:
+    try:
+        page = client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
+    except (ClientError, BotoCoreError):
+        return None  # only a hint: the one-line refusal stands without it
+    contents = page.get("Contents") or []
+    return str(contents[0]["Key"]) if contents else None
 
 
 def _open_for_writing(stack: ExitStack, path: str, what: str) -> IO[str]:
@@ -205,12 +255,12 @@ def _print_summary(
     args: argparse.Namespace, summary: Summary, failures: list[CopyResult], stdout: IO[str], stderr: IO[str]
 ) -> None:
     if args.json:
-        stdout.write(json.dumps(summary.to_dict()) + "\n")
+        extra = summary.dry_run_dict() if args.dry_run else {}
+        stdout.write(json.dumps({**summary.to_dict(), **extra}) + "\n")
         out = stderr
     else:
         out = stdout
-    prefix = "dry run, " if args.dry_run else ""
-    out.write(f"{prefix}{summary.line()}\n")
+    out.write((summary.dry_run_line() if args.dry_run else summary.line()) + "\n")
     if summary.details():
         out.write(summary.details() + "\n")
     said = set(summary.degradations)
@@ -221,7 +271,7 @@ def _print_summary(
             # A run-level reason (one sentence for every such object): one line, not one each.
             count = remaining.pop(result.reason, 0)
             if count:
-                more = f" and {count - 1} more objects" if count > 1 else ""
+                more = f" and {plural(count - 1, 'more object')}" if count > 1 else ""
                 where = f"s3://{result.source_bucket}/{result.source_key}{more}"
                 out.write(f"  failed: {where}: see the note above\n")
                 shown += count
@@ -230,7 +280,7 @@ def _print_summary(
         shown += 1
     if summary.failed > shown:
         out.write(
-            f"  ... and {summary.failed - shown} more failures"
+            f"  ... and {plural(summary.failed - shown, 'more failure')}"
             + (f" (see {args.report})" if args.report else "")
             + "\n"
         )

@@ -21,6 +21,7 @@ from botocore.config import Config
 
 from ferry.cli.copy_command import parse_copy_args, run_copy
 from ferry.cli.run_command import parse_run_args, run_run
+from ferry.counts import plural
 from ferry.limits import MiB, format_size
 
 SOURCE, DEST, PIPELINE_DEST = "ferry-demo-source", "ferry-demo-dest", "ferry-demo-pipeline"
@@ -98,7 +99,7 @@ def check_copy(s3: Any) -> list[str]:
     source, dest = listing(SOURCE), listing(DEST)
     if source != dest:
         missing = set(source) - set(dest)
-        problems.append(f"{len(missing)} keys missing or different, e.g. {sorted(missing)[:3]}")
+        problems.append(f"{plural(len(missing), 'key')} missing or different, e.g. {sorted(missing)[:3]}")
     for key in [k for k in source if k.endswith("00000.bin") or k.endswith("00035.bin")]:
         a, b = s3.head_object(Bucket=SOURCE, Key=key), s3.head_object(Bucket=DEST, Key=key)
         if (a.get("Metadata"), a.get("ContentType")) != (b.get("Metadata"), b.get("ContentType")):
@@ -119,20 +120,21 @@ def _run_pipeline_job(s3: Any, url: str, stdout: IO[str]) -> int:
         "source": {"bucket": SOURCE, "prefix": ""},
         "destination": {"bucket": PIPELINE_DEST, "prefix": ""},
     }
-    with tempfile.TemporaryDirectory(prefix="ferry-demo-") as folder:
-        spec_path = os.path.join(folder, "job.json")
-        with open(spec_path, "w", encoding="utf-8") as file:
-            json.dump(spec, file)
-        argv = [
-            "run", spec_path, "--endpoint-url", url, "--ledger", os.path.join(folder, "ledger.sqlite"),
-            "--large-object-threshold", "64MiB", "--quiet",
-        ]  # fmt: skip
-        stdout.write(f"\nThe pipeline's code on this machine, with job.json = {json.dumps(spec)}:\n")
-        stdout.write(f"$ ferry {' '.join(argv)}\n")
-        code = run_run(parse_run_args(argv[1:]), stdout, stdout)
+    # Kept when the demo ends: the report and its HTML page it prints are there to be opened.
+    folder = tempfile.mkdtemp(prefix="ferry-demo-")
+    spec_path = os.path.join(folder, "job.json")
+    with open(spec_path, "w", encoding="utf-8") as file:
+        json.dump(spec, file)
+    argv = [
+        "run", spec_path, "--endpoint-url", url, "--ledger", os.path.join(folder, "ledger.sqlite"),
+        "--large-object-threshold", "64MiB", "--quiet",
+    ]  # fmt: skip
+    stdout.write(f"\nThe pipeline's code on this machine, with job.json = {json.dumps(spec)}:\n")
+    stdout.write(f"$ ferry {' '.join(argv)}\n")
+    code = run_run(parse_run_args(argv[1:]), stdout, stdout)
     stdout.write(
-        "(The demo's ledger and report were in a temporary folder, now removed; `ferry run` keeps "
-        "them in ~/.cache/ferry unless told otherwise.)\n"
+        f"(The demo's job spec, ledger and reports stay in {folder}: open report.html there; remove "
+        "the folder when done. `ferry run` keeps them in ~/.cache/ferry unless told otherwise.)\n"
     )
     return code
 
@@ -154,7 +156,7 @@ def run_demo(objects: int, large_size: int, stdout: IO[str]) -> int:
         stdout.write(f"Embedded S3 endpoint on {url}\n")
         count = fill_source(s3, objects, large_size, random.Random(42))
         stdout.write(
-            f"Source s3://{SOURCE}: {count} objects (small ones with metadata and tags, an empty one, "
+            f"Source s3://{SOURCE}: {plural(count, 'object')} (small ones with metadata and tags, an empty one, "
             f"awkward keys, one {format_size(large_size)} multipart object)\n\n"
         )
         argv = ["copy", f"s3://{SOURCE}/", f"s3://{DEST}/", "--endpoint-url", url, "--quiet"]

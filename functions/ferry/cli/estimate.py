@@ -1,7 +1,8 @@
 """`ferry estimate`: what a pipeline job will cost, and how long it will take, before it runs.
 
 Either from numbers (`--objects N --avg-size SIZE`) or from a listing of the source
-(`ferry estimate s3://bucket/prefix`), which reads every object's real size, storage class and
+(`ferry estimate s3://bucket/prefix`, or the source of a job spec, `--spec JOB.json`, whose
+globs and options apply as `ferry run` would apply them), which reads every object's real size, storage class and
 ETag (whose `-N` gives a multipart source's part count) into a bounded histogram: millions of
 keys cost memory for a few hundred bins, not a list. The model is ferry.costs.estimate; the prices
 are ferry.costs.prices (one dated table).
@@ -11,11 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import dataclass
 from typing import IO, Any
 
 from botocore.exceptions import ClientError
 
-from ferry.cli.parsing import EXIT_OK
+from ferry.cli.parsing import EXIT_OK, read_json_file
 from ferry.costs.estimate import (
     Assumptions,
     Estimate,
@@ -23,49 +25,114 @@ from ferry.costs.estimate import (
     Workload,
     estimate,
 )
+from ferry.counts import plural
 from ferry.errors import ConfigError, describe
+from ferry.jobspec import JobSpec, parse_job_spec
 from ferry.limits import format_size, parse_size
-from ferry.models import Endpoint
+from ferry.models import CopyPolicy, Endpoint
 from ferry.s3.clients import make_client
-from ferry.s3.listing import check_bucket, parse_s3_url
+from ferry.s3.listing import check_bucket, matches, parse_s3_url
 
 
 def run_estimate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
-    part_size = parse_size(args.source_part_size)
-    assumptions = Assumptions(
-        mode=args.mode,
-        cross_region=args.cross_region,
-        storage_class=args.storage_class,
-        restore=args.restore,
-        preserve_tags=not args.no_tags,
-        skip_existing=not args.no_skip_existing,
-        source_part_size=part_size,
-        source_multipart_threshold=part_size,
-        source_full_checksum=args.full_object_checksums,
-    )
+    spec = _read_spec(args.spec) if args.spec else None
+    if spec and args.src:
+        raise ConfigError("give either SRC or --spec FILE, not both")
+    assumptions = _assumptions(args, spec.options.policy if spec else None)
     shape = PipelineShape.from_cdk_json(args.settings) if args.settings else PipelineShape()
-    if args.src:
+    listed = _what_to_list(args, spec)
+    if listed:
         if args.objects is not None or args.avg_size:
-            raise ConfigError("give either SRC or --objects and --avg-size, not both")
-        work = _listed_workload(args, stderr)
+            raise ConfigError(
+                f"give either {'--spec' if spec else 'SRC'} or --objects and --avg-size, not both"
+            )
+        work = _listed_workload(args, stderr, listed)
     else:
-        if args.objects is None or not args.avg_size:
-            raise ConfigError("give SRC (s3://bucket/prefix) or both --objects N and --avg-size SIZE")
-        if args.objects < 0:
-            raise ConfigError(f"--objects {args.objects}: must be 0 or more")
-        work = Workload.uniform(args.objects, parse_size(args.avg_size), args.source_storage_class.upper())
+        work = _numbered_workload(args, spec)
     if args.per_day <= 0:
         raise ConfigError(f"--per-day {args.per_day}: must be 1 or more")
     result = estimate(work, shape, assumptions, objects_per_day=args.per_day)
     if args.json:
-        stdout.write(json.dumps(result.to_dict(), indent=2) + "\n")
+        where = {"source": _source_text(spec), "destination": _destination_text(spec)} if spec else {}
+        stdout.write(json.dumps({**result.to_dict(), **where}, indent=2) + "\n")
     else:
+        if spec:
+            stdout.write(f"job {args.spec}: {_source_text(spec)} to {_destination_text(spec)}\n")
         stdout.write(render(result))
     return EXIT_OK
 
 
-def _listed_workload(args: argparse.Namespace, stderr: IO[str]) -> Workload:
-    url = parse_s3_url(args.src, "SRC")
+def _read_spec(path: str) -> JobSpec:
+    """The job spec `ferry run` and `ferry job start --spec` take, checked as Prepare checks it."""
+    return parse_job_spec(read_json_file(path), default_job_id="estimate")
+
+
+def _assumptions(args: argparse.Namespace, policy: CopyPolicy | None) -> Assumptions:
+    """The options given here, else the spec's, else the engine's defaults (as `ferry job
+    start --spec` puts the options given on top of the spec's)."""
+    policy = policy or CopyPolicy()
+    part_size = parse_size(args.source_part_size)
+    return Assumptions(
+        mode=args.mode or policy.mode.value,
+        cross_region=args.cross_region,
+        storage_class=args.storage_class or policy.storage_class,
+        restore=args.restore or policy.restore,
+        # Tags given in the spec replace the source's: none are read, as with --no-tags.
+        preserve_tags=not args.no_tags and policy.preserve_tags and policy.tags is None,
+        skip_existing=not args.no_skip_existing and policy.skip_existing,
+        source_part_size=part_size,
+        source_multipart_threshold=part_size,
+        source_full_checksum=args.full_object_checksums,
+        multipart_threshold=policy.multipart_threshold,
+    )
+
+
+@dataclass(frozen=True)
+class _Listed:
+    """Where to list, and which of the keys listed count (globs on the key relative to prefix)."""
+
+    bucket: str
+    prefix: str
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+
+def _what_to_list(args: argparse.Namespace, spec: JobSpec | None) -> _Listed | None:
+    if args.src:
+        url = parse_s3_url(args.src, "SRC")
+        return _Listed(url.bucket, url.key)
+    if spec and not spec.manifest and spec.source_bucket:
+        options = spec.options
+        return _Listed(spec.source_bucket, spec.source_prefix, options.include, options.exclude)
+    return None
+
+
+def _numbered_workload(args: argparse.Namespace, spec: JobSpec | None) -> Workload:
+    if args.objects is None or not args.avg_size:
+        if spec:  # a manifest: its rows are not listed here
+            raise ConfigError(
+                f"--spec {args.spec}: a manifest job's objects are not listed here: "
+                "give --objects N and --avg-size SIZE too"
+            )
+        raise ConfigError(
+            "give SRC (s3://bucket/prefix), --spec FILE, or both --objects N and --avg-size SIZE"
+        )
+    if args.objects < 0:
+        raise ConfigError(f"--objects {args.objects}: must be 0 or more")
+    return Workload.uniform(args.objects, parse_size(args.avg_size), args.source_storage_class.upper())
+
+
+def _source_text(spec: JobSpec) -> str:
+    if spec.manifest:
+        return f"the {spec.manifest.format} manifest s3://{spec.manifest.bucket}/{spec.manifest.key}"
+    return f"s3://{spec.source_bucket}/{spec.source_prefix}"
+
+
+def _destination_text(spec: JobSpec) -> str:
+    return f"s3://{spec.destination_bucket}/{spec.destination_prefix}"
+
+
+def _listed_workload(args: argparse.Namespace, stderr: IO[str], listed: _Listed) -> Workload:
     endpoint = Endpoint(
         endpoint_url=args.endpoint_url,
         region=args.region,
@@ -74,18 +141,21 @@ def _listed_workload(args: argparse.Namespace, stderr: IO[str]) -> Workload:
         requester_pays=args.requester_pays,
     )
     client = make_client(endpoint)
-    check_bucket(client, url.bucket, "source")
+    check_bucket(client, listed.bucket, "source", region_flag="--region")
     work = Workload()
-    pages = client.get_paginator("list_objects_v2").paginate(Bucket=url.bucket, Prefix=url.key)
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=listed.bucket, Prefix=listed.prefix)
     with _progress(stderr, quiet=args.quiet) as advance:
         try:
             for page in pages:
                 for item in page.get("Contents", []):
-                    work.add_listed(item)
-                    advance(int(item.get("Size") or 0))
+                    if matches(str(item["Key"])[len(listed.prefix) :], listed.include, listed.exclude):
+                        work.add_listed(item)
+                        advance(int(item.get("Size") or 0))
         except ClientError as error:
             raise ConfigError(
-                describe(error, side="source", action="s3:ListBucket", bucket=url.bucket)
+                describe(
+                    error, side="source", action="s3:ListBucket", bucket=listed.bucket, region_flag="--region"
+                )
             ) from error
     return work
 
@@ -107,13 +177,13 @@ class _progress:
 
         self._bar = Progress(
             SpinnerColumn(),
-            TextColumn("listing: {task.fields[objects]:,} objects, {task.fields[size]}"),
+            TextColumn("listing: {task.fields[listed]}, {task.fields[size]}"),
             TimeElapsedColumn(),
             console=Console(file=self.stream),
             transient=True,
         )
         self._bar.start()
-        self._task = self._bar.add_task("listing", total=None, objects=0, size="0 B")
+        self._task = self._bar.add_task("listing", total=None, listed=plural(0, "object"), size="0 B")
         return self._advance
 
     def _count(self, size: int) -> None:
@@ -123,11 +193,15 @@ class _progress:
     def _advance(self, size: int) -> None:
         self._count(size)
         if self.objects % 1000 == 1:
-            self._bar.update(self._task, objects=self.objects, size=format_size(self.bytes))
+            self._show()
+
+    def _show(self, refresh: bool = False) -> None:
+        listed = plural(self.objects, "object", thousands=True)
+        self._bar.update(self._task, listed=listed, size=format_size(self.bytes), refresh=refresh)
 
     def __exit__(self, *exc: object) -> None:
         if self.enabled:  # the last count, whatever the step of the updates
-            self._bar.update(self._task, objects=self.objects, size=format_size(self.bytes), refresh=True)
+            self._show(refresh=True)
             self._bar.stop()
 
 
@@ -159,7 +233,8 @@ def render_rate_limits(result: Estimate) -> list[str]:
     assert limits is not None
     binding = limits.binding
     out = [
-        f"at {limits.objects_per_day:,} objects a day ({limits.objects_per_second:,.0f}/s) on one stack, "
+        f"at {plural(limits.objects_per_day, 'object', thousands=True)} a day "
+        f"({limits.objects_per_second:,.0f}/s) on one stack, "
         "objects/s each limit allows:"
     ]
     for limit in limits.limits:
@@ -171,8 +246,9 @@ def render_rate_limits(result: Estimate) -> list[str]:
 def render(result: Estimate) -> str:
     """The plain table: each line, each service's subtotal, the total, the alternatives."""
     out = [
-        f"{result.objects:,} objects, {format_size(result.bytes)}: {result.batches:,} batches of up to "
-        f"{result.items_per_batch}, {result.passes:,} CopyBatch passes, {result.large_objects:,} on Fargate",
+        f"{plural(result.objects, 'object', thousands=True)}, {format_size(result.bytes)}: "
+        f"{plural(result.batches, 'batch', thousands=True)} of up to {result.items_per_batch}, "
+        f"{plural(result.passes, 'CopyBatch pass', thousands=True)}, {result.large_objects:,} on Fargate",
         "",
         f"{'service':<16} {'what':<46} {'quantity':>16}  {'cost':>12}",
     ]

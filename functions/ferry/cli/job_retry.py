@@ -45,6 +45,7 @@ from ferry.cli.job_runs import (
     start_job,
 )
 from ferry.cli.stack_outputs import StackOutputs
+from ferry.counts import plural
 from ferry.errors import ConfigError, error_code
 from ferry.jobspec import SpecError, parse_job_spec
 from ferry.pipeline.job_reports import job_prefix
@@ -96,7 +97,10 @@ def plan_retry(
             f"the execution {status.lower()} ({described.get('error') or 'no error given'}) without a report",
         )
     if int(summary.get("failed") or 0) > 0:
-        return RetryPlan(FAILED_OBJECTS, f"{summary['failed']} of {summary.get('objects')} objects failed")
+        return RetryPlan(
+            FAILED_OBJECTS,
+            f"{summary['failed']} of {plural(int(summary.get('objects') or 0), 'object')} failed",
+        )
     if summary.get("status") == "SUCCEEDED":
         return RetryPlan(NOTHING, "every object was copied or skipped: nothing to retry")
     if int(summary.get("pending") or 0) > 0 and summary.get("status") != "FAILED":

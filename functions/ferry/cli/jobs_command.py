@@ -38,9 +38,10 @@ from ferry.cli.job_runs import (
     start_job,
 )
 from ferry.cli.local_jobs import run_local, wants_local
-from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, read_json_file
+from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, job_id_of, read_json_file
 from ferry.cli.report import report_text
 from ferry.cli.stack_outputs import DEFAULT_STACK, StackOutputs
+from ferry.counts import plural
 from ferry.errors import ConfigError
 from ferry.jobspec import JobSpec, parse_options, validate_job_spec
 from ferry.limits import format_size
@@ -133,7 +134,7 @@ def spec_from_args(args: argparse.Namespace, now: dt.datetime | None = None) -> 
             raise ConfigError(f"options: must be an object, not {type(current).__name__}")
         spec["options"] = {**current, **options}
     moment = now or dt.datetime.now(dt.UTC)
-    spec["job_id"] = args.job_id or spec.get("job_id") or f"job-{moment:%Y%m%d-%H%M%S}"
+    spec["job_id"] = job_id_of(args.job_id, spec, args.spec) or f"job-{moment:%Y%m%d-%H%M%S}"
     return spec
 
 
@@ -334,7 +335,7 @@ def write_html(report: Mapping[str, Any], failures: Iterable[Mapping[str, Any]],
 def _report_exit(summary: Mapping[str, Any]) -> int:
     if summary.get("failed") or summary.get("status") == "FAILED":
         return EXIT_FAILED
-    if summary.get("pending"):
+    if summary.get("pending") and not summary.get("dry_run"):
         return EXIT_PENDING
     return EXIT_OK
 
@@ -398,7 +399,8 @@ def run_retry(clients: JobClients, args: argparse.Namespace, stdout: IO[str]) ->
     started = outcome.started
     assert started is not None
     if outcome.plan.action == FAILED_OBJECTS:
-        what = f"over those {outcome.objects} objects only\n  manifest: {outcome.manifest}"
+        those = "that" if outcome.objects == 1 else "those"
+        what = f"over {those} {plural(outcome.objects, 'object')} only\n  manifest: {outcome.manifest}"
     else:
         what = "over the same source (objects already identical at the destination are skipped)"
     stdout.write(

@@ -23,13 +23,14 @@ from ferry.cli.arguments import (
     add_policy_parser,
     add_run_parser,
 )
-from ferry.cli.parsing import EXIT_USAGE, Parser
+from ferry.cli.parsing import EXIT_USAGE, Parser, VersionAction
 from ferry.errors import FerryError, is_botocore_error
 from ferry.limits import parse_size
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="ferry", description="Copy very many S3 objects, verified.")
+    parser.add_argument("--version", action=VersionAction)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     add_copy_parser(commands)

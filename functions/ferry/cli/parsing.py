@@ -68,6 +68,43 @@ class Parser(argparse.ArgumentParser):
         return parsed
 
 
+class VersionAction(argparse.Action):
+    """`--version`: `ferry X.Y.Z`, the installed package's version (importlib.metadata is
+    imported only when asked, so every other start-up is spared it)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kwargs: Any) -> None:
+        kwargs.setdefault("help", "print the installed version and exit")
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> NoReturn:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            number = version("ferry")
+        except PackageNotFoundError:  # run from a source tree that was never installed
+            number = "(not installed)"
+        sys.stdout.write(f"ferry {number}\n")
+        parser.exit(EXIT_OK)
+
+
+# Said in the --help of every command that takes both a spec and --job-id.
+JOB_ID_RULE = "a different job_id in the spec is refused"
+
+
+def job_id_of(option: str | None, spec: Any, path: str | None) -> Any:
+    """The job's id from `--job-id` and the spec read from `path`: either alone names it, and
+    the same in both is fine. Two different ids are refused rather than one silently chosen
+    (as s5cmd and rclone refuse contradictory arguments): a job id is how a job is found,
+    resumed and reported, so a guess would file its work under a name the user did not mean."""
+    written = spec.get("job_id") if isinstance(spec, dict) else None
+    if option and written is not None and written != option:
+        raise ConfigError(
+            f"--job-id {option!r} and the job_id {written!r} in {path!r} differ: give one of them, "
+            "or the same in both"
+        )
+    return option or written  # a job_id of the wrong type is named by the spec's validator
+
+
 def read_json_file(path: str) -> Any:
     """A job spec file (or any JSON file the user names), or one sentence saying why not.
 

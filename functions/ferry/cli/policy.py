@@ -15,8 +15,10 @@ A replication with `deletes` on needs two more things from its source's account:
 "Object Deleted" events forwarded along with "Object Created", and `s3:ListBucketVersions`
 (ListObjectVersions finds the version a delete marker hides, pipeline/replication/deletes.py).
 
-Each document is printed as a heading line (`# ...`: what it is and where it goes) followed
-by the document as JSON, so it can be cut out and applied as it is.
+Each document is printed as a heading line (`# ...`: what it is, where it goes, and the file
+its command reads, `file://NAME`) followed by the document as JSON, so it can be cut out and
+applied as it is. With `--output-dir DIR` each document is written to DIR/NAME instead, and
+the headings printed name those paths.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -71,6 +74,24 @@ LIST_VERSIONS = ["s3:ListBucket", "s3:ListBucketVersions"]
 OBJECT_CREATED, OBJECT_DELETED = "Object Created", "Object Deleted"
 
 
+@dataclass(frozen=True)
+class Document:
+    """One document to apply: the file its command reads (`file_name`), and a heading with
+    `{file}` where that file's path goes."""
+
+    file_name: str
+    heading: str
+    body: dict[str, Any]
+
+    def heading_for(self, path: str) -> str:
+        return self.heading.replace("{file}", f"file://{path}")
+
+
+def file_part(text: str) -> str:
+    """Text as part of a file name: a bucket, an account, a role or key name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-")
+
+
 def run_policy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     settings, stack_name = read_context(Path(args.context))
     region = args.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
@@ -80,8 +101,13 @@ def run_policy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
         raise ConfigError(f"--account: {args.account!r} is not a 12-digit AWS account id")
     ferry = Ferry(args.account, region, args.stack_name or stack_name, tuple(args.principal))
     count = 0
-    for heading, document in documents(settings, ferry):
-        stdout.write(f"# {heading}\n{json.dumps(document, indent=2)}\n\n")
+    for document in documents(settings, ferry):
+        if args.output_dir:
+            path = write_document(Path(args.output_dir), document)
+            stdout.write(f"# {document.heading_for(str(path))}\n")
+        else:
+            text = json.dumps(document.body, indent=2)
+            stdout.write(f"# {document.heading_for(document.file_name)}\n{text}\n\n")
         count += 1
     if count == 0:
         stderr.write(
@@ -89,6 +115,18 @@ def run_policy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
             "there is nothing for another account to apply\n"
         )
     return EXIT_OK
+
+
+def write_document(folder: Path, document: Document) -> Path:
+    """DIR/NAME holding the document as printed; the folder is made if missing, a file of
+    the same name replaced (the documents are made again from cdk.json each time)."""
+    path = folder / document.file_name
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(document.body, indent=2) + "\n", encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"--output-dir: cannot write {str(path)!r}: {error.strerror}") from error
+    return path
 
 
 def read_context(path: Path) -> tuple[PipelineSettings, str]:
@@ -142,22 +180,25 @@ class Ferry:
         return f"arn:{self.partition}:events:{self.region}:{self.account}:event-bus/default"
 
 
-def documents(settings: PipelineSettings, ferry: Ferry) -> Iterator[tuple[str, dict[str, Any]]]:
-    """Every document, in the order the README applies them."""
+def documents(settings: PipelineSettings, ferry: Ferry) -> Iterator[Document]:
+    """Every document, in the order the README applies them, each with a file of its own."""
     elsewhere = lambda loc: loc.owner is not None and loc.owner != ferry.account  # noqa: E731
     for loc in settings.sources:
         if elsewhere(loc):
-            yield (
+            yield Document(
+                f"bucket-policy-source-{file_part(loc.bucket)}.json",
                 f"Bucket policy for the source s3://{loc.bucket}/{loc.prefix} (account {loc.owner}): "
-                f"aws s3api put-bucket-policy --bucket {loc.bucket} --policy file://source.json",
+                f"aws s3api put-bucket-policy --bucket {loc.bucket} --policy {{file}}",
                 bucket_policy(
                     ferry, loc, SOURCE_READ, "Read", LIST_VERSIONS if deletes_from(settings, loc) else LIST
                 ),
             )
     for loc in settings.destinations:
         if elsewhere(loc):
-            yield (
-                f"Bucket policy for the destination s3://{loc.bucket}/{loc.prefix} (account {loc.owner}); "
+            yield Document(
+                f"bucket-policy-destination-{file_part(loc.bucket)}.json",
+                f"Bucket policy for the destination s3://{loc.bucket}/{loc.prefix} (account {loc.owner}): "
+                f"aws s3api put-bucket-policy --bucket {loc.bucket} --policy {{file}}; "
                 "also set its Object Ownership to BucketOwnerEnforced (aws s3api "
                 f"put-bucket-ownership-controls --bucket {loc.bucket} --ownership-controls "
                 "'Rules=[{ObjectOwnership=BucketOwnerEnforced}]') so that account owns every copy",
@@ -169,24 +210,37 @@ def documents(settings: PipelineSettings, ferry: Ferry) -> Iterator[tuple[str, d
     for arn, actions, verb in keys:
         owner = arn.split(":")[4] if arn.count(":") >= 5 else ""
         if owner and owner != ferry.account:
-            yield (
-                f"Key policy statements for {arn} (account {owner}): add them to the key's policy",
+            yield Document(
+                f"key-policy-{file_part(owner)}-{file_part(arn.split(':', 5)[-1].split('/', 1)[-1])}.json",
+                f"Key policy statements for {arn} (account {owner}): add them to the key's policy ({{file}})",
                 {"Version": VERSION, "Statement": [ferry.statement(f"Ferry{verb}", actions, "*")]},
             )
     for role_arn in settings.role_arns:
-        yield (
+        role_name = role_arn.rsplit("/", 1)[-1]
+        role_file = _role_file(role_arn)
+        yield Document(
+            f"trust-policy-{role_file}.json",
             f"Trust policy for {role_arn}, the role Ferry's workers assume: "
-            f"aws iam update-assume-role-policy --role-name {role_arn.rsplit('/', 1)[-1]} "
-            "--policy-document file://trust.json",
+            f"aws iam update-assume-role-policy --role-name {role_name} --policy-document {{file}}",
             {"Version": VERSION, "Statement": [trust_statement(ferry)]},
         )
-        yield (
-            f"Permissions policy for {role_arn}: what it may do for Ferry (aws iam put-role-policy)",
+        yield Document(
+            f"permissions-policy-{role_file}.json",
+            f"Permissions policy for {role_arn}: what it may do for Ferry: aws iam put-role-policy "
+            f"--role-name {role_name} --policy-name Ferry --policy-document {{file}}",
             role_permissions(settings, role_arn, ferry),
         )
     for loc in settings.sources:
         if elsewhere(loc):
             yield from event_forwarding(ferry, loc, deletes=deletes_from(settings, loc))
+
+
+def _role_file(role_arn: str) -> str:
+    """`444455556666-ferry-writer`: the role's account and name (two accounts may both have a
+    role of one name)."""
+    fields = role_arn.split(":")
+    account = fields[4] if len(fields) > 5 else ""
+    return "-".join(file_part(part) for part in (account, role_arn.rsplit("/", 1)[-1]) if part)
 
 
 def deletes_from(settings: PipelineSettings, loc: Location) -> bool:
@@ -303,7 +357,7 @@ def list_statements(
     return out
 
 
-def event_forwarding(ferry: Ferry, loc: Location, *, deletes: bool) -> Iterator[tuple[str, dict[str, Any]]]:
+def event_forwarding(ferry: Ferry, loc: Location, *, deletes: bool) -> Iterator[Document]:
     """S3 -> the owner's default bus -> a rule -> this account's default bus (EventBridge
     delivers cross-account to an event bus with a role of the sending account, and the
     receiving bus's resource policy allowing events:PutEvents from that rule). With `deletes`,
@@ -319,14 +373,18 @@ def event_forwarding(ferry: Ferry, loc: Location, *, deletes: bool) -> Iterator[
     }
     if loc.prefix:
         pattern["detail"]["object"] = {"key": [{"prefix": form} for form in event_key_prefixes(loc.prefix)]}
-    yield (
+    bucket = file_part(loc.bucket)
+    yield Document(
+        f"notification-{bucket}.json",
         f"S3 notification configuration for s3://{loc.bucket} (account {owner}): send its events to "
         f"EventBridge: aws s3api put-bucket-notification-configuration --bucket {loc.bucket} "
-        "--notification-configuration file://notification.json",
+        "--notification-configuration {file}",
         {"EventBridgeConfiguration": {}},
     )
-    yield (
-        f"Role {FORWARD_ROLE} in account {owner}, trust policy (EventBridge assumes it to forward)",
+    yield Document(
+        f"forward-role-trust-policy-{owner}.json",
+        f"Role {FORWARD_ROLE} in account {owner}, trust policy (EventBridge assumes it to forward): "
+        f"aws iam create-role --role-name {FORWARD_ROLE} --assume-role-policy-document {{file}}",
         {
             "Version": VERSION,
             "Statement": [
@@ -339,8 +397,10 @@ def event_forwarding(ferry: Ferry, loc: Location, *, deletes: bool) -> Iterator[
             ],
         },
     )
-    yield (
-        f"Role {FORWARD_ROLE} in account {owner}, permissions policy",
+    yield Document(
+        f"forward-role-permissions-policy-{owner}.json",
+        f"Role {FORWARD_ROLE} in account {owner}, permissions policy: aws iam put-role-policy "
+        f"--role-name {FORWARD_ROLE} --policy-name FerryForward --policy-document {{file}}",
         {
             "Version": VERSION,
             "Statement": [
@@ -353,9 +413,11 @@ def event_forwarding(ferry: Ferry, loc: Location, *, deletes: bool) -> Iterator[
             ],
         },
     )
-    yield (
+    yield Document(
+        f"rule-{bucket}.json",
         f"EventBridge rule {rule_name} on account {owner}'s default bus in {region}: "
-        "aws events put-rule --name ... --event-pattern (EventPattern), then put-targets (Targets)",
+        "aws events put-rule --name ... --event-pattern (EventPattern), then put-targets (Targets), "
+        "from {file}",
         {
             "Name": rule_name,
             "EventBusName": "default",
@@ -363,9 +425,10 @@ def event_forwarding(ferry: Ferry, loc: Location, *, deletes: bool) -> Iterator[
             "Targets": [{"Id": "ferry", "Arn": ferry.bus_arn(), "RoleArn": role_arn}],
         },
     )
-    yield (
+    yield Document(
+        f"bus-policy-{bucket}.json",
         f"Resource policy for the default event bus of account {ferry.account} in {ferry.region} "
-        "(Ferry's side): aws events put-permission --policy file://bus.json",
+        "(Ferry's side): aws events put-permission --policy {file}",
         {
             "Version": VERSION,
             "Statement": [

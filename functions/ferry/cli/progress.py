@@ -1,6 +1,7 @@
 """The progress bar `ferry copy` and `ferry run` show on a terminal: objects done out of those
-listed, bytes copied, the rate, and an ETA once the listing is complete (before that the
-total is unknown and the bar says so). Drawn by rich, on stderr, only when stderr is a
+listed, bytes copied (counted as each part of a multipart copy lands, so a large object moves
+the bar before it completes), the rate, and an ETA once the listing is complete (before that
+the total is unknown and the bar says so). Drawn by rich, on stderr, only when stderr is a
 terminal: logs and pipes get nothing extra. Removed when done (the summary follows).
 """
 
@@ -10,7 +11,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
-from ferry.models import CopyResult, Status
+from ferry.models import CopyResult, Status, Target
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -20,9 +21,10 @@ T = TypeVar("T")
 
 
 class Progress:
-    """Objects and bytes done, fed by `add` (one call per settled object) and `listed` (how
-    many objects are known, and whether that is all of them). Thread-safe; does nothing when
-    disabled, so callers need no `if`."""
+    """Objects and bytes done, fed by `add` (one call per settled object), `part_done` (one
+    call per part of a multipart copy, as it lands) and `listed` (how many objects are known,
+    and whether that is all of them). Thread-safe; does nothing when disabled, so callers need
+    no `if`."""
 
     def __init__(
         self, stream: IO[str] | None = None, *, enabled: bool | None = None, console: Console | None = None
@@ -34,6 +36,9 @@ class Progress:
         self._lock = threading.Lock()
         self._bar: RichProgress | None = None
         self._task: Any = None
+        self._bytes = 0
+        # Bytes of objects still in flight already counted from their parts, by destination.
+        self._in_parts: dict[tuple[str, str], int] = {}
         if self.enabled:
             from ferry.cli import progress_bar  # rich only where a bar is drawn
 
@@ -49,14 +54,26 @@ class Progress:
         if self._bar is not None:
             self._bar.stop()
 
+    def part_done(self, target: Target, size: int) -> None:
+        """A part of the copy to `target` landed: its bytes count now."""
+        if self._bar is None:
+            return
+        with self._lock:
+            where = (target.bucket, target.key)
+            self._in_parts[where] = self._in_parts.get(where, 0) + size
+            self._bytes += size
+            self._bar.update(self._task, bytes=self._bytes)
+
     def add(self, result: CopyResult) -> None:
-        """One object settled (a result handed over at a deadline is not: it comes again)."""
+        """One object settled (a result handed over at a deadline is not: it comes again, and
+        the parts it landed stay counted). Its bytes count less those its parts already did;
+        a failed copy's parts are taken back (its upload was aborted)."""
         if self._bar is None or result.handed_over:
             return
         copied = result.bytes if result.status == Status.COPIED else 0
         with self._lock:
-            task = self._bar.tasks[0]
-            self._bar.update(self._task, advance=1, bytes=int(task.fields.get("bytes", 0)) + copied)
+            self._bytes += copied - self._in_parts.pop((result.dest_bucket, result.dest_key), 0)
+            self._bar.update(self._task, advance=1, bytes=self._bytes)
 
     def listed(self, objects: int, *, complete: bool) -> None:
         """`objects` are known so far; `complete` once the listing has ended (the ETA starts)."""

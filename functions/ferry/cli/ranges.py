@@ -34,7 +34,7 @@ def add_memory_limit_argument(group: Any) -> None:
     group.add_argument(
         "--memory-limit",
         default=f"{DEFAULT_MEMORY_LIMIT // MiB}MiB",
-        help="object bytes held in memory by streaming (the process adds about 70 MiB)",
+        help="object bytes held in memory by streaming (default %(default)s; the process adds about 70 MiB)",
     )
 
 

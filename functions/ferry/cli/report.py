@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from ferry.counts import Counts
+from ferry.counts import Counts, plural
+from ferry.engine.outcome import WOULD_COPY, WOULD_RESTORE
 from ferry.limits import format_size
 from ferry.models import CopyResult, Status
 from ferry.reports.report_stats import ReportStats, Timeline, iso_time
@@ -28,6 +29,10 @@ class Summary(Counts):
     failure_reasons: Counter[str] = field(default_factory=Counter)
     # Archived sources skipped because no --restore was asked: said, not silently counted.
     needs_restore: int = 0
+    # A dry run's pending results, by what the run would have done (engine.outcome's words).
+    would_copy: int = 0
+    would_copy_bytes: int = 0
+    would_restore: int = 0
     started: float = field(default_factory=time.monotonic)
     seconds: float = 0.0
     # For the HTML report's charts: fixed-size counters, nothing kept per object.
@@ -45,9 +50,19 @@ class Summary(Counts):
                 self.failure_reasons[result.reason or ""] += 1
             elif result.status == Status.SKIPPED and (result.reason or "").startswith("needs restore"):
                 self.needs_restore += 1
+            elif result.status == Status.PENDING:
+                self._count_dry_run(result)
             self.stats.add(result)
             self.timeline.add(time.time(), 1, result.bytes if result.status == Status.COPIED else 0)
             self.seconds = time.monotonic() - self.started
+
+    def _count_dry_run(self, result: CopyResult) -> None:
+        reason = result.reason or ""
+        if reason.startswith(WOULD_COPY):
+            self.would_copy += 1
+            self.would_copy_bytes += result.bytes
+        elif reason.startswith(WOULD_RESTORE):
+            self.would_restore += 1
 
     def finish(self) -> Summary:
         self.seconds = time.monotonic() - self.started
@@ -81,18 +96,61 @@ class Summary(Counts):
             lines += [f"  copied by: {how}", f"  verified by: {proof}"]
         if self.needs_restore:
             lines.append(
-                f"  skipped: {self.needs_restore} archived objects (an archive storage class): "
+                f"  skipped: {plural(self.needs_restore, 'archived object')} (an archive storage class): "
                 "restore first, or run with --restore bulk|standard|expedited"
             )
         lines += [f"  note: {sentence}" for sentence in self.degradations]
         return "\n".join(lines)
 
+    def dry_run_dict(self) -> dict[str, Any]:
+        """What `--json` adds for a dry run: what the run would have done."""
+        return {
+            "dry_run": True,
+            "would_copy": self.would_copy,
+            "would_copy_bytes": self.would_copy_bytes,
+            "would_skip": self.skipped,
+            "would_restore": self.would_restore,
+        }
+
+    def dry_run_line(self) -> str:
+        """A dry run's summary: what it would do, not the pending its results are filed as."""
+        return dry_run_line(
+            self.total,
+            f"would copy {self.would_copy} ({format_size(self.would_copy_bytes)})",
+            self.skipped,
+            self.failed,
+            would_restore=self.would_restore,
+            pending=self.pending - self.would_copy - self.would_restore,
+        )
+
     def line(self) -> str:
         return (
-            f"{self.total} objects: {self.copied} copied, {self.skipped} skipped, {self.failed} failed, "
+            f"{plural(self.total, 'object')}: {self.copied} copied, {self.skipped} skipped, {self.failed} failed, "
             f"{self.pending} pending | {format_size(self.bytes_copied)} in {self.seconds:.1f}s "
             f"({format_size(self.throughput)}/s)"
         )
+
+
+def failure_line(bucket: str | None, key: str | None, reason: str | None) -> str:
+    """`  failed: s3://bucket/key: reason`; a manifest row that named no object has no place
+    to show (its reason names the manifest instead of `s3:///`)."""
+    if not key:
+        return f"  failed: {reason}"
+    return f"  failed: s3://{bucket or ''}/{key}: {reason}"
+
+
+def dry_run_line(
+    total: int, would_copy: str, skipped: int, failed: int, *, would_restore: int = 0, pending: int = 0
+) -> str:
+    """`dry run: 3 objects: would copy 2 (12 B), would skip 1, 0 failed; nothing was written`:
+    the same words for `ferry copy --dry-run`, `ferry run` and `ferry job report` of a dry run."""
+    said = [would_copy, f"would skip {skipped}"]
+    if would_restore:
+        said.append(f"would restore {would_restore}")
+    if pending:  # restores already in progress: a real run would wait for them too
+        said.append(f"{pending} pending")
+    said.append(f"{failed} failed")
+    return f"dry run: {plural(total, 'object')}: {', '.join(said)}; nothing was written"
 
 
 def report_for_html(
@@ -143,12 +201,7 @@ class ReportWriter:
 def report_text(report: Mapping[str, Any], job_id: str, *, every_failure: bool) -> str:
     """Finalize's summary printed as `ferry copy` prints its own."""
     s = report["summary"]
-    lines = [
-        f"job {job_id}: {s.get('status')}",
-        f"{s.get('objects', 0)} objects: {s.get('copied', 0)} copied, {s.get('skipped', 0)} skipped, "
-        f"{s.get('failed', 0)} failed, {s.get('pending', 0)} pending | "
-        f"{format_size(s.get('bytes_copied') or 0)} copied in {s.get('batches', 0)} batches",
-    ]
+    lines = [f"job {job_id}: {s.get('status')}", _counts_line(s)]
     source, destination = s.get("source") or {}, s.get("destination") or {}
     if source or destination:
         where = f"s3://{source.get('bucket', '')}/{source.get('prefix', '')}"
@@ -166,22 +219,35 @@ def report_text(report: Mapping[str, Any], job_id: str, *, every_failure: bool) 
         )
     read = s.get("objects_read_by_map")
     if read is not None and read != s.get("objects"):
-        lines.append(f"  note: the Map read {read} objects but the ledger accounts for {s.get('objects')}")
+        lines.append(
+            f"  note: the Map read {plural(read, 'object')} but the ledger accounts for {s.get('objects')}"
+        )
     if s.get("lost_in_unfinished_batches"):
         lines.append(
-            f"  note: {s['lost_in_unfinished_batches']} failures are objects of batches that did not finish"
+            f"  note: the failures include {plural(s['lost_in_unfinished_batches'], 'object')} of batches "
+            "that did not finish"
         )
     failures = report.get("failures") or []
     for failure in failures:
-        lines.append(
-            f"  failed: s3://{failure.get('bucket', '')}/{failure.get('key')}: {failure.get('reason')}"
-        )
+        lines.append(failure_line(failure.get("bucket"), failure.get("key"), failure.get("reason")))
     more = int(s.get("failed") or 0) - len(failures)
     if more > 0 and not every_failure:
         lines.append(
-            f"  ... and {more} more failures (ferry job report {job_id} --failures, or {report['failures_report']})"
+            f"  ... and {plural(more, 'more failure')} (ferry job report {job_id} --failures, or {report['failures_report']})"
         )
     lines.append(f"  report: {report['report']}")
     if s.get("failed"):
         lines.append(f"  failures: {report['failures_report']} (ferry job retry {job_id} copies them again)")
     return "\n".join(lines)
+
+
+def _counts_line(s: Mapping[str, Any]) -> str:
+    """The counts as `ferry copy` says them; a dry run's as what it would have done."""
+    if s.get("dry_run"):  # its pending objects are those it would copy, or restore first
+        would = f"would copy or restore {s.get('pending', 0)}"
+        return dry_run_line(s.get("objects", 0), would, s.get("skipped", 0), s.get("failed", 0))
+    return (
+        f"{plural(s.get('objects', 0), 'object')}: {s.get('copied', 0)} copied, {s.get('skipped', 0)} skipped, "
+        f"{s.get('failed', 0)} failed, {s.get('pending', 0)} pending | "
+        f"{format_size(s.get('bytes_copied') or 0)} copied in {plural(s.get('batches', 0), 'batch')}"
+    )

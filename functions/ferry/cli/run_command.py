@@ -27,10 +27,11 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.arguments import add_run_parser
 from ferry.cli.copy_command import endpoints
-from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, read_json_file
+from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, job_id_of, read_json_file
 from ferry.cli.progress import Progress
 from ferry.cli.ranges import check_kms_region, memory_limit
-from ferry.cli.report import Summary
+from ferry.cli.report import Summary, failure_line
+from ferry.counts import plural
 from ferry.engine.deadlines import stop_all, stop_cleared
 from ferry.errors import ConfigError, error_code
 from ferry.limits import parse_size
@@ -41,6 +42,7 @@ from ferry.pipeline.ledger.sqlite import SQLiteLedger
 from ferry.pipeline.local_reports import LocalReports
 from ferry.pipeline.local_run import LAMBDA_SECONDS, job_rows, local_settings, run_job
 from ferry.pipeline.services import Services
+from ferry.pipeline.settings import WorkerSettings
 from ferry.s3.clients import make_client
 
 SHOWN_FAILURES = 20
@@ -64,22 +66,13 @@ def parse_run_args(argv: list[str]) -> argparse.Namespace:
 def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """`ferry run`: Prepare, the Map, the batches, Finalize; then the summary and exit code."""
     spec = read_json_file(args.spec)
-    pass_seconds = DEFAULT_PASS_SECONDS if args.pass_seconds is None else args.pass_seconds
-    if pass_seconds <= 0:
-        raise ConfigError("--pass-seconds must be more than 0")
+    job_id = job_id_of(args.job_id, spec, args.spec)
+    job_id = job_id if isinstance(job_id, str) else None  # else the spec's own, named by Prepare
+    seconds = pass_seconds(args)
     options = spec.get("options") if isinstance(spec, Mapping) else None
     # A spec of the wrong shape is named by Prepare's validator (run_job), field by field.
     kms_key = options.get("kms_key_id") if isinstance(options, Mapping) else None
-    settings = local_settings(
-        max_items_per_batch=args.max_items_per_batch,
-        max_input_bytes_per_batch=_size(args.max_input_bytes_per_batch),
-        concurrency=args.batch_concurrency,
-        large_object_threshold=_size(args.large_object_threshold),
-        max_passes=args.max_passes,
-        memory_limit=memory_limit(args.memory_limit),
-        kms_key_ids=(kms_key,) if isinstance(kms_key, str) and kms_key else (),
-        table_name=args.table or "",
-    )
+    settings = worker_settings(args, kms_key_ids=(kms_key,) if isinstance(kms_key, str) and kms_key else ())
     source, destination = endpoints(args)
     check_kms_region(kms_key if isinstance(kms_key, str) else None, destination.region, "options.kms_key_id")
     ledger, state_dir = _ledger(args)
@@ -103,14 +96,15 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
             report_store=reports,
             destination_s3=make_client(destination),
             on_result=progress.add,
+            on_part=progress.part_done if progress.enabled else None,
             reads_any_region=True,
         )
         with StopOnSignals(stderr) as signals:
             final = run_job(
                 spec,
                 services,
-                job_id=args.resume or args.job_id,
-                pass_seconds=pass_seconds,
+                job_id=job_id,
+                pass_seconds=seconds,
                 on_listed=lambda listing: progress.listed(listing.items, complete=listing.complete),
                 journal_root=reports.root,
                 resume=bool(args.resume),
@@ -120,6 +114,9 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
             ledger.close()
         return _interrupted(final, signals.received or signal.SIGINT, stderr)
     data = run_report(services, final["job_id"], final, summary)
+    dry_run = bool(final.get("dry_run"))
+    if dry_run:
+        data["summary"].update(summary.dry_run_dict())
     if args.report:
         _write_report(args.report, data)
     if args.json:
@@ -132,7 +129,7 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
         return EXIT_FAILED
     if final["failed"]:
         return EXIT_FAILED
-    if final["pending"]:
+    if final["pending"] and not dry_run:  # a dry run's pending are what it would have copied
         return EXIT_PENDING
     return EXIT_OK
 
@@ -196,6 +193,33 @@ def resume_command(argv: list[str], job_id: str) -> str:
     return shlex.join(["ferry", *kept, "--resume", job_id])
 
 
+def worker_settings(args: argparse.Namespace, kms_key_ids: tuple[str, ...] = ()) -> WorkerSettings:
+    """The pipeline's settings for this run: its defaults, with the options given here."""
+    return local_settings(
+        max_items_per_batch=args.max_items_per_batch,
+        max_input_bytes_per_batch=_size(args.max_input_bytes_per_batch),
+        concurrency=args.batch_concurrency,
+        large_object_threshold=_size(args.large_object_threshold),
+        max_passes=args.max_passes,
+        memory_limit=memory_limit(args.memory_limit),
+        kms_key_ids=kms_key_ids,
+        table_name=args.table or "",
+    )
+
+
+def pass_seconds(args: argparse.Namespace) -> float:
+    """How long a CopyBatch pass runs before it hands over (as on Lambda, by default)."""
+    seconds = DEFAULT_PASS_SECONDS if args.pass_seconds is None else args.pass_seconds
+    if seconds <= 0:
+        raise ConfigError("--pass-seconds must be more than 0")
+    return float(seconds)
+
+
+def ledger_path(args: argparse.Namespace) -> Path:
+    """The SQLite ledger's file: --ledger, else the default folder's ledger.sqlite."""
+    return Path(args.ledger).expanduser() if args.ledger else default_state_dir() / "ledger.sqlite"
+
+
 def run_report(
     services: Services, job_id: str, final: Mapping[str, Any], summary: Summary | None = None
 ) -> dict[str, Any]:
@@ -235,17 +259,18 @@ def _result_of(row: Mapping[str, Any]) -> CopyResult:
 
 
 def _print(summary: Summary, final: Mapping[str, Any], services: Services, out: IO[str]) -> None:
-    out.write(summary.line() + "\n")
+    out.write((summary.dry_run_line() if final.get("dry_run") else summary.line()) + "\n")
     if summary.details():
         out.write(summary.details() + "\n")
     shown = 0
     for failure in services.ledger.failures(final["job_id"]):
         if shown == SHOWN_FAILURES:
             break
-        out.write(f"  failed: s3://{failure.bucket}/{failure.key}: {failure.reason}\n")
+        out.write(failure_line(failure.bucket, failure.key, failure.reason) + "\n")
         shown += 1
     if final["failed"] > shown:
-        out.write(f"  ... and {final['failed'] - shown} more failures (see {final['failures_report']})\n")
+        more = plural(final["failed"] - shown, "more failure")
+        out.write(f"  ... and {more} (see {final['failures_report']})\n")
     page = f"; page: {final['report_html']}" if final.get("report_html") else ""
     out.write(f"job {final['job_id']}: {final['status']}; report: {final['report']}{page}\n")
 
@@ -267,7 +292,7 @@ def _size(text: str | None) -> int | None:
 def _ledger(args: argparse.Namespace) -> tuple[Ledger, Path]:
     """The ledger the user chose, and the folder the job reports go to by default."""
     if not args.table:
-        path = Path(args.ledger).expanduser() if args.ledger else default_state_dir() / "ledger.sqlite"
+        path = ledger_path(args)
         return SQLiteLedger(path), path.parent
     region = args.table_region or args.region or args.source_region
     client = boto3.client(

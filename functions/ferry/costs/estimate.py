@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ferry.costs import prices
+from ferry.counts import plural
 from ferry.errors import ConfigError
 from ferry.limits import (
     DEFAULT_MULTIPART_THRESHOLD,
@@ -857,7 +858,7 @@ def estimate(
         + ("with full-object CRCs" if a.source_full_checksum else "with MD5 ETags and no stored checksum")
         + " (where a listing does not say)",
         f"throughput per worker {rate_word}: server-side {_pair(rates.server_side_objects)} objects/s or {_pair(rates.server_side_bytes, MiB)} MiB/s, streamed {_pair(rates.stream_objects)} objects/s or {_pair(rates.stream_bytes, MiB)} MiB/s; {workers} Lambda workers at once",
-        f"batches of {per_batch} objects (max_items_per_batch {shape.max_items_per_batch}, max_input_bytes_per_batch {shape.max_input_bytes_per_batch} over items of ~{round(mean_item)} bytes as CopyPrefix's ItemSelector makes them; AWS does not document whether the ItemBatcher measures the selected or the listed item: if the listed one, batches are smaller, never larger)",
+        f"batches of {plural(per_batch, 'object')} (max_items_per_batch {shape.max_items_per_batch}, max_input_bytes_per_batch {shape.max_input_bytes_per_batch} over items of ~{round(mean_item)} bytes as CopyPrefix's ItemSelector makes them; AWS does not document whether the ItemBatcher measures the selected or the listed item: if the listed one, batches are smaller, never larger)",
     ]
     used = {"s3_get_head", "s3_put_copy_post_list", "batch_operations_object", "datasync_gb"}
     used.add(prices.PUT_BY_CLASS.get(a.storage_class or "STANDARD", "s3_put_copy_post_list"))
@@ -871,7 +872,7 @@ def estimate(
     )
     if skipped:
         notes.append(
-            f"{skipped} archived objects (GLACIER, DEEP_ARCHIVE) would be skipped: needs restore (--restore TIER)"
+            f"{plural(skipped, 'archived object')} (GLACIER, DEEP_ARCHIVE) would be skipped: needs restore (--restore TIER)"
         )
     for entry in lines:
         if entry.service in ORCHESTRATION_SERVICES:
@@ -996,7 +997,13 @@ def _alternatives(work: Workload, a: Assumptions, copied_bytes: float, objects: 
     ]
     if too_big:
         batch_ops.append(
-            Line("S3 Batch Operations", f"{too_big} objects over 5 GB cannot be copied", 0, "objects", 0.0)
+            Line(
+                "S3 Batch Operations",
+                f"{plural(too_big, 'object')} over 5 GB cannot be copied",
+                0,
+                "objects",
+                0.0,
+            )
         )
     # DataSync (S3 to S3), approximately: it lists both sides, HEADs and GETs each source
     # object, HEADs and PUTs each destination object (verification reads it back: not counted).

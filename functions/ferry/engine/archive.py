@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ferry.engine.outcome import Outcome
+from ferry.engine.outcome import WOULD_RESTORE, Outcome
 from ferry.engine.source import SourceInfo
 from ferry.errors import describe, error_code
 from ferry.models import RESTORE_TIERS, CopyPolicy, Status
@@ -36,7 +36,7 @@ def archived_outcome(client: Any, info: SourceInfo, policy: CopyPolicy) -> Outco
         return Outcome(
             Status.PENDING,
             "restore",
-            reason=f"dry run: would request a {policy.restore} restore from {where}",
+            reason=f"{WOULD_RESTORE} a {policy.restore} restore from {where}",
         )
     return _request_restore(client, info, policy, where)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,6 +59,9 @@ class TransferContext:
     job_id: str | None = None
     # Whether a destination store can hold encrypted objects (asked once per bucket).
     encryption_probe: EncryptionProbe = field(default_factory=EncryptionProbe)
+    # Told the bytes of each part of a multipart copy as it lands (the CLI's progress bar
+    # counts bytes before a large object completes); called from part threads, must not raise.
+    on_part: Callable[[Target, int], None] | None = None
 
     def __post_init__(self) -> None:
         # Part buffers are reused, and the pool keeps no more than the memory limit.

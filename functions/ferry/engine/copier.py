@@ -24,7 +24,7 @@ from ferry.engine.context import TransferContext
 from ferry.engine.deadlines import due
 from ferry.engine.degradations import SERVER_SIDE_NOT_IMPLEMENTED, NotImplementedByServer
 from ferry.engine.dest_listing import DestinationIndex, Listed
-from ferry.engine.outcome import Outcome
+from ferry.engine.outcome import WOULD_COPY, Outcome
 from ferry.engine.server_side import ServerSideRefusedObject, server_side_copy
 from ferry.engine.skip import already_as_asked, identical_reason, settled_by_listing
 from ferry.engine.source import SourceInfo, confirm, from_listing, inspect
@@ -85,7 +85,9 @@ class Copier:
     run at once across all of them; `memory_limit` caps object bytes held in memory by
     streaming copies (part size x parts in flight). `reusable_kms_keys` names the KMS keys the
     destination identity may encrypt with, where the caller knows them: an SSE-KMS source keeps
-    its key only if it is one of them (see TransferContext.reusable_source_key).
+    its key only if it is one of them (see TransferContext.reusable_source_key). `on_part` is
+    told (target, bytes) each time a part of a multipart copy lands, so a caller can show bytes
+    moving before a large object completes; the object's result still reports all its bytes.
     """
 
     def __init__(
@@ -103,6 +105,7 @@ class Copier:
         reusable_kms_keys: Collection[str] | None = None,
         single_request_rate: int = DEFAULT_SINGLE_REQUEST_RATE,
         job_id: str | None = None,
+        on_part: Callable[[Target, int], None] | None = None,
     ) -> None:
         if single_request_rate <= 0:
             raise ValueError(
@@ -126,6 +129,7 @@ class Copier:
             checkpoints=checkpoints,
             reusable_kms_keys=frozenset(reusable_kms_keys) if reusable_kms_keys is not None else None,
             job_id=job_id,
+            on_part=on_part,
         )
         self._server_side_denied = threading.Event()
         self._server_side_off: str | None = None  # why server-side copies stopped, if they did
@@ -240,7 +244,7 @@ class Copier:
             )
         if self.policy.dry_run:
             how = "server-side" if server_side else "stream"
-            return Outcome(Status.PENDING, how, reason=f"dry run: would copy ({how})")
+            return Outcome(Status.PENDING, how, reason=f"{WOULD_COPY} ({how})")
         if not server_side:
             outcome = stream_copy(self.ctx, info, target, deadline)
             if self.policy.mode == Mode.AUTO:

@@ -9,6 +9,7 @@ killed mid-copy leaves an upload that the next run can find and finish.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -84,6 +85,7 @@ class MultipartUpload:
     job_id: str | None = None
     check_parts: PartCheck | None = None
     on_unmarked: Callable[[str], None] | None = None  # told once a mark could not be written
+    on_part: Callable[[int], None] | None = None  # told each part's size as it lands
     resumed_from_mark: bool = False
 
     def start(self) -> None:
@@ -292,6 +294,8 @@ class MultipartUpload:
                 proof = work(part, self.upload_id)  # type: ignore[arg-type]
                 with lock:
                     self.done[part.number] = proof
+                if self.on_part:
+                    self.on_part(part.size)
                 return proof
             except BaseException as error:
                 failure.append(error)
@@ -461,6 +465,7 @@ def open_upload(
         job_id=ctx.job_id,
         check_parts=check_parts,
         on_unmarked=ctx.degradations.add,
+        on_part=functools.partial(ctx.on_part, target) if ctx.on_part else None,
     )
     try:
         upload.start()

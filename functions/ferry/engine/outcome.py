@@ -6,6 +6,11 @@ from dataclasses import dataclass
 
 from ferry.models import Status
 
+# A dry run's results are pending, and their reasons start with what the run would have done:
+# the command line counts them by these words ("would copy 2, would skip 1").
+WOULD_COPY = "dry run: would copy"
+WOULD_RESTORE = "dry run: would request"
+
 
 @dataclass
 class Outcome:

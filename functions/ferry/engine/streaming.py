@@ -24,6 +24,7 @@ from botocore.exceptions import (
 )
 from urllib3.exceptions import ProtocolError
 
+from ferry.counts import plural
 from ferry.engine import checksums
 from ferry.engine.attributes import new_object_args, tagging_string
 from ferry.engine.buffers import request_body
@@ -415,7 +416,7 @@ def _stream_multipart(
         return Outcome(
             Status.PENDING,
             Strategy.STREAM_MULTIPART,
-            reason=f"deadline: checkpointed {len(upload.done)} of {len(plan)} parts",
+            reason=f"deadline: checkpointed {len(upload.done)} of {plural(len(plan), 'part')}",
             parts_resumed=upload.resumed_parts,
             handed_over=True,
         )

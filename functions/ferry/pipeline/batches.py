@@ -26,6 +26,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ferry.counts import plural
 from ferry.engine.copier import Copier
 from ferry.engine.deadlines import deadline_in
 from ferry.errors import FerryError
@@ -70,6 +71,7 @@ def job_copier(
         # where the stack lets them encrypt with it too.
         reusable_kms_keys=services.settings.destination_kms_key_arns,
         single_request_rate=services.settings.copy_object_mib_per_second * MiB,
+        on_part=services.on_part,
     )
 
 
@@ -110,7 +112,7 @@ def hands_work_over(result: Mapping[str, Any]) -> bool:
 def hand_over_message(result: Mapping[str, Any]) -> str:
     return (
         f"pass {result['pass']} of batch {result['batch_id']} handed over "
-        f"{len(result['remaining'])} objects to its next pass and {len(result['large'])} to Fargate"
+        f"{plural(len(result['remaining']), 'object')} to its next pass and {len(result['large'])} to Fargate"
     )
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ferry.counts import plural
 from ferry.pipeline.ledger.contract import BatchCounts, Ledger
 
 DOES_NOT_ADD_UP = "the counts do not add up"
@@ -107,7 +108,8 @@ def check_listed(objects: int, listed: int | None) -> CountCheck:
     if listed is None or listed == objects:
         return CountCheck(listed)
     return CountCheck(
-        listed, [f"{DOES_NOT_ADD_UP}: the Map read {listed} objects but the ledger accounts for {objects}"]
+        listed,
+        [f"{DOES_NOT_ADD_UP}: the Map read {plural(listed, 'object')} but the ledger accounts for {objects}"],
     )
 
 
@@ -117,7 +119,7 @@ def check_map_run(objects: int, recorded: BatchesRecorded, counts: MapRunCounts 
     problems = []
     if recorded.objects_given != objects:
         problems.append(
-            f"{DOES_NOT_ADD_UP}: the ledger's batches were given {recorded.objects_given} objects "
+            f"{DOES_NOT_ADD_UP}: the ledger's batches were given {plural(recorded.objects_given, 'object')} "
             f"but account for {objects}"
         )
     if counts is None:
@@ -125,8 +127,8 @@ def check_map_run(objects: int, recorded: BatchesRecorded, counts: MapRunCounts 
     executions, items = counts.execution_counts_total, counts.item_counts_total
     if recorded.batches < executions:
         problems.append(
-            f"{DOES_NOT_ADD_UP}: the Map Run started {executions} child executions (DescribeMapRun "
-            f"executionCounts.total) but the ledger holds {recorded.batches} batches: "
+            f"{DOES_NOT_ADD_UP}: the Map Run started {plural(executions, 'child execution')} (DescribeMapRun "
+            f"executionCounts.total) but the ledger holds {plural(recorded.batches, 'batch')}: "
             f"{executions - recorded.batches} recorded none of their objects"
         )
     read_as = item_counts_reading(items, objects, executions)
@@ -134,7 +136,7 @@ def check_map_run(objects: int, recorded: BatchesRecorded, counts: MapRunCounts 
         problems.append(
             f"{DOES_NOT_ADD_UP}: DescribeMapRun itemCounts.total is {items}, neither the {objects} "
             f"objects the ledger accounts for (itemCounts counting objects, as the API reference "
-            f"reads) nor the {executions} child executions (itemCounts counting batches)"
+            f"reads) nor the {plural(executions, 'child execution')} (itemCounts counting batches)"
         )
     objects_read = recorded.objects_given if read_as == "batches" else items
     return CountCheck(objects_read, problems, _details(recorded, counts, read_as))

@@ -44,12 +44,13 @@ class Planned:
 def plan_item(item: Mapping[str, Any], spec: JobSpec) -> Planned:
     """What to do with one item. `Planned.item` stays the item as it came (a listed one in its
     short names), so what a pass hands over is no larger than what the Map gave it."""
+    where = f" (in s3://{spec.manifest.bucket}/{spec.manifest.key})" if spec.manifest else ""
     if not isinstance(item, Mapping):
-        return Planned({"item": item}, fail=f"manifest row is not an object: {item!r:.200}")
+        return Planned({"item": item}, fail=f"manifest row is not an object: {item!r:.200}{where}")
     fields = expand(item) if spec.reader == "listing" else item
     raw_key = _field(fields, "key")
     if not isinstance(raw_key, str) or raw_key == "":
-        return Planned(item, fail=f"manifest row has no key: {dict(item)!r:.300}")
+        return Planned(item, fail=f"manifest row has no key: {dict(item)!r:.300}{where}")
     inventory = spec.reader == "inventory"
     key = unquote_plus(raw_key) if inventory else raw_key
     bucket = _field(fields, "bucket") or spec.source_bucket

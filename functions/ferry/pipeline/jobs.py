@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ferry.counts import plural
 from ferry.errors import ConfigError, describe, error_code, explain_bare
 from ferry.jobspec import JobSpec, SpecError, parse_job_spec, validate_job_spec
 from ferry.pipeline.abandoned_uploads import AbandonedUploads, abort_abandoned_uploads
@@ -143,6 +144,7 @@ def check_access(spec: JobSpec, services: Services) -> None:
             bucket=m.bucket,
             key=m.key,
             explain=lambda: s3.get_object(Bucket=m.bucket, Key=m.key, Range="bytes=0-0")["Body"].close(),
+            missing=f"source.manifest: s3://{m.bucket}/{m.key} does not exist: check source.manifest.bucket and .key",
         )
         if m.format == "inventory":
             _check_inventory(s3, m.bucket, m.key)
@@ -270,13 +272,18 @@ def _ask(
     key: str | None = None,
     side: str = "source",
     explain: Callable[[], object] | None = None,
+    missing: str | None = None,
 ) -> None:
     """Make one check's request; a refusal becomes one sentence. `explain` asks again, when
-    `call` is a HEAD, with a request whose error has a body (see `errors.explain_bare`)."""
+    `call` is a HEAD, with a request whose error has a body (see `errors.explain_bare`).
+    `missing` is the sentence for a key that is not there: checked before the job starts, it
+    does not exist (errors.describe's "no longer exists" is for an object listed, then gone)."""
     try:
         call()
     except ClientError as bare:
         error = (explain_bare(bare, explain) if explain else bare) or bare
+        if missing and error_code(error) in ("NoSuchKey", "404", "NotFound"):
+            raise AccessCheckFailed(missing) from error
         raise AccessCheckFailed(
             f"{what}: {describe(error, side=side, action=action, bucket=bucket, key=key)}"
         ) from error
@@ -337,9 +344,10 @@ def settle_job(
     tally = ledger.tally(job_id)
     counts = tally.counts.to_dict()
     counted = check(counts["objects"]) if check else check_listed(counts["objects"], read)
+    dry_run = bool(job["spec"].get("options", {}).get("dry_run"))
     summary: dict[str, Any] = {
         "job_id": job_id,
-        "status": _status(counts, map_error, bool(counted.problems)),
+        "status": _status(counts, map_error, bool(counted.problems), dry_run=dry_run),
         **counts,
         "batches": tally.batches,
         "lost_in_unfinished_batches": lost,
@@ -351,6 +359,8 @@ def settle_job(
         **job_stats(ledger, job_id, job.get("started_at")),
     }
     summary["bytes_per_second"] = counts["bytes_copied"] // summary["seconds"] if summary["seconds"] else 0
+    if dry_run:
+        summary["dry_run"] = True
     if cleanup.error:
         summary["abandoned_uploads_error"] = cleanup.error
     if counted.details is not None:
@@ -402,10 +412,12 @@ def _record_lost_batches(runs: list[MapRunRecord], spec: JobSpec, services: Serv
     return lost
 
 
-def _status(counts: Mapping[str, int], map_error: Any, miscounted: bool) -> str:
+def _status(counts: Mapping[str, int], map_error: Any, miscounted: bool, *, dry_run: bool = False) -> str:
+    """A dry run's objects end pending (what it would copy or restore): it succeeded when
+    none failed."""
     if map_error or miscounted:
         return "FAILED"
-    if counts["failed"] == 0 and counts["pending"] == 0:
+    if counts["failed"] == 0 and (counts["pending"] == 0 or dry_run):
         return "SUCCEEDED"
     if counts["copied"] + counts["skipped"] == 0:
         return "FAILED"
@@ -420,7 +432,7 @@ def _cause(summary: Mapping[str, Any]) -> str:
     parts.extend(summary.get("count_problems") or [])
     objects = summary["objects"]
     counted = (
-        f"{summary['failed']} of {objects} objects failed, {summary['pending']} pending "
+        f"{summary['failed']} of {plural(objects, 'object')} failed, {summary['pending']} pending "
         f"({summary['copied']} copied, {summary['skipped']} skipped)"
     )
     if summary.get("lost_in_unfinished_batches"):

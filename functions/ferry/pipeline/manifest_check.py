@@ -255,27 +255,43 @@ def _check_header(header: list[str], where: str) -> None:
         )
 
 
+_JSONL_ROW = 'each line must be one JSON object such as {"key": "photos/a.jpg"}'
+
+
 def _check_jsonl(lines: Iterator[str], where: str, deadline: float) -> int | None:
-    """Every line one JSON value (NaN and Infinity are not JSON); what the value says is the
-    row's business (items.plan_item fails a row that is not an object with a key)."""
+    """Every line one JSON object (NaN and Infinity are not JSON) with a key: that is what a
+    JSON Lines manifest is, and a row naming no object could only be reported without a name.
+    What else a row says is its own business (items.plan_item fails a row whose size is wrong)."""
     rows = 0
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
         try:
-            json.loads(line, parse_constant=_not_json)
+            row = json.loads(line, parse_constant=_not_json)
         except (ValueError, RecursionError) as error:
-            raise _fail(
-                where,
-                number,
-                f"is not JSON ({str(error)[:200]}): each line must be one JSON object such as "
-                '{"key": "photos/a.jpg"}',
-            ) from error
+            raise _fail(where, number, f"is not JSON ({str(error)[:200]}): {_JSONL_ROW}") from error
+        problem = _row_problem(row)
+        if problem:
+            raise _fail(where, number, f"{problem}: {_JSONL_ROW}")
         rows += 1
         if rows % 1024 == 0 and time.monotonic() > deadline:
             return number
     if rows == 0:
         raise _fail(where, None, "has no rows: nothing to copy; give one JSON object a line")
+    return None
+
+
+def _row_problem(row: Any) -> str | None:
+    """Why a JSON Lines row names no object, if it does not."""
+    if not isinstance(row, dict):
+        return f"is {json.dumps(row)[:100]}, not a JSON object"
+    keys = [value for name, value in row.items() if field_name(str(name)) == "key"]
+    if not keys:
+        return f'has no "key" ({json.dumps(row)[:100]})'
+    if not isinstance(keys[0], str) or not keys[0]:
+        return (
+            f'has a "key" that is not a key ({json.dumps(keys[0])[:100]}): give the object\'s key as a string'
+        )
     return None
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ferry.jobspec import JobSpec
-from ferry.models import CopyResult, Endpoint
+from ferry.models import CopyResult, Endpoint, Target
 from ferry.pipeline.job_reports import JobReports
 from ferry.pipeline.ledger.contract import Ledger
 from ferry.pipeline.ledger.dynamodb import DynamoLedger
@@ -44,6 +44,7 @@ class Services:
     report_store: ReportStore | None = None  # default: the report bucket
     destination_s3: Any = None  # default: `s3` (on AWS one identity reads and writes)
     on_result: Callable[[CopyResult], None] | None = None
+    on_part: Callable[[Target, int], None] | None = None  # each landed part's bytes (the bar's)
     reads_any_region: bool = False  # `ferry run` lists and reads manifests in any region
     # S3 clients kept for the life of the process (see `client`).
     _clients: dict[Endpoint, Any] = field(default_factory=dict, repr=False, compare=False)

@@ -39,17 +39,20 @@ def parse_s3_url(text: str, what: str) -> S3Url:
     return S3Url(bucket, key)
 
 
-def check_bucket(client: Any, bucket: str, side: str) -> None:
+def check_bucket(client: Any, bucket: str, side: str, region_flag: str | None = None) -> None:
     """Fail before any copy when a bucket is missing or unreachable: nothing is written.
 
     HeadBucket's error has no body: a bare 403 (or, on versitygw, a 404 for an unknown access
-    key id) is asked again as a one-key listing, whose error says what is wrong."""
+    key id) is asked again as a one-key listing, whose error says what is wrong. `region_flag`
+    is the option that sets this side's region in the command at hand (default: `ferry
+    copy`'s --source-region or --dest-region)."""
+    region_flag = region_flag or f"--{_flag(side)}-region"
     try:
         client.head_bucket(Bucket=bucket)
     except ClientError as bare:
         error = explain_bare(bare, lambda: client.list_objects_v2(Bucket=bucket, MaxKeys=1))
         if error is None:
-            raise ConfigError(_head_refused_but_listed(bare, bucket, side)) from bare
+            raise ConfigError(_head_refused_but_listed(bare, bucket, side, region_flag)) from bare
         code = error_code(error)
         problem = bucket_name_problem(bucket)
         if problem and code in ("400", "404", "NoSuchBucket", "NotFound", "InvalidBucketName"):
@@ -57,21 +60,23 @@ def check_bucket(client: Any, bucket: str, side: str) -> None:
             raise ConfigError(f"{side} bucket {problem.sentence(bucket)}") from error
         if code in ("404", "NoSuchBucket", "NotFound"):
             raise ConfigError(
-                f"{side} bucket {bucket!r} does not exist (check the name, --{_flag(side)}-region and the endpoint)"
+                f"{side} bucket {bucket!r} does not exist (check the name, {region_flag} and the endpoint)"
             ) from error
-        raise ConfigError(describe(error, side=side, action="s3:ListBucket", bucket=bucket)) from error
+        raise ConfigError(
+            describe(error, side=side, action="s3:ListBucket", bucket=bucket, region_flag=region_flag)
+        ) from error
     except Exception as error:
         raise ConfigError(describe(error, side=side, action="s3:ListBucket", bucket=bucket)) from error
 
 
-def _head_refused_but_listed(bare: ClientError, bucket: str, side: str) -> str:
+def _head_refused_but_listed(bare: ClientError, bucket: str, side: str, region_flag: str) -> str:
     """Garage refuses a request signed for a region other than its `s3_region` (its default:
     `garage`); a HEAD's refusal is a bare 400, while a listing's error names the region and
     botocore quietly retries there. Every other request of the copy would fail as the HEAD did."""
     status = bare.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
     return (
         f"the {side} endpoint refused HeadBucket on s3://{bucket} ({status} without a reason) but lists it: "
-        f"most likely it expects another region: set --{_flag(side)}-region to the endpoint's (Garage's default: garage)"
+        f"most likely it expects another region: set {region_flag} to the endpoint's (Garage's default: garage)"
     )
 
 
