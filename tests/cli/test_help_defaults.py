@@ -37,6 +37,9 @@ LEFT_UNSET: dict[tuple[str, str], Derive] = {
     ("run", "--batch-concurrency"): lambda args: worker_settings(args).max_concurrency,
     ("run", "--pass-seconds"): pass_seconds,
     ("run", "--ledger"): ledger_path,
+    ("job status", "--ledger"): ledger_path,  # ferry run's ledger, read by ferry job ... --local
+    ("job report", "--ledger"): ledger_path,
+    ("job list", "--ledger"): ledger_path,
     ("copy", "--marks-prefix"): lambda args: options_from(args).policy.marks_prefix,
     ("clean-uploads", "--older-than"): lambda args: parse_age(args.older_than),
 }

@@ -85,9 +85,7 @@ def run_job(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
         spec = validate_job_spec(spec_from_args(args))  # Prepare's validator, before any AWS setting
         return run_start(JobClients.create(args.region, args.profile), args, stdout, spec)
     if args.job_command in ("status", "report", "list") and wants_local(args):
-        from ferry.cli.run_command import default_state_dir
-
-        return run_local(args, stdout, default_state_dir())
+        return run_local(args, stdout)
     clients = JobClients.create(args.region, args.profile)
     runs: dict[str, Callable[[JobClients, argparse.Namespace, IO[str]], int]] = {
         "status": run_status,

@@ -9,11 +9,12 @@ import argparse
 import itertools
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import IO, Any
 
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING
 from ferry.cli.report import report_text
+from ferry.cli.run_command import ledger_path
+from ferry.counts import plural
 from ferry.errors import ConfigError
 from ferry.pipeline.ledger.contract import INTERRUPTED, RUNNING
 from ferry.pipeline.ledger.sqlite import SQLiteLedger
@@ -25,15 +26,15 @@ def wants_local(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "local", False) or getattr(args, "ledger", None))
 
 
-def open_ledger(args: argparse.Namespace, default_dir: Path) -> SQLiteLedger:
-    path = Path(args.ledger).expanduser() if args.ledger else default_dir / "ledger.sqlite"
+def open_ledger(args: argparse.Namespace) -> SQLiteLedger:
+    path = ledger_path(args)  # the file `ferry run` writes by default, or --ledger
     if not path.is_file():
         raise ConfigError(f"no ledger at {str(path)!r}: no job has run here with it (give --ledger PATH)")
     return SQLiteLedger(path)
 
 
-def run_local(args: argparse.Namespace, stdout: IO[str], default_dir: Path) -> int:
-    ledger = open_ledger(args, default_dir)
+def run_local(args: argparse.Namespace, stdout: IO[str]) -> int:
+    ledger = open_ledger(args)
     try:
         if args.job_command == "list":
             return _list(ledger, args, stdout)
@@ -57,7 +58,7 @@ def _counts(ledger: SQLiteLedger, job: Mapping[str, Any]) -> dict[str, Any]:
 def _line(job: Mapping[str, Any]) -> str:
     return (
         f"{job['job_id']}  {job['status']}  started {job.get('started_at', '')}  "
-        f"{job.get('objects', 0)} objects: {job.get('copied', 0)} copied, {job.get('skipped', 0)} skipped, "
+        f"{plural(job.get('objects', 0), 'object')}: {job.get('copied', 0)} copied, {job.get('skipped', 0)} skipped, "
         f"{job.get('failed', 0)} failed, {job.get('pending', 0)} pending"
     )
 

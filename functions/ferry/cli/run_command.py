@@ -66,7 +66,7 @@ def parse_run_args(argv: list[str]) -> argparse.Namespace:
 def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """`ferry run`: Prepare, the Map, the batches, Finalize; then the summary and exit code."""
     spec = read_json_file(args.spec)
-    job_id = job_id_of(args.job_id, spec, args.spec)
+    job_id = job_id_of(args.resume or args.job_id, spec, args.spec)  # a resume names its job
     job_id = job_id if isinstance(job_id, str) else None  # else the spec's own, named by Prepare
     seconds = pass_seconds(args)
     options = spec.get("options") if isinstance(spec, Mapping) else None
@@ -170,7 +170,7 @@ def _interrupted(final: Mapping[str, Any], signum: int, stderr: IO[str]) -> int:
     """An interrupted run's last words: what is recorded, and the command that finishes it."""
     done = final.get("copied", 0) + final.get("skipped", 0) + final.get("failed", 0)
     stderr.write(
-        f"job {final['job_id']}: INTERRUPTED; {done} of {final['read']} objects handed out are recorded. "
+        f"job {final['job_id']}: INTERRUPTED; {done} of the {plural(final['read'], 'object')} handed out are recorded. "
         f"Resume with:\n  {resume_command(sys.argv[1:], final['job_id'])}\n"
     )
     return 128 + signum
