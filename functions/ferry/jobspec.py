@@ -246,6 +246,13 @@ def validate_job_spec(data: Any, default_job_id: str | None = None) -> JobSpec:
     start`, `ferry run`, Prepare, `cdk synth`'s schedules): the spec's shape and S3's rules
     (`parse_job_spec`), then a listing job whose destination overlaps its source."""
     spec = parse_job_spec(data, default_job_id)
+    check_spec_not_overlapping(spec)
+    return spec
+
+
+def check_spec_not_overlapping(spec: JobSpec) -> None:
+    """Prepare's rule for a listing job: its destination must not overlap what it lists (a
+    manifest names its keys: a row onto itself is settled per row, items.plan_item)."""
     if spec.source_bucket and not spec.manifest:
         check_not_overlapping(
             spec.source_bucket,
@@ -254,7 +261,6 @@ def validate_job_spec(data: Any, default_job_id: str | None = None) -> JobSpec:
             spec.destination_prefix,
             spec.options,
         )
-    return spec
 
 
 def check_spec_size(data: Any) -> None:

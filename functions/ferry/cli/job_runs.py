@@ -22,7 +22,7 @@ from botocore.exceptions import ClientError
 
 from ferry.cli.stack_outputs import StackOutputs, find_stack_outputs
 from ferry.errors import ConfigError, error_code
-from ferry.jobspec import JobSpec, check_not_overlapping
+from ferry.jobspec import JobSpec, check_spec_not_overlapping
 from ferry.pipeline.job_reports import job_prefix
 from ferry.pipeline.ledger.dynamodb import DynamoLedger
 
@@ -88,14 +88,7 @@ def start_job(clients: JobClients, outputs: StackOutputs, spec: JobSpec) -> Star
     """Start the parent state machine on a validated spec; the execution is named by the job
     id, so a job id is used once (Step Functions refuses a second execution of one name with
     other input, ExecutionAlreadyExists; the ledger refuses a second job with that id)."""
-    if spec.source_bucket and not spec.manifest:  # Prepare's own rule, before anything starts
-        check_not_overlapping(
-            spec.source_bucket,
-            spec.source_prefix,
-            spec.destination_bucket,
-            spec.destination_prefix,
-            spec.options,
-        )
+    check_spec_not_overlapping(spec)  # Prepare's own rule, before anything starts
     try:
         response = clients.stepfunctions.start_execution(
             stateMachineArn=outputs.state_machine_arn, name=spec.job_id, input=json.dumps(spec.to_dict())
