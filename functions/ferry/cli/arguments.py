@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from ferry.cli.filter_options import add_filter_arguments
 from ferry.cli.parsing import Parser
 from ferry.cli.ranges import add_memory_limit_argument
 from ferry.cli.stack_outputs import DEFAULT_STACK
@@ -60,6 +61,7 @@ def add_copy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPa
     what = copy.add_argument_group("what to copy")
     what.add_argument("--include", action="append", default=[], metavar="GLOB")
     what.add_argument("--exclude", action="append", default=[], metavar="GLOB")
+    add_filter_arguments(what)
     what.add_argument(
         "--no-skip-existing", action="store_true", help="copy even when the destination is identical"
     )

@@ -13,6 +13,7 @@ from typing import IO
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.arguments import add_copy_parser
+from ferry.cli.filter_options import filters_from
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser
 from ferry.cli.progress import Progress
 from ferry.cli.ranges import check_count, check_kms_region, memory_limit
@@ -99,6 +100,7 @@ def options_from(args: argparse.Namespace) -> JobOptions:
 def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     """`ferry copy`: validate everything, then copy, report and summarise."""
     options = options_from(args)
+    filters = filters_from(args, options.include, options.exclude)
     check_count(args.concurrency, "--concurrency")
     check_count(args.part_concurrency, "--part-concurrency")
     memory = memory_limit(args.memory_limit)
@@ -157,7 +159,7 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
             if result.status == Status.FAILED and len(failures) < 20:
                 failures.append(result)
 
-        pairs = progress.counting(plan_pairs(source_client, src, dst, options.include, options.exclude))
+        pairs = progress.counting(plan_pairs(source_client, src, dst, filters=filters))
         stopped: str | None = None
         try:
             copier.copy_batch(pairs, on_result=on_result, collect=False)
