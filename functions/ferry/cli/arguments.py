@@ -91,6 +91,39 @@ def add_copy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPa
     return copy
 
 
+def add_check_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """`ferry check`'s arguments: two locations, how to reach them, which keys, what to write."""
+    check = commands.add_parser(
+        "check",
+        help="compare two prefixes without copying",
+        description="Compare SRC and DST (s3://bucket/prefix) key by key: missing on either side, "
+        "different or identical, by checksum, ETag or size. Exit 0 when they match, 2 when they differ.",
+    )
+    check.add_argument("src", metavar="SRC")
+    check.add_argument("dst", metavar="DST")
+    where = check.add_argument_group("endpoints and credentials (as for ferry copy)")
+    for side in ("", "source-", "dest-"):
+        where.add_argument(f"--{side}endpoint-url")
+        where.add_argument(f"--{side}region")
+    for side in ("source", "dest"):
+        where.add_argument(f"--{side}-profile")
+        where.add_argument(f"--{side}-role-arn")
+        where.add_argument(f"--{side}-requester-pays", action="store_true")
+    what = check.add_argument_group("what to compare (both sides alike)")
+    what.add_argument("--include", action="append", default=[], metavar="GLOB")
+    what.add_argument("--exclude", action="append", default=[], metavar="GLOB")
+    add_filter_arguments(what)
+    what.add_argument(
+        "--marks-prefix", help="Ferry's upload marks, left out of both sides (default .ferry/uploads/)"
+    )
+    what.add_argument("--concurrency", type=int, help="HEAD requests at once (default 16)")
+    out = check.add_argument_group("output")
+    out.add_argument("--report", metavar="FILE", help="JSON Lines report: one line per key, then a summary")
+    out.add_argument("--report-html", metavar="FILE", help="the summary and differences as one HTML page")
+    out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    return check
+
+
 def add_run_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     run = commands.add_parser(
         "run",

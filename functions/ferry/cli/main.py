@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import IO
 
 from ferry.cli.arguments import (
+    add_check_parser,
     add_clean_uploads_parser,
     add_copy_parser,
     add_demo_parser,
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     add_copy_parser(commands)
+    add_check_parser(commands)
     add_run_parser(commands)
     add_estimate_parser(commands)
     add_policy_parser(commands)
@@ -89,6 +91,10 @@ def run_command(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
         from ferry.cli.policy import run_policy
 
         return run_policy(args, stdout, stderr)
+    if args.command == "check":
+        from ferry.cli.check_command import run_check
+
+        return run_check(args, stdout, stderr)
     if args.command == "clean-uploads":
         from ferry.cli.clean_uploads import run_clean_uploads
 
