@@ -94,7 +94,7 @@ def test_files_from_copies_only_the_keys_it_lists(versitygw, vgw_buckets, tmp_pa
         (["--files-from", "{tmp}/latin1.txt"], "is not UTF-8 (byte 0xe9 on line 2)"),
     ],
 )
-@pytest.mark.parametrize("command", ["copy", "check"])
+@pytest.mark.parametrize("command", ["copy", "sync", "check"])
 def test_a_bad_filter_is_one_line_exit_1_and_nothing_written(
     versitygw, vgw_buckets, tmp_path, command, flags, message
 ) -> None:

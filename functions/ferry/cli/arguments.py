@@ -18,11 +18,15 @@ from ferry.limits import DEFAULT_OBJECTS_PER_DAY
 from ferry.models import CHECKSUM_ALGORITHMS, DEFAULT_MARKS_PREFIX
 
 
-def add_copy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """`ferry copy`'s arguments, under the root parser's subcommands."""
-    copy = commands.add_parser(
-        "copy", help="copy a prefix or one object", description="Copy SRC to DST (s3://bucket/prefix)."
-    )
+def add_copy_parser(
+    commands: argparse._SubParsersAction,
+    name: str = "copy",
+    help: str = "copy a prefix or one object",
+    description: str = "Copy SRC to DST (s3://bucket/prefix).",
+) -> argparse.ArgumentParser:
+    """`ferry copy`'s arguments, under the root parser's subcommands (`ferry sync` takes the
+    same, under its own name)."""
+    copy = commands.add_parser(name, help=help, description=description)
     copy.add_argument("src", metavar="SRC")
     copy.add_argument("dst", metavar="DST")
     where = copy.add_argument_group("endpoints and credentials")
@@ -89,6 +93,30 @@ def add_copy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPa
     out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     out.add_argument("--quiet", action="store_true", help="no progress bar")
     return copy
+
+
+def add_sync_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """`ferry sync`: `ferry copy`'s arguments, and the deletes that make DST match SRC."""
+    sync = add_copy_parser(
+        commands,
+        "sync",
+        help="make DST match SRC: copy what is missing or changed; --delete what SRC lacks",
+        description="Copy what DST lacks or holds differently from SRC (s3://bucket/prefix); with "
+        "--delete, then remove from DST's prefix what SRC no longer has.",
+    )
+    deletes = sync.add_argument_group("deletes")
+    deletes.add_argument(
+        "--delete",
+        action="store_true",
+        help="after every copy succeeded, delete from DST's prefix what SRC does not have",
+    )
+    deletes.add_argument(
+        "--max-delete",
+        type=int,
+        metavar="N",
+        help="refuse the whole sync (copy and delete nothing) if it would delete more than N objects",
+    )
+    return sync
 
 
 def add_check_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -13,6 +13,7 @@ from typing import IO
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.arguments import add_copy_parser
+from ferry.cli.copy_extension import CopyExtension, CopySides
 from ferry.cli.filter_options import filters_from
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser
 from ferry.cli.progress import Progress
@@ -97,7 +98,9 @@ def options_from(args: argparse.Namespace) -> JobOptions:
     return parse_options({k: v for k, v in options.items() if v is not None}, name=_flag)
 
 
-def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+def run_copy(
+    args: argparse.Namespace, stdout: IO[str], stderr: IO[str], extension: CopyExtension | None = None
+) -> int:
     """`ferry copy`: validate everything, then copy, report and summarise."""
     options = options_from(args)
     filters = filters_from(args, options.include, options.exclude)
@@ -122,6 +125,8 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
         destination.partition,
     )
     check_overlap(source_client, src, dst, options, same_endpoint=same_endpoint)
+    if extension:
+        extension.before_copy(CopySides(src, dst, source_client, dest_client, options, filters))
     summary = Summary()
     with ExitStack() as stack:
         report = None
@@ -158,14 +163,18 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
                 report.write(result)
             if result.status == Status.FAILED and len(failures) < 20:
                 failures.append(result)
+            if extension:
+                extension.on_result(result)
 
-        pairs = progress.counting(plan_pairs(source_client, src, dst, filters=filters))
+        pairs = plan_pairs(source_client, src, dst, filters=filters)
+        pairs = progress.counting(extension.pairs(pairs) if extension else pairs)
         stopped: str | None = None
         try:
             copier.copy_batch(pairs, on_result=on_result, collect=False)
         except (FerryError, ClientError, BotoCoreError, OSError) as error:
             # The listing or the report broke mid-way: what was done is still summarised.
             stopped = str(error)
+        held = extension.after_copy(summary, report, failures, stopped) if extension else None
         summary.degradations = copier.degradations
         summary.finish()
         if report:
@@ -187,6 +196,9 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     _print_summary(args, summary, failures, stdout, stderr)
     if stopped:
         stderr.write(f"ferry: error: stopped after {summary.total} objects: {stopped}\n")
+        return EXIT_FAILED
+    if held:
+        stderr.write(f"ferry: error: {held}\n")
         return EXIT_FAILED
     if summary.failed:
         return EXIT_FAILED

@@ -23,6 +23,7 @@ from ferry.cli.arguments import (
     add_job_parser,
     add_policy_parser,
     add_run_parser,
+    add_sync_parser,
 )
 from ferry.cli.parsing import EXIT_USAGE, Parser
 from ferry.errors import FerryError, is_botocore_error
@@ -34,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     add_copy_parser(commands)
+    add_sync_parser(commands)
     add_check_parser(commands)
     add_run_parser(commands)
     add_estimate_parser(commands)
@@ -95,6 +97,10 @@ def run_command(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
         from ferry.cli.check_command import run_check
 
         return run_check(args, stdout, stderr)
+    if args.command == "sync":
+        from ferry.cli.sync_command import run_sync
+
+        return run_sync(args, stdout, stderr)
     if args.command == "clean-uploads":
         from ferry.cli.clean_uploads import run_clean_uploads
 

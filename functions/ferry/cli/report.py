@@ -1,6 +1,7 @@
 """The job's record: a running summary and a JSON Lines report, one line per object.
 
-Counts always add up: every result lands in exactly one of copied, skipped, failed, pending.
+Counts always add up: every result lands in exactly one of copied, skipped, failed, pending
+(and, for a sync that deletes, deleted: each delete is deleted, skipped, failed or pending).
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ class Summary(Counts):
     # What the run learned an endpoint lacks and what it did instead, each said once.
     degradations: list[str] = field(default_factory=list)
     failure_reasons: Counter[str] = field(default_factory=Counter)
+    # A sync with --delete: its deletes are counted beside the copies (`deleted`, and the
+    # deletes not made under skipped, failed or pending).
+    deleting: bool = False
+    deleted: int = 0
     # Archived sources skipped because no --restore was asked: said, not silently counted.
     needs_restore: int = 0
     started: float = field(default_factory=time.monotonic)
@@ -48,6 +53,27 @@ class Summary(Counts):
             self.stats.add(result)
             self.timeline.add(time.time(), 1, result.bytes if result.status == Status.COPIED else 0)
             self.seconds = time.monotonic() - self.started
+
+    def add_delete(self, status: str, reason: str | None = None) -> None:
+        """One delete's outcome: deleted, skipped (kept, with the reason), failed or pending."""
+        with self._lock:
+            if status == "deleted":
+                self.deleted += 1
+            elif status == Status.SKIPPED:
+                self.skipped += 1
+            elif status == Status.FAILED:
+                self.failed += 1
+                self.failure_reasons[reason or ""] += 1
+            else:
+                self.pending += 1
+
+    @property
+    def total(self) -> int:
+        return super().total + self.deleted
+
+    def counts(self) -> dict[str, int]:
+        counts = super().counts()
+        return {**counts, "deleted": self.deleted} if self.deleting else counts
 
     def finish(self) -> Summary:
         self.seconds = time.monotonic() - self.started
@@ -88,9 +114,10 @@ class Summary(Counts):
         return "\n".join(lines)
 
     def line(self) -> str:
+        deleted = f", {self.deleted} deleted" if self.deleting else ""
         return (
             f"{self.total} objects: {self.copied} copied, {self.skipped} skipped, {self.failed} failed, "
-            f"{self.pending} pending | {format_size(self.bytes_copied)} in {self.seconds:.1f}s "
+            f"{self.pending} pending{deleted} | {format_size(self.bytes_copied)} in {self.seconds:.1f}s "
             f"({format_size(self.throughput)}/s)"
         )
 
@@ -131,6 +158,12 @@ class ReportWriter:
 
     def write(self, result: CopyResult) -> None:
         line = json.dumps(result.to_dict(), ensure_ascii=False, default=str)
+        with self._lock:
+            self._stream.write(line + "\n")
+
+    def write_record(self, record: Mapping[str, Any]) -> None:
+        """A line that is not a copy's (a sync's delete), in the same file."""
+        line = json.dumps(record, ensure_ascii=False, default=str)
         with self._lock:
             self._stream.write(line + "\n")
 

@@ -31,6 +31,7 @@ from ferry.limits import format_size
 
 FAILURES_SHOWN = 50
 OUTCOME_COLOURS = {"copied": "#2e9e5b", "skipped": "#7a8fa6", "failed": "#d64545", "pending": "#e0a030"}
+DELETED_COLOUR = "#8a5cd6"  # a sync's deletes, shown only in a report that counts them
 STATUS_COLOURS = {
     "SUCCEEDED": "#2e9e5b",
     "PARTIAL": "#e0a030",
@@ -210,7 +211,8 @@ def _summary(report: Mapping[str, Any]) -> str:
             "objects", f"{_int(report, 'objects'):,}", format_size(sum(map(int, sizes.values()))), "#3b7dd8"
         )
     ]
-    for outcome, colour in OUTCOME_COLOURS.items():
+    outcomes = _outcomes(report)
+    for outcome, colour in outcomes.items():
         size = sizes.get(outcome)
         cards.append(_card(outcome, f"{_int(report, outcome):,}", format_size(size) if size else "", colour))
     seconds = report.get("seconds")
@@ -226,12 +228,12 @@ def _summary(report: Mapping[str, Any]) -> str:
     total = max(_int(report, "objects"), 1)
     split = "".join(
         f'<div title="{o}" style="width:{100 * _int(report, o) / total:.3f}%;background:{c}"></div>'
-        for o, c in OUTCOME_COLOURS.items()
+        for o, c in outcomes.items()
         if _int(report, o)
     )
     legend = "".join(
         f'<span><i class="dot" style="background:{c}"></i>{o} {100 * _int(report, o) / total:.1f}%</span>'
-        for o, c in OUTCOME_COLOURS.items()
+        for o, c in outcomes.items()
     )
     notes = [str(n) for n in report.get("degradations") or []]
     if report.get("map_error"):
@@ -252,6 +254,11 @@ def _summary(report: Mapping[str, Any]) -> str:
         f'<section><h2>Summary</h2><div class="cards">{"".join(cards)}</div>'
         f'<div class="split">{split}</div><div class="legend">{legend}</div>{notes_html}</section>'
     )
+
+
+def _outcomes(report: Mapping[str, Any]) -> dict[str, str]:
+    """Each outcome the report counts, with its colour: a sync's report counts deletes too."""
+    return {**OUTCOME_COLOURS, "deleted": DELETED_COLOUR} if "deleted" in report else dict(OUTCOME_COLOURS)
 
 
 def _card(label: str, number: str, detail: str, colour: str) -> str:
