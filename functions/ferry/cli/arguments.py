@@ -66,6 +66,13 @@ def add_copy_parser(
     what.add_argument("--include", action="append", default=[], metavar="GLOB")
     what.add_argument("--exclude", action="append", default=[], metavar="GLOB")
     add_filter_arguments(what)
+    if name == "copy":
+        what.add_argument(
+            "--all-versions",
+            action="store_true",
+            help="copy every version of each key, oldest first, and its delete markers "
+            "(the destination bucket must keep versions)",
+        )
     what.add_argument(
         "--no-skip-existing", action="store_true", help="copy even when the destination is identical"
     )

@@ -170,7 +170,10 @@ def run_copy(
         pairs = progress.counting(extension.pairs(pairs) if extension else pairs)
         stopped: str | None = None
         try:
-            copier.copy_batch(pairs, on_result=on_result, collect=False)
+            if extension:
+                extension.copy(copier, pairs, on_result)
+            else:
+                copier.copy_batch(pairs, on_result=on_result, collect=False)
         except (FerryError, ClientError, BotoCoreError, OSError) as error:
             # The listing or the report broke mid-way: what was done is still summarised.
             stopped = str(error)

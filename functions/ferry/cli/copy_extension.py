@@ -1,14 +1,15 @@
 """How a command built on `ferry copy` adds its own work around the copy (`ferry sync`'s
-deletes): `run_copy` calls an extension at four points, and does everything else as for a
+deletes, `ferry copy --all-versions`' histories): `run_copy` calls an extension at five points, and does everything else as for a
 plain copy (checks, clients, reports, progress, summary, exit code)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ferry.cli.report import ReportWriter, Summary
+from ferry.engine.copier import Copier
 from ferry.filters import Filters
 from ferry.jobspec import JobOptions
 from ferry.models import CopyResult, SourceObject, Target
@@ -40,6 +41,9 @@ class CopyExtension(Protocol):
 
     def on_result(self, result: CopyResult) -> None:
         """Each copy's result, as it comes."""
+
+    def copy(self, copier: Copier, pairs: Iterator[Pair], on_result: Callable[[CopyResult], None]) -> None:
+        """The copy itself (a plain copy: `copier.copy_batch`); every result to `on_result`."""
 
     def after_copy(
         self, summary: Summary, report: ReportWriter | None, failures: list[CopyResult], stopped: str | None

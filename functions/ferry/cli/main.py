@@ -105,6 +105,10 @@ def run_command(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
         from ferry.cli.clean_uploads import run_clean_uploads
 
         return run_clean_uploads(args, stdout, stderr)
+    if args.all_versions:
+        from ferry.cli.versions_command import run_copy_all_versions
+
+        return run_copy_all_versions(args, stdout, stderr)
     from ferry.cli.copy_command import run_copy
 
     return run_copy(args, stdout, stderr)

@@ -139,7 +139,12 @@ def report_for_html(
         started_at=report["timeline"]["start"],
         finished_at=iso_time(summary.timeline.start + summary.seconds),
         failures=[
-            {"key": r.source_key, "bucket": r.source_bucket, "reason": r.reason, "version_id": r.version_id}
+            {
+                "key": r.source_key,
+                "bucket": r.source_bucket,
+                "reason": r.reason,
+                "version_id": r.source_version_id or r.version_id,
+            }
             for r in failures
         ],
         failures_more=max(summary.failed - len(failures), 0),

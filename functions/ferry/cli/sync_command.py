@@ -15,7 +15,7 @@ Deletes are counted beside the copies (`deleted`), in the summary and the report
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -23,6 +23,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ferry.cli.copy_command import run_copy
 from ferry.cli.copy_extension import CopySides, Pair
 from ferry.cli.report import ReportWriter, Summary
+from ferry.engine.copier import Copier
 from ferry.engine.prune import DeleteResult, Extra, delete_extras, find_extras
 from ferry.engine.side_listing import S3Side
 from ferry.errors import ConfigError, FerryError
@@ -88,6 +89,9 @@ class SyncDeletes:
             and (result.reason or "").startswith("dry run")
         ):
             self.out.write(f"would copy: s3://{result.source_bucket}/{result.source_key}\n")
+
+    def copy(self, copier: Copier, pairs: Iterator[Pair], on_result: Callable[[CopyResult], None]) -> None:
+        copier.copy_batch(pairs, on_result=on_result, collect=False)
 
     def after_copy(
         self, summary: Summary, report: ReportWriter | None, failures: list[CopyResult], stopped: str | None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from ferry.errors import ConfigError
 from ferry.filters import Filters
@@ -25,6 +25,17 @@ from ferry.s3.listing import list_objects
 
 class ListingOutOfOrder(ConfigError):
     """A side listed a key after a greater one: its listing cannot be walked with the other."""
+
+
+class Keyed(Protocol):
+    """Anything a side lists under a key relative to its root."""
+
+    @property
+    def relative_key(self) -> str: ...
+
+
+A = TypeVar("A", bound=Keyed)
+B = TypeVar("B", bound=Keyed)
 
 
 @dataclass(frozen=True)
@@ -82,11 +93,10 @@ class S3Side:
         return self.client.head_object(Bucket=self.bucket, Key=entry.key, ChecksumMode="ENABLED")  # type: ignore[no-any-return]
 
 
-def side_by_side(
-    source: Iterable[Entry], destination: Iterable[Entry]
-) -> Iterator[tuple[str, Entry | None, Entry | None]]:
+def side_by_side(source: Iterable[A], destination: Iterable[B]) -> Iterator[tuple[str, A | None, B | None]]:
     """(relative key, source entry or None, destination entry or None) for every key either
-    side lists, in key order."""
+    side lists, in key order. Entries are anything with a `relative_key`: objects, or a key's
+    versions."""
     left, right = _in_order(source, "source"), _in_order(destination, "destination")
     a, b = next(left, None), next(right, None)
     while a is not None or b is not None:
@@ -101,7 +111,7 @@ def side_by_side(
             a, b = next(left, None), next(right, None)
 
 
-def _in_order(entries: Iterable[Entry], side: str) -> Iterator[Entry]:
+def _in_order(entries: Iterable[A], side: str) -> Iterator[A]:
     previous: str | None = None
     for entry in entries:
         if previous is not None and entry.relative_key <= previous:
