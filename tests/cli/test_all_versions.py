@@ -147,3 +147,19 @@ def test_options_that_would_break_a_history_are_refused(versitygw, flag):
     )
     assert code == 1 and err.startswith("ferry: error: ") and err.count("\n") == 1, err
     assert versitygw.keys(dst) == []
+
+
+@pytest.mark.parametrize("server_name", ["versitygw", "minio"])
+@pytest.mark.parametrize("mode", ["server-side", "stream"])
+def test_a_version_written_before_versioning_was_enabled_is_copied_by_its_id(request, server_name, mode):
+    """Its version id is `null`; once a newer version exists, only asking for `null` reads it."""
+    server: S3Server = request.getfixturevalue(server_name)
+    src, dst = server.bucket("src"), versioned(server, "dst")
+    server.client.put_object(Bucket=src, Key="k", Body=b"before versioning")
+    server.client.put_bucket_versioning(Bucket=src, VersioningConfiguration={"Status": "Enabled"})
+    server.client.put_object(Bucket=src, Key="k", Body=b"after")
+    code, out, err = call(
+        "copy", f"s3://{src}", f"s3://{dst}", "--endpoint-url", server.url, "--all-versions", "--mode", mode
+    )
+    assert code == 0, out + err
+    assert history(server, dst, "k") == ["before versioning", "after"]
