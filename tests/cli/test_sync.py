@@ -59,10 +59,10 @@ UNTOUCHED = {"mirror2/extra": b"sibling", "outside": b"o", ".ferry/uploads/mark"
 def test_sync_with_delete_makes_the_prefix_match_and_touches_nothing_else(request, tmp_path, server_name):
     server: S3Server = request.getfixturevalue(server_name)
     src, dst = arrange(server)
-    report = tmp_path / "sync.jsonl"
+    report, page = tmp_path / "sync.jsonl", tmp_path / "sync.html"
     run = ferry(
         "sync", f"s3://{src}/data", f"s3://{dst}/mirror", "--endpoint-url", server.url, "--delete",
-        "--report", str(report),
+        "--report", str(report), "--report-html", str(page),
     )  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert "4 objects: 2 copied, 1 skipped, 0 failed, 0 pending, 1 deleted" in run.stdout
@@ -73,6 +73,7 @@ def test_sync_with_delete_makes_the_prefix_match_and_touches_nothing_else(reques
     deletes = [line for line in lines if line.get("action") == "delete"]
     assert deletes == [{"action": "delete", "key": "mirror/extra", "dest_bucket": dst, "status": "deleted"}]
     assert lines[-1]["summary"]["deleted"] == 1 and lines[-1]["summary"]["objects"] == 4
+    assert '<div class="l">deleted</div><div class="n">1</div>' in page.read_text()
     # Run again: nothing to copy or delete.
     again = ferry("sync", f"s3://{src}/data", f"s3://{dst}/mirror", "--endpoint-url", server.url, "--delete")
     assert "3 objects: 0 copied, 3 skipped, 0 failed, 0 pending, 0 deleted" in again.stdout
