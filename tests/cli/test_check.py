@@ -107,6 +107,20 @@ def test_same_size_without_comparable_checksum_or_etag_is_identical_by_size_only
     assert "not proved identical byte for byte" in out
 
 
+def test_a_source_naming_one_object_is_compared_with_the_object_copy_would_write(
+    versitygw, vgw_buckets
+) -> None:
+    src, dst = vgw_buckets
+    put(versitygw, src, {"dir/file.txt": b"one", "dir/other.txt": b"x"})
+    put(versitygw, dst, {"renamed.txt": b"one", "into/file.txt": b"two"})
+    where = ("--endpoint-url", versitygw.url)
+    assert call("check", f"s3://{src}/dir/file.txt", f"s3://{dst}/renamed.txt", *where)[0] == 0
+    code, out, err = call("check", f"s3://{src}/dir/file.txt", f"s3://{dst}/into/", *where)
+    assert code == 2 and "differs: file.txt" in out and "1 keys:" in out
+    code, out, err = call("check", f"s3://{src}/dir/file.txt", f"s3://{dst}/absent.txt", *where)
+    assert code == 2 and "missing on destination: file.txt" in out
+
+
 def test_filters_apply_to_both_sides(versitygw, vgw_buckets) -> None:
     src, dst = vgw_buckets
     put(versitygw, src, {"keep.txt": b"1", "skip.log": b"2"})

@@ -15,6 +15,7 @@ import argparse
 import json
 import time
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -24,14 +25,16 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ferry.cli.copy_command import endpoints
 from ferry.cli.filter_options import filters_from
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_USAGE
-from ferry.engine.check import KeyCheck, Verdict, check_sides
-from ferry.engine.side_listing import S3Side
+from ferry.engine.check import KeyCheck, Verdict, check_objects, check_sides
+from ferry.engine.side_listing import Entry, S3Side
 from ferry.errors import ConfigError, FerryError
+from ferry.filters import Filters
 from ferry.jobspec import parse_options
+from ferry.models import SourceObject
 from ferry.reports.report_html import render_check_html
 from ferry.reports.report_stats import iso_time
 from ferry.s3.clients import make_client
-from ferry.s3.listing import check_bucket, parse_s3_url
+from ferry.s3.listing import S3Url, check_bucket, object_target_key, parse_s3_url, single_object
 
 SHOWN = 50  # differences kept for the HTML page; the report has every key
 _WORDS = {
@@ -124,7 +127,7 @@ def run_check(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
         report = _open(stack, args.report, "the report") if args.report else None
         html = _open(stack, args.report_html, "the HTML report") if args.report_html else None
         try:
-            for check in check_sides(left, right, threads=args.concurrency or 16):
+            for check in _checks(left, right, src, dst, filters, args.concurrency or 16):
                 summary.add(check)
                 if report:
                     report.write(json.dumps(check.to_dict(), ensure_ascii=False) + "\n")
@@ -146,6 +149,26 @@ def run_check(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
         stderr.write(f"ferry: error: the check stopped after {summary.keys} keys: {summary.stopped}\n")
         return EXIT_USAGE
     return EXIT_OK if summary.matched else EXIT_FAILED
+
+
+def _checks(
+    left: S3Side, right: S3Side, src: S3Url, dst: S3Url, filters: Filters, threads: int
+) -> Iterator[KeyCheck]:
+    """Every key of two prefixes; or, when SRC names an object, that object against the one
+    `ferry copy` would write (DST's key, or DST's folder and the object's name)."""
+    single = single_object(left.client, src)
+    if single is None:
+        yield from check_sides(left, right, threads=threads)
+        return
+    name = src.key.rsplit("/", 1)[-1]
+    if not filters.admits(name, single.size, single.last_modified):
+        return
+    theirs = single_object(right.client, S3Url(dst.bucket, object_target_key(src, dst)))
+    yield check_objects(left, _entry(single, name), right, _entry(theirs, name) if theirs else None)
+
+
+def _entry(obj: SourceObject, name: str) -> Entry:
+    return Entry(name, obj.key, obj.size, obj.etag, obj.last_modified)
 
 
 def _line(check: KeyCheck) -> str:

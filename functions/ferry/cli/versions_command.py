@@ -29,7 +29,7 @@ from ferry.engine.version_copy import copy_history
 from ferry.errors import ConfigError, describe
 from ferry.jobspec import as_folder
 from ferry.models import CopyResult, Target
-from ferry.s3.listing import single_object
+from ferry.s3.listing import object_target_key, single_object
 from ferry.s3.version_listing import History, histories, key_history
 
 KEYS_AT_ONCE = 16  # keys whose histories are copied side by side (each one's in order)
@@ -131,7 +131,7 @@ class AllVersions:
         single = single_object(sides.source_client, src)
         if single is not None:
             name = src.key.rsplit("/", 1)[-1]
-            target_key = dst.key + name if (not dst.key or dst.key.endswith("/")) else dst.key
+            target_key = object_target_key(src, dst)
             if sides.filters.admits_key(name):
                 yield (
                     key_history(sides.source_client, src.bucket, src.key),

@@ -66,6 +66,13 @@ def check_sides(source: S3Side, destination: S3Side, *, threads: int = 16) -> It
             yield from pool.map(lambda row: _verdict(source, destination, *row), window)
 
 
+def check_objects(source: S3Side, a: Entry | None, destination: S3Side, b: Entry | None) -> KeyCheck:
+    """One object against one (SRC naming an object): each entry as its HEAD showed it, or
+    None where that side lacks it."""
+    key = (a or b).relative_key if (a or b) else ""
+    return _verdict(source, destination, key, a, b)
+
+
 def _verdict(source: S3Side, destination: S3Side, key: str, a: Entry | None, b: Entry | None) -> KeyCheck:
     where = {
         "source": source.url(a.key) if a else None,

@@ -174,7 +174,7 @@ def plan_pairs(
         name = src.key.rsplit("/", 1)[-1]
         if chosen.admits(name, single.size, single.last_modified):
             # Only the name goes on: the copy takes its evidence from its own HEAD, as always.
-            yield SourceObject(src.bucket, src.key), Target(dst.bucket, _object_target_key(src, dst))
+            yield SourceObject(src.bucket, src.key), Target(dst.bucket, object_target_key(src, dst))
         return
     prefix, dest_prefix = as_folder(src.key), as_folder(dst.key)
     for obj in list_objects(client, src.bucket, prefix):
@@ -183,7 +183,7 @@ def plan_pairs(
             yield obj, Target(dst.bucket, dest_prefix + relative)
 
 
-def _object_target_key(src: S3Url, dst: S3Url) -> str:
+def object_target_key(src: S3Url, dst: S3Url) -> str:
     """One object lands on DST's key, or into DST's folder under its own name."""
     name = src.key.rsplit("/", 1)[-1]
     return dst.key + name if (not dst.key or dst.key.endswith("/")) else dst.key
@@ -196,7 +196,7 @@ def check_overlap(client: Any, src: S3Url, dst: S3Url, options: JobOptions, *, s
         return
     if is_single_object(client, src):
         check_not_overlapping(
-            src.bucket, src.key, dst.bucket, _object_target_key(src, dst), options, source_is_object=True
+            src.bucket, src.key, dst.bucket, object_target_key(src, dst), options, source_is_object=True
         )
     else:
         check_not_overlapping(src.bucket, as_folder(src.key), dst.bucket, as_folder(dst.key), options)
