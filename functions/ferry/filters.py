@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ferry.errors import ConfigError
+from ferry.models import DEFAULT_MARKS_PREFIX
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,17 @@ def matches_globs(relative_key: str, include: Sequence[str], exclude: Sequence[s
     if include and not any(fnmatch.fnmatchcase(relative_key, g) for g in include):
         return False
     return not any(fnmatch.fnmatchcase(relative_key, g) for g in exclude)
+
+
+def marks_prefixes(configured: str | None) -> tuple[str, ...]:
+    """Where Ferry keeps its own upload marks in a bucket: the configured folder and the
+    default one (an earlier run may have used either). Keys there are never a side's objects:
+    sync and check neither compare, copy nor delete them."""
+    return tuple(dict.fromkeys(p for p in (configured, DEFAULT_MARKS_PREFIX) if p))
+
+
+def is_ferrys_own(key: str, marks: Sequence[str]) -> bool:
+    return any(key.startswith(prefix) for prefix in marks)
 
 
 # -- sizes ------------------------------------------------------------------------------------

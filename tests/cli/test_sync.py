@@ -79,6 +79,19 @@ def test_sync_with_delete_makes_the_prefix_match_and_touches_nothing_else(reques
     assert "3 objects: 0 copied, 3 skipped, 0 failed, 0 pending, 0 deleted" in again.stdout
 
 
+def test_the_default_marks_folder_is_kept_under_another_marks_prefix_too(versitygw):
+    """An earlier run may have kept its marks in either folder: neither is ever deleted."""
+    src, dst = versitygw.bucket("src"), versitygw.bucket("dst")
+    put(versitygw, src, {"a": b"a"})
+    put(versitygw, dst, {".ferry/uploads/old": b"m", "ops/marks/new": b"m", "extra": b"x"})
+    code, out, err = call(
+        "sync", f"s3://{src}", f"s3://{dst}", "--endpoint-url", versitygw.url, "--delete",
+        "--marks-prefix", "ops/marks/",
+    )  # fmt: skip
+    assert code == 0, err
+    assert sorted(versitygw.keys(dst)) == [".ferry/uploads/old", "a", "ops/marks/new"]
+
+
 def test_sync_without_delete_keeps_what_the_source_lacks(versitygw):
     src, dst = arrange(versitygw)
     code, out, err = call("sync", f"s3://{src}/data/", f"s3://{dst}/mirror/", "--endpoint-url", versitygw.url)

@@ -27,6 +27,7 @@ from ferry.engine.copier import Copier
 from ferry.engine.prune import DeleteResult, Extra, delete_extras, find_extras
 from ferry.engine.side_listing import S3Side
 from ferry.errors import ConfigError, FerryError
+from ferry.filters import is_ferrys_own, marks_prefixes
 from ferry.jobspec import as_folder
 from ferry.models import CopyResult, Status
 
@@ -47,18 +48,20 @@ class SyncDeletes:
         self.args = args
         self.out = out
         self.extras: list[Extra] = []
-        self.marks: str | None = None
+        self.marks: tuple[str, ...] = ()
         self.sides: CopySides | None = None
 
     def before_copy(self, sides: CopySides) -> None:
         self.sides = sides
-        self.marks = sides.options.policy.marks_prefix
+        configured, filters = sides.options.policy.marks_prefix, sides.filters
+        self.marks = marks_prefixes(configured)
         if not self.args.delete:
             return
-        marks, filters = self.marks, sides.filters
-        source = S3Side.of(sides.source_client, sides.src.bucket, sides.src.key, "source", filters, marks)
+        source = S3Side.of(
+            sides.source_client, sides.src.bucket, sides.src.key, "source", filters, configured
+        )
         destination = S3Side.of(
-            sides.dest_client, sides.dst.bucket, sides.dst.key, "destination", filters, marks
+            sides.dest_client, sides.dst.bucket, sides.dst.key, "destination", filters, configured
         )
         try:
             found = find_extras(source, destination)
@@ -80,7 +83,7 @@ class SyncDeletes:
     def pairs(self, pairs: Iterator[Pair]) -> Iterator[Pair]:
         """Ferry's own upload marks are never a side's objects: not copied either."""
         marks = self.marks
-        return (pair for pair in pairs if not (marks and pair[0].key.startswith(marks)))
+        return (pair for pair in pairs if not is_ferrys_own(pair[0].key, marks))
 
     def on_result(self, result: CopyResult) -> None:
         if (
@@ -114,7 +117,7 @@ class SyncDeletes:
             return f"deleted nothing ({len(self.extras)} objects kept): {unfinished}" if self.extras else None
         assert self.sides is not None
         results = delete_extras(
-            self.sides.dest_client, self.extras, prefix=as_folder(self.sides.dst.key), marks_prefix=self.marks
+            self.sides.dest_client, self.extras, prefix=as_folder(self.sides.dst.key), marks=self.marks
         )
         self._record(results, summary, report, failures)
         return None

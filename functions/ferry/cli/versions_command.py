@@ -27,6 +27,7 @@ from ferry.engine.copier import Copier
 from ferry.engine.side_listing import side_by_side
 from ferry.engine.version_copy import copy_history
 from ferry.errors import ConfigError, describe
+from ferry.filters import is_ferrys_own, marks_prefixes
 from ferry.jobspec import as_folder
 from ferry.models import CopyResult, Target
 from ferry.s3.listing import object_target_key, single_object
@@ -140,7 +141,7 @@ class AllVersions:
                 )
             return
         prefix, dest_prefix = as_folder(src.key), as_folder(dst.key)
-        marks = sides.options.policy.marks_prefix
+        marks = marks_prefixes(sides.options.policy.marks_prefix)
         ours = self._relative(sides.source_client, src.bucket, prefix, "source", marks)
         theirs = self._relative(sides.dest_client, dst.bucket, dest_prefix, "destination", marks)
         for relative, source, destination in side_by_side(ours, theirs):
@@ -150,7 +151,9 @@ class AllVersions:
             yield source.history, destination.history if destination else History(target.key, ()), target
 
     @staticmethod
-    def _relative(client: Any, bucket: str, prefix: str, side: str, marks: str | None) -> Iterator[_Relative]:
+    def _relative(
+        client: Any, bucket: str, prefix: str, side: str, marks: tuple[str, ...]
+    ) -> Iterator[_Relative]:
         for history in histories(client, bucket, prefix, side=side):
-            if not (marks and history.key.startswith(marks)):
+            if not is_ferrys_own(history.key, marks):
                 yield _Relative(history.key[len(prefix) :], history)

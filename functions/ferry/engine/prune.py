@@ -26,6 +26,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.engine.side_listing import Entry, S3Side, side_by_side
 from ferry.errors import describe, error_code
+from ferry.filters import is_ferrys_own
 
 _ABSENT = {"404", "NoSuchKey", "NotFound"}
 _CONDITION_REFUSED = {"NotImplemented", "501", "InvalidArgument", "InvalidRequest"}
@@ -92,19 +93,19 @@ def find_extras(source: S3Side, destination: S3Side) -> Extras:
 
 
 def delete_extras(
-    client: Any, extras: Sequence[Extra], *, prefix: str, marks_prefix: str | None, threads: int = 16
+    client: Any, extras: Sequence[Extra], *, prefix: str, marks: Sequence[str], threads: int = 16
 ) -> list[DeleteResult]:
     """Delete each extra (see the module's rules); one result each, in order. Never raises for
     one object's fault."""
     if not extras:
         return []
     with ThreadPoolExecutor(min(threads, len(extras)), thread_name_prefix="ferry-delete") as pool:
-        return list(pool.map(lambda extra: delete_extra(client, extra, prefix, marks_prefix), extras))
+        return list(pool.map(lambda extra: delete_extra(client, extra, prefix, marks), extras))
 
 
-def delete_extra(client: Any, extra: Extra, prefix: str, marks_prefix: str | None) -> DeleteResult:
+def delete_extra(client: Any, extra: Extra, prefix: str, marks: Sequence[str]) -> DeleteResult:
     """One conditional delete, inside the prefix and outside the marks, or a reason why not."""
-    if not extra.key.startswith(prefix) or (marks_prefix and extra.key.startswith(marks_prefix)):
+    if not extra.key.startswith(prefix) or is_ferrys_own(extra.key, marks):
         return DeleteResult(
             extra.bucket, extra.key, "failed", f"not deleted: outside {prefix!r} or among Ferry's marks"
         )

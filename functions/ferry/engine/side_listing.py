@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from ferry.errors import ConfigError
-from ferry.filters import Filters
+from ferry.filters import Filters, is_ferrys_own, marks_prefixes
 from ferry.jobspec import as_folder
 from ferry.s3.listing import list_objects
 
@@ -58,7 +58,7 @@ class S3Side:
     prefix: str  # a folder ('' for the whole bucket), as_folder'ed
     name: str  # "source" or "destination", for errors
     filters: Filters = Filters()
-    marks_prefix: str | None = None  # keys under it are Ferry's, never the side's objects
+    marks: tuple[str, ...] = ()  # Ferry's own folders (filters.marks_prefixes): never objects
 
     @classmethod
     def of(
@@ -70,7 +70,9 @@ class S3Side:
         filters: Filters | None = None,
         marks_prefix: str | None = None,
     ) -> S3Side:
-        return cls(client, bucket, as_folder(prefix), name, filters or Filters(), marks_prefix)
+        return cls(
+            client, bucket, as_folder(prefix), name, filters or Filters(), marks_prefixes(marks_prefix)
+        )
 
     def url(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
@@ -84,7 +86,7 @@ class S3Side:
     def all_entries(self) -> Iterator[Entry]:
         """Every object under the prefix but Ferry's marks, before any filter."""
         for obj in list_objects(self.client, self.bucket, self.prefix, side=self.name):
-            if self.marks_prefix and obj.key.startswith(self.marks_prefix):
+            if is_ferrys_own(obj.key, self.marks):
                 continue
             yield Entry(obj.key[len(self.prefix) :], obj.key, obj.size, obj.etag, obj.last_modified)
 
