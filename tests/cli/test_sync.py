@@ -241,3 +241,31 @@ def test_max_delete_without_delete_is_a_usage_error(versitygw):
     )
     assert code == 1 and "--max-delete limits --delete" in err
     assert contents(versitygw, dst)["mirror/stale"] == b"old bytes"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["s3://no-such-bucket-ferry", "s3://{dst}/mirror"],
+            "source bucket 'no-such-bucket-ferry' does not exist",
+        ),
+        (
+            ["s3://{src}/data", "s3://no-such-bucket-ferry"],
+            "destination bucket 'no-such-bucket-ferry' does not exist",
+        ),
+        (["s3://{src}/data", "s3://{dst}/mirror", "--max-delete", "-1"], "--max-delete -1: give 0 or more"),
+        (
+            ["s3://{src}/data", "s3://{dst}/mirror", "--report", "/no/such/dir/r.jsonl"],
+            "cannot write the report",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_exit_1_and_nothing_written(versitygw, args, message):
+    src, dst = arrange(versitygw)
+    before = contents(versitygw, dst)
+    argv = [a.format(src=src, dst=dst) for a in args]
+    code, out, err = call("sync", *argv, "--endpoint-url", versitygw.url, "--delete")
+    assert code == 1
+    assert err.startswith("ferry: error: ") and err.count("\n") == 1 and message in err, err
+    assert contents(versitygw, dst) == before
