@@ -167,6 +167,9 @@ class CopyResult:
     source_bucket: str | None = None
     dest_bucket: str | None = None
     handed_over: bool = False  # pending only because of the deadline: run it again to finish
+    # The source version copied, where one was asked for by id (--all-versions); `version_id`
+    # is the destination's version that holds it.
+    source_version_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         # Every field is a scalar: read them directly. dataclasses.asdict deep-copies each one,

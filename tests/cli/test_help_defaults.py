@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from test_usage_errors import ALL, required_arguments
 
+from ferry.cli.check_command import check_options, head_concurrency
 from ferry.cli.clean_uploads import parse_age
 from ferry.cli.copy_command import options_from
 from ferry.cli.main import build_parser
@@ -41,6 +42,9 @@ LEFT_UNSET: dict[tuple[str, str], Derive] = {
     ("job report", "--ledger"): ledger_path,
     ("job list", "--ledger"): ledger_path,
     ("copy", "--marks-prefix"): lambda args: options_from(args).policy.marks_prefix,
+    ("sync", "--marks-prefix"): lambda args: options_from(args).policy.marks_prefix,
+    ("check", "--marks-prefix"): lambda args: check_options(args).policy.marks_prefix,
+    ("check", "--concurrency"): head_concurrency,
     ("clean-uploads", "--older-than"): lambda args: parse_age(args.older_than),
 }
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from ferry.cli.filter_options import add_filter_arguments
 from ferry.cli.parsing import JOB_ID_RULE, Parser
 from ferry.cli.ranges import add_memory_limit_argument
 from ferry.cli.stack_outputs import DEFAULT_STACK
@@ -17,11 +18,15 @@ from ferry.limits import DEFAULT_OBJECTS_PER_DAY
 from ferry.models import CHECKSUM_ALGORITHMS, DEFAULT_MARKS_PREFIX
 
 
-def add_copy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """`ferry copy`'s arguments, under the root parser's subcommands."""
-    copy = commands.add_parser(
-        "copy", help="copy a prefix or one object", description="Copy SRC to DST (s3://bucket/prefix)."
-    )
+def add_copy_parser(
+    commands: argparse._SubParsersAction,
+    name: str = "copy",
+    help: str = "copy a prefix or one object",
+    description: str = "Copy SRC to DST (s3://bucket/prefix).",
+) -> argparse.ArgumentParser:
+    """`ferry copy`'s arguments, under the root parser's subcommands (`ferry sync` takes the
+    same, under its own name)."""
+    copy = commands.add_parser(name, help=help, description=description)
     copy.add_argument("src", metavar="SRC")
     copy.add_argument("dst", metavar="DST")
     where = copy.add_argument_group("endpoints and credentials")
@@ -65,6 +70,14 @@ def add_copy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPa
     what = copy.add_argument_group("what to copy")
     what.add_argument("--include", action="append", default=[], metavar="GLOB")
     what.add_argument("--exclude", action="append", default=[], metavar="GLOB")
+    add_filter_arguments(what)
+    if name == "copy":
+        what.add_argument(
+            "--all-versions",
+            action="store_true",
+            help="copy every version of each key, oldest first, and its delete markers "
+            "(the destination bucket must keep versions)",
+        )
     what.add_argument(
         "--no-skip-existing", action="store_true", help="copy even when the destination is identical"
     )
@@ -94,6 +107,63 @@ def add_copy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPa
     out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     out.add_argument("--quiet", action="store_true", help="no progress bar")
     return copy
+
+
+def add_sync_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """`ferry sync`: `ferry copy`'s arguments, and the deletes that make DST match SRC."""
+    sync = add_copy_parser(
+        commands,
+        "sync",
+        help="make DST match SRC: copy what is missing or changed; --delete what SRC lacks",
+        description="Copy what DST lacks or holds differently from SRC (s3://bucket/prefix); with "
+        "--delete, then remove from DST's prefix what SRC no longer has.",
+    )
+    deletes = sync.add_argument_group("deletes")
+    deletes.add_argument(
+        "--delete",
+        action="store_true",
+        help="after every copy succeeded, delete from DST's prefix what SRC does not have",
+    )
+    deletes.add_argument(
+        "--max-delete",
+        type=int,
+        metavar="N",
+        help="refuse the whole sync (copy and delete nothing) if it would delete more than N objects",
+    )
+    return sync
+
+
+def add_check_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """`ferry check`'s arguments: two locations, how to reach them, which keys, what to write."""
+    check = commands.add_parser(
+        "check",
+        help="compare two prefixes without copying",
+        description="Compare SRC and DST (s3://bucket/prefix) key by key: missing on either side, "
+        "different or identical, by checksum, ETag or size. Exit 0 when they match, 2 when they differ.",
+    )
+    check.add_argument("src", metavar="SRC")
+    check.add_argument("dst", metavar="DST")
+    where = check.add_argument_group("endpoints and credentials (as for ferry copy)")
+    for side in ("", "source-", "dest-"):
+        where.add_argument(f"--{side}endpoint-url")
+        where.add_argument(f"--{side}region")
+    for side in ("source", "dest"):
+        where.add_argument(f"--{side}-profile")
+        where.add_argument(f"--{side}-role-arn")
+        where.add_argument(f"--{side}-requester-pays", action="store_true")
+    what = check.add_argument_group("what to compare (both sides alike)")
+    what.add_argument("--include", action="append", default=[], metavar="GLOB")
+    what.add_argument("--exclude", action="append", default=[], metavar="GLOB")
+    add_filter_arguments(what)
+    what.add_argument(
+        "--marks-prefix", help="Ferry's upload marks, left out of both sides (default .ferry/uploads/)"
+    )
+    what.add_argument("--concurrency", type=int, help="HEAD requests at once (default 16)")
+    out = check.add_argument_group("output")
+    out.add_argument("--report", metavar="FILE", help="JSON Lines report: one line per key, then a summary")
+    out.add_argument("--report-html", metavar="FILE", help="the summary and differences as one HTML page")
+    out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    return check
 
 
 def add_run_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:

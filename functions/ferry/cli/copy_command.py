@@ -9,11 +9,14 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack
+from dataclasses import replace
 from typing import IO, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.arguments import add_copy_parser
+from ferry.cli.copy_extension import CopyExtension, CopySides
+from ferry.cli.filter_options import filters_from
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser
 from ferry.cli.progress import Progress
 from ferry.cli.ranges import check_count, check_kms_region, memory_limit
@@ -21,6 +24,7 @@ from ferry.cli.report import ReportWriter, Summary, report_for_html
 from ferry.counts import plural
 from ferry.engine.copier import Copier, client_pool_size
 from ferry.errors import ConfigError, FerryError
+from ferry.filters import Filters
 from ferry.jobspec import JobOptions, parse_options
 from ferry.models import CopyResult, Endpoint, SourceObject, Status, Target
 from ferry.reports.report_html import render_report_html
@@ -100,9 +104,12 @@ def options_from(args: argparse.Namespace) -> JobOptions:
     return parse_options({k: v for k, v in options.items() if v is not None}, name=_flag)
 
 
-def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+def run_copy(
+    args: argparse.Namespace, stdout: IO[str], stderr: IO[str], extension: CopyExtension | None = None
+) -> int:
     """`ferry copy`: validate everything, then copy, report and summarise."""
     options = options_from(args)
+    filters = filters_from(args, options.include, options.exclude)
     check_count(args.concurrency, "--concurrency")
     check_count(args.part_concurrency, "--part-concurrency")
     memory = memory_limit(args.memory_limit)
@@ -124,7 +131,15 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
         destination.partition,
     )
     check_overlap(source_client, src, dst, options, same_endpoint=same_endpoint)
-    planned = matched_pairs(source_client, src, dst, options)
+    if extension:
+        extension.before_copy(CopySides(src, dst, source_client, dest_client, options, filters))
+    # ferry copy refuses a SRC that matches nothing; sync and --all-versions decide for themselves
+    # (a history may hold only delete markers; a sync of nothing guards its deletes).
+    planned = (
+        plan_pairs(source_client, src, dst, filters=filters)
+        if extension
+        else matched_pairs(source_client, src, dst, options, filters)
+    )
     summary = Summary()
     with ExitStack() as stack:
         report = None
@@ -161,14 +176,20 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
                 report.write(result)
             if result.status == Status.FAILED and len(failures) < 20:
                 failures.append(result)
+            if extension:
+                extension.on_result(result)
 
-        pairs = progress.counting(planned)
+        pairs = progress.counting(extension.pairs(planned) if extension else planned)
         stopped: str | None = None
         try:
-            copier.copy_batch(pairs, on_result=on_result, collect=False)
+            if extension:
+                extension.copy(copier, pairs, on_result)
+            else:
+                copier.copy_batch(pairs, on_result=on_result, collect=False)
         except (FerryError, ClientError, BotoCoreError, OSError) as error:
             # The listing or the report broke mid-way: what was done is still summarised.
             stopped = str(error)
+        held = extension.after_copy(summary, report, failures, stopped) if extension else None
         summary.degradations = copier.degradations
         summary.finish()
         if report:
@@ -191,6 +212,9 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     if stopped:
         stderr.write(f"ferry: error: stopped after {plural(summary.total, 'object')}: {stopped}\n")
         return EXIT_FAILED
+    if held:
+        stderr.write(f"ferry: error: {held}\n")
+        return EXIT_FAILED
     if summary.failed:
         return EXIT_FAILED
     if summary.pending and not args.dry_run:
@@ -198,26 +222,41 @@ def run_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     return EXIT_OK
 
 
-def matched_pairs(client: Any, src: S3Url, dst: S3Url, options: JobOptions) -> Iterator[Pair]:
+def matched_pairs(
+    client: Any, src: S3Url, dst: S3Url, options: JobOptions, filters: Filters
+) -> Iterator[Pair]:
     """The (object, target) pairs to copy, read lazily; refused in one line, before anything
-    is written, when SRC matches nothing. A copy of nothing is far more often a mistyped SRC or
-    glob than a wish, and s5cmd (`no object found`) and rclone (`directory not found`) fail it
-    too: exit 1, Ferry's code for a usage or configuration error (rclone's 3 is Ferry's
-    "pending")."""
-    pairs = plan_pairs(client, src, dst, options.include, options.exclude)
+    is written, when SRC matches nothing (no object under it, or globs and --files-from that
+    leave out every one): that is far more often a mistyped SRC or glob than a wish, and s5cmd
+    (`no object found`) and rclone (`directory not found`) fail it too: exit 1, Ferry's code
+    for a usage or configuration error (rclone's 3 is Ferry's "pending"). Size and age filters
+    that leave nothing this time are a copy of nothing, exit 0: `--max-age 1d` run nightly may
+    find nothing new, as rclone's does."""
+    pairs = plan_pairs(client, src, dst, filters=filters)
     first = next(pairs, None)
     if first is None:
-        raise ConfigError(nothing_matched(client, src, options))
+        if filters.by_details and _any_pair(
+            client,
+            src,
+            dst,
+            replace(filters, min_size=None, max_size=None, modified_from=None, modified_to=None),
+        ):
+            return iter(())  # sizes or ages chose nothing this time: a copy of nothing, not a typo
+        raise ConfigError(nothing_matched(client, src, filters))
     return itertools.chain([first], pairs)
 
 
-def nothing_matched(client: Any, src: S3Url, options: JobOptions) -> str:
+def _any_pair(client: Any, src: S3Url, dst: S3Url, filters: Filters) -> bool:
+    return next(plan_pairs(client, src, dst, filters=filters), None) is not None
+
+
+def nothing_matched(client: Any, src: S3Url, filters: Filters) -> str:
     """Why SRC matched nothing: globs that left out every object, or no object there; then
     the nearest key listed from SRC as typed (`s3://b/photo` when `photos/` exists). A request
     or two, on this path only."""
     shown = f"s3://{src.bucket}/{src.key}"
-    if (options.include or options.exclude) and _first_key(client, src.bucket, src.key) is not None:
-        return f"nothing matched {shown}: there are objects, but --include/--exclude left out every one"
+    if filters != Filters() and _first_key(client, src.bucket, src.key) is not None:
+        return f"nothing matched {shown}: there are objects, but the filters (--include, --exclude, sizes, ages, --files-from) left out every one"
     near = _near_prefix(client, src)
     hint = f"; did you mean s3://{src.bucket}/{near}?" if near else ""
     return f"nothing matched {shown}: no object under it{hint}"

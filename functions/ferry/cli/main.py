@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import IO
 
 from ferry.cli.arguments import (
+    add_check_parser,
     add_clean_uploads_parser,
     add_copy_parser,
     add_demo_parser,
@@ -22,6 +23,7 @@ from ferry.cli.arguments import (
     add_job_parser,
     add_policy_parser,
     add_run_parser,
+    add_sync_parser,
 )
 from ferry.cli.parsing import EXIT_USAGE, Parser, VersionAction
 from ferry.errors import FerryError, is_botocore_error
@@ -34,6 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
 
     add_copy_parser(commands)
+    add_sync_parser(commands)
+    add_check_parser(commands)
     add_run_parser(commands)
     add_estimate_parser(commands)
     add_policy_parser(commands)
@@ -90,10 +94,22 @@ def run_command(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
         from ferry.cli.policy import run_policy
 
         return run_policy(args, stdout, stderr)
+    if args.command == "check":
+        from ferry.cli.check_command import run_check
+
+        return run_check(args, stdout, stderr)
+    if args.command == "sync":
+        from ferry.cli.sync_command import run_sync
+
+        return run_sync(args, stdout, stderr)
     if args.command == "clean-uploads":
         from ferry.cli.clean_uploads import run_clean_uploads
 
         return run_clean_uploads(args, stdout, stderr)
+    if args.all_versions:
+        from ferry.cli.versions_command import run_copy_all_versions
+
+        return run_copy_all_versions(args, stdout, stderr)
     from ferry.cli.copy_command import run_copy
 
     return run_copy(args, stdout, stderr)

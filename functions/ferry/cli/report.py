@@ -1,6 +1,7 @@
 """The job's record: a running summary and a JSON Lines report, one line per object.
 
-Counts always add up: every result lands in exactly one of copied, skipped, failed, pending.
+Counts always add up: every result lands in exactly one of copied, skipped, failed, pending
+(and, for a sync that deletes, deleted: each delete is deleted, skipped, failed or pending).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from ferry.counts import Counts, plural
-from ferry.engine.outcome import WOULD_COPY, WOULD_RESTORE
+from ferry.engine.outcome import WOULD_COPY, WOULD_DELETE, WOULD_MARK, WOULD_RESTORE
 from ferry.limits import format_size
 from ferry.models import CopyResult, Status
 from ferry.reports.report_stats import ReportStats, Timeline, iso_time
@@ -27,12 +28,18 @@ class Summary(Counts):
     # What the run learned an endpoint lacks and what it did instead, each said once.
     degradations: list[str] = field(default_factory=list)
     failure_reasons: Counter[str] = field(default_factory=Counter)
+    # A sync with --delete: its deletes are counted beside the copies (`deleted`, and the
+    # deletes not made under skipped, failed or pending).
+    deleting: bool = False
+    deleted: int = 0
     # Archived sources skipped because no --restore was asked: said, not silently counted.
     needs_restore: int = 0
     # A dry run's pending results, by what the run would have done (engine.outcome's words).
     would_copy: int = 0
     would_copy_bytes: int = 0
     would_restore: int = 0
+    would_mark: int = 0  # --all-versions: delete markers a dry run would add
+    would_delete: int = 0  # ferry sync --delete: objects a dry run would delete
     started: float = field(default_factory=time.monotonic)
     seconds: float = 0.0
     # For the HTML report's charts: fixed-size counters, nothing kept per object.
@@ -63,6 +70,32 @@ class Summary(Counts):
             self.would_copy_bytes += result.bytes
         elif reason.startswith(WOULD_RESTORE):
             self.would_restore += 1
+        elif reason.startswith(WOULD_MARK):
+            self.would_mark += 1
+
+    def add_delete(self, status: str, reason: str | None = None) -> None:
+        """One delete's outcome: deleted, skipped (kept, with the reason), failed or pending."""
+        with self._lock:
+            if status == "deleted":
+                self.deleted += 1
+            elif (reason or "").startswith(WOULD_DELETE):
+                self.would_delete += 1
+                self.pending += 1
+            elif status == Status.SKIPPED:
+                self.skipped += 1
+            elif status == Status.FAILED:
+                self.failed += 1
+                self.failure_reasons[reason or ""] += 1
+            else:
+                self.pending += 1
+
+    @property
+    def total(self) -> int:
+        return super().total + self.deleted
+
+    def counts(self) -> dict[str, int]:
+        counts = super().counts()
+        return {**counts, "deleted": self.deleted} if self.deleting else counts
 
     def finish(self) -> Summary:
         self.seconds = time.monotonic() - self.started
@@ -110,23 +143,29 @@ class Summary(Counts):
             "would_copy_bytes": self.would_copy_bytes,
             "would_skip": self.skipped,
             "would_restore": self.would_restore,
+            **({"would_add_delete_markers": self.would_mark} if self.would_mark else {}),
+            **({"would_delete": self.would_delete} if self.deleting else {}),
         }
 
     def dry_run_line(self) -> str:
         """A dry run's summary: what it would do, not the pending its results are filed as."""
+        would = self.would_copy + self.would_restore + self.would_mark + self.would_delete
         return dry_run_line(
             self.total,
             f"would copy {self.would_copy} ({format_size(self.would_copy_bytes)})",
             self.skipped,
             self.failed,
             would_restore=self.would_restore,
-            pending=self.pending - self.would_copy - self.would_restore,
+            would_mark=self.would_mark,
+            would_delete=self.would_delete if self.deleting else None,
+            pending=self.pending - would,
         )
 
     def line(self) -> str:
+        deleted = f", {self.deleted} deleted" if self.deleting else ""
         return (
             f"{plural(self.total, 'object')}: {self.copied} copied, {self.skipped} skipped, {self.failed} failed, "
-            f"{self.pending} pending | {format_size(self.bytes_copied)} in {self.seconds:.1f}s "
+            f"{self.pending} pending{deleted} | {format_size(self.bytes_copied)} in {self.seconds:.1f}s "
             f"({format_size(self.throughput)}/s)"
         )
 
@@ -140,13 +179,25 @@ def failure_line(bucket: str | None, key: str | None, reason: str | None) -> str
 
 
 def dry_run_line(
-    total: int, would_copy: str, skipped: int, failed: int, *, would_restore: int = 0, pending: int = 0
+    total: int,
+    would_copy: str,
+    skipped: int,
+    failed: int,
+    *,
+    would_restore: int = 0,
+    would_mark: int = 0,
+    would_delete: int | None = None,
+    pending: int = 0,
 ) -> str:
     """`dry run: 3 objects: would copy 2 (12 B), would skip 1, 0 failed; nothing was written`:
     the same words for `ferry copy --dry-run`, `ferry run` and `ferry job report` of a dry run."""
     said = [would_copy, f"would skip {skipped}"]
     if would_restore:
         said.append(f"would restore {would_restore}")
+    if would_mark:
+        said.append(f"would add {plural(would_mark, 'delete marker')}")
+    if would_delete is not None:  # ferry sync --delete
+        said.append(f"would delete {would_delete}")
     if pending:  # restores already in progress: a real run would wait for them too
         said.append(f"{pending} pending")
     said.append(f"{failed} failed")
@@ -170,7 +221,12 @@ def report_for_html(
         started_at=report["timeline"]["start"],
         finished_at=iso_time(summary.timeline.start + summary.seconds),
         failures=[
-            {"key": r.source_key, "bucket": r.source_bucket, "reason": r.reason, "version_id": r.version_id}
+            {
+                "key": r.source_key,
+                "bucket": r.source_bucket,
+                "reason": r.reason,
+                "version_id": r.source_version_id or r.version_id,
+            }
             for r in failures
         ],
         failures_more=max(summary.failed - len(failures), 0),
@@ -189,6 +245,12 @@ class ReportWriter:
 
     def write(self, result: CopyResult) -> None:
         line = json.dumps(result.to_dict(), ensure_ascii=False, default=str)
+        with self._lock:
+            self._stream.write(line + "\n")
+
+    def write_record(self, record: Mapping[str, Any]) -> None:
+        """A line that is not a copy's (a sync's delete), in the same file."""
+        line = json.dumps(record, ensure_ascii=False, default=str)
         with self._lock:
             self._stream.write(line + "\n")
 

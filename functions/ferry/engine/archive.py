@@ -47,7 +47,7 @@ def _request_restore(client: Any, info: SourceInfo, policy: CopyPolicy, where: s
         request: dict[str, Any] = {}  # Intelligent-Tiering archive tiers take neither days nor tier
     else:
         request = {"Days": policy.restore_days, "GlacierJobParameters": {"Tier": tier}}
-    args = {"VersionId": info.version_id} if info.version_id and info.version_id != "null" else {}
+    args = info.version_args()
     try:
         client.restore_object(Bucket=info.obj.bucket, Key=info.obj.key, RestoreRequest=request, **args)
     except Exception as error:

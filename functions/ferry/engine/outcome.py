@@ -10,6 +10,8 @@ from ferry.models import Status
 # the command line counts them by these words ("would copy 2, would skip 1").
 WOULD_COPY = "dry run: would copy"
 WOULD_RESTORE = "dry run: would request"
+WOULD_DELETE = "dry run: would delete"  # ferry sync --delete
+WOULD_MARK = "dry run: would add a delete marker"  # --all-versions: a history's delete marker
 
 
 @dataclass

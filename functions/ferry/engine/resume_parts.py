@@ -52,8 +52,7 @@ def source_part_checksums(
         "Key": info.obj.key,
         "ObjectAttributes": ["ObjectParts"],
     }
-    if info.version_id and info.version_id != "null":
-        args["VersionId"] = info.version_id
+    args.update(info.version_args())
     found: dict[int, str] = {}
     marker = 0
     try:

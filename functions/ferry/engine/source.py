@@ -92,10 +92,18 @@ class SourceInfo:
         return "archived"
 
     def copy_source(self) -> dict[str, str]:
-        source = {"Bucket": self.obj.bucket, "Key": self.obj.key}
-        if self.version_id and self.version_id != "null":
-            source["VersionId"] = self.version_id
-        return source
+        return {"Bucket": self.obj.bucket, "Key": self.obj.key, **self.version_args()}
+
+    def version_args(self) -> dict[str, str]:
+        """`VersionId` for a read of this object: its version, except the version id `null`
+        a HEAD reports for the current object of a bucket without versions (or written before
+        versioning), which is left out, unless the caller asked for `null` by name: a
+        version written before versioning was enabled, no longer the latest
+        (`ferry copy --all-versions`)."""
+        version = self.version_id
+        if version and (version != "null" or self.obj.version_id == "null"):
+            return {"VersionId": version}
+        return {}
 
 
 def _version_args(obj: SourceObject) -> dict[str, str]:

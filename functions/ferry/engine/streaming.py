@@ -87,8 +87,7 @@ def read_into(client: Any, info: SourceInfo, part: Part | None, view: memoryview
     HEAD this copy did not send (with the stored checksum, asked for with ChecksumMode).
     """
     args: dict[str, Any] = {"Bucket": info.obj.bucket, "Key": info.obj.key, "IfMatch": f'"{info.etag}"'}
-    if info.version_id and info.version_id != "null":
-        args["VersionId"] = info.version_id
+    args.update(info.version_args())
     if info.provisional:
         args["ChecksumMode"] = "ENABLED"
     expected = info.size

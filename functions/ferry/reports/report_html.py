@@ -31,7 +31,23 @@ from ferry.limits import format_size
 
 FAILURES_SHOWN = 50
 OUTCOME_COLOURS = {"copied": "#2e9e5b", "skipped": "#7a8fa6", "failed": "#d64545", "pending": "#e0a030"}
-STATUS_COLOURS = {"SUCCEEDED": "#2e9e5b", "PARTIAL": "#e0a030", "FAILED": "#d64545"}
+DELETED_COLOUR = "#8a5cd6"  # a sync's deletes, shown only in a report that counts them
+STATUS_COLOURS = {
+    "SUCCEEDED": "#2e9e5b",
+    "PARTIAL": "#e0a030",
+    "FAILED": "#d64545",
+    "MATCH": "#2e9e5b",
+    "DIFFER": "#d64545",
+    "STOPPED": "#e0a030",
+}
+# `ferry check`'s verdicts, as its summary names them, and their colours.
+VERDICT_COLOURS = {
+    "identical": "#2e9e5b",
+    "different": "#d64545",
+    "missing_on_destination": "#e0a030",
+    "missing_on_source": "#8a5cd6",
+    "unreadable": "#5b6878",
+}
 CHART_WIDTH, CHART_HEIGHT = 1040, 200
 
 CSS = """
@@ -83,6 +99,74 @@ def render_report_html(report: Mapping[str, Any]) -> str:
     )
 
 
+def render_check_html(report: Mapping[str, Any]) -> str:
+    """`ferry check`'s page: the verdict counts, the evidence that decided identical keys, and
+    the first differences. Fields: source, destination, started_at, finished_at, keys, one
+    count per verdict (VERDICT_COLOURS), identical_by {evidence: keys}, match, stopped,
+    differences [{"key", "status", "evidence"?, "detail"?}], differences_report."""
+    status = "STOPPED" if report.get("stopped") else ("MATCH" if report.get("match") else "DIFFER")
+    title = str(report.get("title") or "Ferry check")
+    total = max(_int(report, "keys"), 1)
+    cards = [_card("keys", f"{_int(report, 'keys'):,}", "", "#3b7dd8")]
+    cards += [
+        _card(name.replace("_", " "), f"{_int(report, name):,}", "", colour)
+        for name, colour in VERDICT_COLOURS.items()
+    ]
+    split = "".join(
+        f'<div title="{n}" style="width:{100 * _int(report, n) / total:.3f}%;background:{c}"></div>'
+        for n, c in VERDICT_COLOURS.items()
+        if _int(report, n)
+    )
+    notes = [f"the check stopped: {report['stopped']}"] if report.get("stopped") else []
+    notes_html = "".join(f"<li>{escape(n)}</li>" for n in notes)
+    parts = [
+        _header({**report, "status": status}, title),
+        f'<section><h2>Summary</h2><div class="cards">{"".join(cards)}</div>'
+        f'<div class="split">{split}</div>'
+        + (f'<ul class="notes">{notes_html}</ul>' if notes else "")
+        + "</section>",
+        _how_identical(report.get("identical_by")),
+        _differences(report),
+    ]
+    body = "\n".join(p for p in parts if p)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{escape(title)}</title><style>{CSS}</style></head>\n"
+        f"<body><main>\n{body}\n</main></body></html>\n"
+    )
+
+
+def _how_identical(identical_by: Mapping[str, Any] | None) -> str:
+    table = _count_table(
+        "Evidence", "identical keys per evidence (size alone is not proof of the same bytes)", identical_by
+    )
+    return f"<section>{table}</section>" if table else ""
+
+
+def _differences(report: Mapping[str, Any]) -> str:
+    listed = list(report.get("differences") or [])
+    if not listed:
+        return ""
+    rows = "".join(
+        f'<tr><td class="key">{escape(str(d.get("key", "")))}</td><td>{escape(str(d.get("status", "")))}</td>'
+        f"<td>{escape(': '.join(str(d[k]) for k in ('evidence', 'detail') if d.get(k)))}</td></tr>"
+        for d in listed
+    )
+    shown_total = sum(_int(report, n) for n in VERDICT_COLOURS if n != "identical")
+    more = shown_total - len(listed)
+    where = report.get("differences_report")
+    note = f"… and {more:,} more" if more > 0 else ""
+    if where:
+        note += f"{'; ' if note else ''}every key is in {where}"
+    return (
+        f"<section><h2>Differences ({shown_total:,})</h2><table><tr><th>key</th><th>verdict</th>"
+        f"<th>evidence</th></tr>{rows}</table>"
+        + (f'<p class="muted">{escape(note)}</p>' if note else "")
+        + "</section>"
+    )
+
+
 # -- pieces -------------------------------------------------------------------------------------
 
 
@@ -127,7 +211,8 @@ def _summary(report: Mapping[str, Any]) -> str:
             "objects", f"{_int(report, 'objects'):,}", format_size(sum(map(int, sizes.values()))), "#3b7dd8"
         )
     ]
-    for outcome, colour in OUTCOME_COLOURS.items():
+    outcomes = _outcomes(report)
+    for outcome, colour in outcomes.items():
         size = sizes.get(outcome)
         cards.append(_card(outcome, f"{_int(report, outcome):,}", format_size(size) if size else "", colour))
     seconds = report.get("seconds")
@@ -143,12 +228,12 @@ def _summary(report: Mapping[str, Any]) -> str:
     total = max(_int(report, "objects"), 1)
     split = "".join(
         f'<div title="{o}" style="width:{100 * _int(report, o) / total:.3f}%;background:{c}"></div>'
-        for o, c in OUTCOME_COLOURS.items()
+        for o, c in outcomes.items()
         if _int(report, o)
     )
     legend = "".join(
         f'<span><i class="dot" style="background:{c}"></i>{o} {100 * _int(report, o) / total:.1f}%</span>'
-        for o, c in OUTCOME_COLOURS.items()
+        for o, c in outcomes.items()
     )
     notes = [str(n) for n in report.get("degradations") or []]
     if report.get("map_error"):
@@ -169,6 +254,11 @@ def _summary(report: Mapping[str, Any]) -> str:
         f'<section><h2>Summary</h2><div class="cards">{"".join(cards)}</div>'
         f'<div class="split">{split}</div><div class="legend">{legend}</div>{notes_html}</section>'
     )
+
+
+def _outcomes(report: Mapping[str, Any]) -> dict[str, str]:
+    """Each outcome the report counts, with its colour: a sync's report counts deletes too."""
+    return {**OUTCOME_COLOURS, "deleted": DELETED_COLOUR} if "deleted" in report else dict(OUTCOME_COLOURS)
 
 
 def _card(label: str, number: str, detail: str, colour: str) -> str:

@@ -7,7 +7,6 @@ relative to the source prefix.
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +15,7 @@ from botocore.exceptions import ClientError
 
 from ferry.bucket_names import bucket_name_problem
 from ferry.errors import ConfigError, describe, error_code, explain_bare
+from ferry.filters import Filters, matches_globs
 from ferry.jobspec import JobOptions, as_folder, check_not_overlapping
 from ferry.models import SourceObject, Target
 
@@ -85,17 +85,30 @@ def _flag(side: str) -> str:
 
 
 def is_single_object(client: Any, url: S3Url) -> bool:
+    return single_object(client, url) is not None
+
+
+def single_object(client: Any, url: S3Url) -> SourceObject | None:
+    """The object SRC names, with what its HEAD says (size, ETag, time: the filters judge it
+    as a listed one), or None when SRC is a prefix."""
     if not url.key or url.key.endswith("/"):
-        return False
+        return None
     try:
-        client.head_object(Bucket=url.bucket, Key=url.key)
+        head = client.head_object(Bucket=url.bucket, Key=url.key)
     except ClientError as error:
         if error_code(error) in ("404", "NoSuchKey", "NotFound", "403", "AccessDenied"):
-            return False
+            return None
         raise ConfigError(
             describe(error, side="source", action="s3:GetObject", bucket=url.bucket, key=url.key)
         ) from error
-    return True
+    return SourceObject(
+        url.bucket,
+        url.key,
+        size=head.get("ContentLength"),
+        etag=(head.get("ETag") or "").strip('"') or None,
+        storage_class=head.get("StorageClass"),
+        last_modified=head.get("LastModified"),
+    )
 
 
 def listed_entry(client: Any, bucket: str, key: str) -> dict[str, Any] | None:
@@ -123,8 +136,11 @@ def list_pages(client: Any, **params: Any) -> Iterator[dict[str, Any]]:
         params["ContinuationToken"] = token
 
 
-def list_objects(client: Any, bucket: str, prefix: str, start_after: str = "") -> Iterator[SourceObject]:
-    """The objects under `prefix`, in key order; after `start_after` when given."""
+def list_objects(
+    client: Any, bucket: str, prefix: str, start_after: str = "", *, side: str = "source"
+) -> Iterator[SourceObject]:
+    """The objects under `prefix`, in key order; after `start_after` when given. `side` names
+    the side in an error (the source, or the destination that sync and check list too)."""
     after = {"StartAfter": start_after} if start_after else {}
     try:
         for page in list_pages(client, Bucket=bucket, Prefix=prefix, **after):
@@ -138,32 +154,41 @@ def list_objects(client: Any, bucket: str, prefix: str, start_after: str = "") -
                     last_modified=item.get("LastModified"),
                 )
     except ClientError as error:
-        raise ConfigError(describe(error, side="source", action="s3:ListBucket", bucket=bucket)) from error
+        raise ConfigError(describe(error, side=side, action="s3:ListBucket", bucket=bucket)) from error
 
 
 def matches(relative_key: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
     """Globs apply to the key relative to the source prefix; excludes win over includes."""
-    if include and not any(fnmatch.fnmatchcase(relative_key, g) for g in include):
-        return False
-    return not any(fnmatch.fnmatchcase(relative_key, g) for g in exclude)
+    return matches_globs(relative_key, include, exclude)
 
 
 def plan_pairs(
-    client: Any, src: S3Url, dst: S3Url, include: Sequence[str] = (), exclude: Sequence[str] = ()
+    client: Any,
+    src: S3Url,
+    dst: S3Url,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    *,
+    filters: Filters | None = None,
 ) -> Iterator[tuple[SourceObject, Target]]:
-    if is_single_object(client, src):
+    """Each source object the filters take (`filters`, else the globs) and where it lands. An
+    object left out is not yielded: it is no object of the copy, and is not counted."""
+    chosen = filters or Filters(include=tuple(include), exclude=tuple(exclude))
+    single = single_object(client, src)
+    if single is not None:
         name = src.key.rsplit("/", 1)[-1]
-        if matches(name, include, exclude):
-            yield SourceObject(src.bucket, src.key), Target(dst.bucket, _object_target_key(src, dst))
+        if chosen.admits(name, single.size, single.last_modified):
+            # Only the name goes on: the copy takes its evidence from its own HEAD, as always.
+            yield SourceObject(src.bucket, src.key), Target(dst.bucket, object_target_key(src, dst))
         return
     prefix, dest_prefix = as_folder(src.key), as_folder(dst.key)
     for obj in list_objects(client, src.bucket, prefix):
         relative = obj.key[len(prefix) :]
-        if matches(relative, include, exclude):
+        if chosen.admits(relative, obj.size, obj.last_modified):
             yield obj, Target(dst.bucket, dest_prefix + relative)
 
 
-def _object_target_key(src: S3Url, dst: S3Url) -> str:
+def object_target_key(src: S3Url, dst: S3Url) -> str:
     """One object lands on DST's key, or into DST's folder under its own name."""
     name = src.key.rsplit("/", 1)[-1]
     return dst.key + name if (not dst.key or dst.key.endswith("/")) else dst.key
@@ -176,7 +201,7 @@ def check_overlap(client: Any, src: S3Url, dst: S3Url, options: JobOptions, *, s
         return
     if is_single_object(client, src):
         check_not_overlapping(
-            src.bucket, src.key, dst.bucket, _object_target_key(src, dst), options, source_is_object=True
+            src.bucket, src.key, dst.bucket, object_target_key(src, dst), options, source_is_object=True
         )
     else:
         check_not_overlapping(src.bucket, as_folder(src.key), dst.bucket, as_folder(dst.key), options)

@@ -1,0 +1,159 @@
+"""`ferry copy SRC DST --all-versions`: every version of each key under SRC, oldest first,
+with its delete markers, so DST's history holds the same contents in the same order
+(engine/version_copy.py; version ids are S3's to give, so they differ).
+
+Everything else is `ferry copy`'s (checks, clients, reports, summary, exit codes): this module
+adds the checks only a history copy needs, and the copy of histories in place of a listing.
+Each key's versions are copied one after another; keys run side by side. A re-run copies only
+the versions the destination's history lacks (found by content, position by position), and
+the report maps each source version to the destination version holding it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import IO, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ferry.cli.copy_command import run_copy
+from ferry.cli.copy_extension import CopySides, Pair
+from ferry.cli.report import ReportWriter, Summary
+from ferry.engine.copier import Copier
+from ferry.engine.side_listing import side_by_side
+from ferry.engine.version_copy import copy_history
+from ferry.errors import ConfigError, describe
+from ferry.filters import is_ferrys_own, marks_prefixes
+from ferry.jobspec import as_folder
+from ferry.models import CopyResult, Target
+from ferry.s3.listing import object_target_key, single_object
+from ferry.s3.version_listing import History, histories, key_history
+
+KEYS_AT_ONCE = 16  # keys whose histories are copied side by side (each one's in order)
+
+
+def run_copy_all_versions(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    given = [flag for flag in ("min_size", "max_size", "min_age", "max_age") if getattr(args, flag)]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise ConfigError(
+            f"{flag} cannot go with --all-versions: a history is copied whole, or its order would not "
+            "hold; choose keys with --include, --exclude or --files-from"
+        )
+    if args.no_skip_existing:
+        raise ConfigError(
+            "--all-versions finds what is already there by the destination's history: leave out --no-skip-existing"
+        )
+    # Every version is written: the destination's current object says nothing of its history.
+    args.no_skip_existing = True
+    return run_copy(args, stdout, stderr, extension=AllVersions(args))
+
+
+@dataclass(frozen=True)
+class _Relative:
+    """A key's history under its key relative to its side's prefix (for side_by_side)."""
+
+    relative_key: str
+    history: History
+
+
+class AllVersions:
+    """The extension of `run_copy` (cli/copy_extension.py) that copies histories."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.sides: CopySides | None = None
+
+    def before_copy(self, sides: CopySides) -> None:
+        """The destination must keep versions, and the source must list them: refused in one
+        line before anything is written."""
+        self.sides = sides
+        dest = sides.dst.bucket
+        try:
+            status = sides.dest_client.get_bucket_versioning(Bucket=dest).get("Status") or "never enabled"
+        except (ClientError, BotoCoreError) as error:
+            raise ConfigError(
+                describe(error, side="destination", action="s3:GetBucketVersioning", bucket=dest)
+            ) from error
+        if status != "Enabled":
+            raise ConfigError(
+                f"--all-versions: the destination bucket {dest!r} does not keep versions (versioning is "
+                f"{status}): enable versioning on it, or copy the latest versions without --all-versions"
+            )
+        try:
+            sides.source_client.list_object_versions(Bucket=sides.src.bucket, Prefix=sides.src.key, MaxKeys=1)
+        except (ClientError, BotoCoreError) as error:
+            raise ConfigError(
+                describe(error, side="source", action="s3:ListBucketVersions", bucket=sides.src.bucket)
+            ) from error
+
+    def pairs(self, pairs: Iterator[Pair]) -> Iterator[Pair]:
+        return pairs  # never read: the histories are listed instead
+
+    def on_result(self, result: CopyResult) -> None:
+        return None
+
+    def copy(self, copier: Copier, pairs: Iterator[Pair], on_result: Callable[[CopyResult], None]) -> None:
+        assert self.sides is not None
+        bucket = self.sides.src.bucket
+        plan = self._plan()
+        with ThreadPoolExecutor(KEYS_AT_ONCE, thread_name_prefix="ferry-history") as pool:
+            while True:
+                window = list(itertools.islice(plan, KEYS_AT_ONCE * 4))
+                if not window:
+                    return
+                futures = [
+                    pool.submit(
+                        lambda s, d, t: list(
+                            copy_history(copier, s, bucket, t, d, dry_run=self.args.dry_run)
+                        ),
+                        *job,
+                    )
+                    for job in window
+                ]
+                for future in futures:
+                    for result in future.result():
+                        on_result(result)
+
+    def after_copy(
+        self, summary: Summary, report: ReportWriter | None, failures: list[CopyResult], stopped: str | None
+    ) -> str | None:
+        return None
+
+    def _plan(self) -> Iterator[tuple[History, History, Target]]:
+        """(source history, destination history, target) for each key the filters take."""
+        sides = self.sides
+        assert sides is not None
+        src, dst = sides.src, sides.dst
+        single = single_object(sides.source_client, src)
+        if single is not None:
+            name = src.key.rsplit("/", 1)[-1]
+            target_key = object_target_key(src, dst)
+            if sides.filters.admits_key(name):
+                yield (
+                    key_history(sides.source_client, src.bucket, src.key),
+                    key_history(sides.dest_client, dst.bucket, target_key, side="destination"),
+                    Target(dst.bucket, target_key),
+                )
+            return
+        prefix, dest_prefix = as_folder(src.key), as_folder(dst.key)
+        marks = marks_prefixes(sides.options.policy.marks_prefix)
+        ours = self._relative(sides.source_client, src.bucket, prefix, "source", marks)
+        theirs = self._relative(sides.dest_client, dst.bucket, dest_prefix, "destination", marks)
+        for relative, source, destination in side_by_side(ours, theirs):
+            if source is None or not sides.filters.admits_key(relative):
+                continue
+            target = Target(dst.bucket, dest_prefix + relative)
+            yield source.history, destination.history if destination else History(target.key, ()), target
+
+    @staticmethod
+    def _relative(
+        client: Any, bucket: str, prefix: str, side: str, marks: tuple[str, ...]
+    ) -> Iterator[_Relative]:
+        for history in histories(client, bucket, prefix, side=side):
+            if not is_ferrys_own(history.key, marks):
+                yield _Relative(history.key[len(prefix) :], history)

@@ -1,0 +1,209 @@
+"""Copy a key's whole history: every version oldest first, each delete marker reproduced by a
+DeleteObject at its place, so the destination's history holds the same contents in the same
+order. What `ferry copy --all-versions` does for each key.
+
+Version ids cannot be kept: S3 gives every version written its own. What is already there is
+therefore found by content, not by id: the destination's history, oldest first, is matched
+to the source's position by position (a delete marker to a delete marker; a version to a
+version holding the same bytes, by the evidence engine/comparison.py names: a comparable
+checksum, or an MD5 ETag). The source's history from the first position the destination
+lacks is copied; the destination's own versions are never touched. A destination history
+that is not the start of the source's (another writer's version at some position, or more
+versions than the source has) cannot be brought into the same order: the key fails with the
+position and the reason, and nothing of it is written.
+
+The destination needs nothing kept between runs (no ledger, no report): its history is the
+record. Each result maps the source version to the destination version holding it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ferry.engine.comparison import compare_heads
+from ferry.engine.copier import Copier
+from ferry.engine.outcome import WOULD_MARK
+from ferry.errors import describe
+from ferry.models import CopyResult, SourceObject, Status, Target
+from ferry.s3.version_listing import History, Version
+
+DELETE_MARKER = "delete-marker"  # the strategy (and proof) named for a reproduced delete marker
+
+
+@dataclass(frozen=True)
+class Match:
+    """How much of the source's history the destination already holds, position by position:
+    `held` pairs (source version, destination version); `diverged` says why the rest cannot be
+    added in order, or is None."""
+
+    held: list[tuple[Version, Version]]
+    diverged: str | None = None
+
+
+def match_histories(
+    source: History, destination: History, heads: Callable[[Version, Version], bool]
+) -> Match:
+    """The longest start of the source's history that the destination's history is."""
+    held: list[tuple[Version, Version]] = []
+    for position, theirs in enumerate(destination.versions, start=1):
+        if position > len(source.versions):
+            return Match(
+                held,
+                f"the destination holds {len(destination.versions)} versions, more than the source's {len(source.versions)}",
+            )
+        ours = source.versions[position - 1]
+        if ours.delete_marker != theirs.delete_marker:
+            what = "a delete marker" if theirs.delete_marker else f"version {theirs.version_id}"
+            return Match(
+                held, f"the destination's version {position} is {what}, where the source has {_kind(ours)}"
+            )
+        if not ours.delete_marker and not heads(ours, theirs):
+            return Match(
+                held,
+                f"the destination's version {position} ({theirs.version_id}) does not hold the source's "
+                f"version {ours.version_id}",
+            )
+        held.append((ours, theirs))
+    return Match(held)
+
+
+def same_bytes(
+    source_client: Any, dest_client: Any, source_bucket: str, dest_bucket: str
+) -> Callable[[Version, Version], bool]:
+    """The rule a version is matched by: sizes equal and an equal MD5 ETag from the listings,
+    or else the two HEADs' strongest shared evidence (a size alone proves nothing here)."""
+
+    def same(ours: Version, theirs: Version) -> bool:
+        if ours.size != theirs.size:
+            return False
+        if ours.etag and ours.etag == theirs.etag:
+            return True
+        head = dict(VersionId=ours.version_id, ChecksumMode="ENABLED")
+        a = source_client.head_object(Bucket=source_bucket, Key=ours.key, **head)
+        b = dest_client.head_object(
+            Bucket=dest_bucket, Key=theirs.key, VersionId=theirs.version_id, ChecksumMode="ENABLED"
+        )
+        verdict = compare_heads(a, b)
+        return verdict.same and verdict.evidence != "size"
+
+    return same
+
+
+def copy_history(
+    copier: Copier,
+    source: History,
+    source_bucket: str,
+    target: Target,
+    destination: History,
+    *,
+    dry_run: bool,
+) -> Iterator[CopyResult]:
+    """One result per source version (and delete marker), oldest first."""
+    ctx = copier.ctx
+    try:
+        match = match_histories(
+            source, destination, same_bytes(ctx.source_client, ctx.dest_client, source_bucket, target.bucket)
+        )
+    except (ClientError, BotoCoreError) as error:
+        reason = f"cannot compare the histories: {describe(error, side='source', action='s3:GetObjectVersion (HEAD)', bucket=source_bucket, key=source.key)}"
+        yield from _all_failed(source.versions, source_bucket, target, reason)
+        return
+    for ours, theirs in match.held:
+        yield _result(
+            ours,
+            source_bucket,
+            target,
+            Status.SKIPPED,
+            f"already there as version {theirs.version_id}",
+            theirs.version_id,
+        )
+    rest = source.versions[len(match.held) :]
+    if match.diverged:
+        reason = f"not copied: {match.diverged}; versions cannot be put in the source's order after it"
+        yield from _all_failed(rest, source_bucket, target, reason)
+        return
+    for index, version in enumerate(rest):
+        result = _one(copier, version, source_bucket, target, dry_run)
+        yield result
+        if result.status == Status.FAILED:
+            reason = f"not copied: the older version {version.version_id} failed first; run again"
+            yield from _all_failed(rest[index + 1 :], source_bucket, target, reason)
+            return
+
+
+def _one(copier: Copier, version: Version, source_bucket: str, target: Target, dry_run: bool) -> CopyResult:
+    if version.delete_marker:
+        if dry_run:
+            return _result(version, source_bucket, target, Status.PENDING, WOULD_MARK)
+        return _delete_marker(copier.ctx.dest_client, version, source_bucket, target)
+    obj = SourceObject(
+        bucket=source_bucket,
+        key=version.key,
+        version_id=version.version_id,
+        size=version.size,
+        etag=version.etag,
+        storage_class=version.storage_class,
+        last_modified=version.last_modified,
+    )
+    result = copier.copy(obj, target)
+    result.source_version_id = version.version_id
+    return result
+
+
+def _delete_marker(client: Any, version: Version, source_bucket: str, target: Target) -> CopyResult:
+    """A DeleteObject without a VersionId: on a versioned bucket, a delete marker on top."""
+    try:
+        answer = client.delete_object(Bucket=target.bucket, Key=target.key)
+    except (ClientError, BotoCoreError) as error:
+        why = describe(
+            error, side="destination", action="s3:DeleteObject", bucket=target.bucket, key=target.key
+        )
+        return _result(version, source_bucket, target, Status.FAILED, f"delete marker not added: {why}")
+    if not answer.get("DeleteMarker"):
+        return _result(
+            version,
+            source_bucket,
+            target,
+            Status.FAILED,
+            "the destination added no delete marker: is versioning still enabled?",
+        )
+    result = _result(version, source_bucket, target, Status.COPIED, None, answer.get("VersionId"))
+    result.strategy = result.verified_by = DELETE_MARKER
+    return result
+
+
+def _all_failed(
+    versions: Sequence[Version], source_bucket: str, target: Target, reason: str
+) -> Iterator[CopyResult]:
+    for version in versions:
+        yield _result(version, source_bucket, target, Status.FAILED, reason)
+
+
+def _result(
+    version: Version,
+    source_bucket: str,
+    target: Target,
+    status: Status,
+    reason: str | None,
+    dest_version: str | None = None,
+) -> CopyResult:
+    return CopyResult(
+        source_key=version.key,
+        dest_key=target.key,
+        status=status,
+        reason=reason,
+        strategy=DELETE_MARKER if version.delete_marker else None,
+        version_id=dest_version,
+        source_bucket=source_bucket,
+        dest_bucket=target.bucket,
+        source_version_id=version.version_id,
+        bytes=(version.size or 0) if status == Status.SKIPPED else 0,
+    )
+
+
+def _kind(version: Version) -> str:
+    return "a delete marker" if version.delete_marker else f"version {version.version_id}"

@@ -1,0 +1,194 @@
+"""Which listed objects a command takes: globs on the key, a size range, an age range and a
+list of keys. One rule for `ferry copy`, `ferry sync` and `ferry check`, applied to whatever
+lists a side (an S3 prefix today), so a filter means the same on every command and side.
+
+The size and age options read and mean what rclone's filtering options do, so a user's
+rclone command line carries over:
+
+- `--min-size` / `--max-size`: inclusive bounds (rclone: "don't transfer any file smaller /
+  larger than this"). A bare number is KiB, as in rclone; suffixes B, K, M, G, T, P are
+  binary (KiB ... PiB), and may be written Ki/KiB, Mi/MiB, ...; the decimal spellings KB, MB
+  are refused, as rclone refuses them, rather than read one way or the other.
+- `--min-age` / `--max-age`: on the object's LastModified. A duration (Go's `1h30m`, `300ms`;
+  or a number with d, w, M (30 days), y (365 days), or none for seconds) counts back from the
+  moment the command starts; a date (`2024-05-01`, `2024-05-01 12:00:00`, RFC 3339) is that
+  instant, in the local time zone unless it names one. `--max-age` keeps objects modified at
+  or after the cut-off, `--min-age` objects modified at or before it.
+- `--files-from FILE`: one key per line, relative to the source prefix; blank lines and lines
+  starting with `#` are skipped, and surrounding whitespace is stripped (rclone's rules).
+
+An object whose size or modification time is not known passes that filter (nothing to judge
+it by). Filtered-out objects are not objects of the command: no side counts them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ferry.errors import ConfigError
+from ferry.models import DEFAULT_MARKS_PREFIX
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a listed object must be to be taken. The default takes everything."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    min_size: int | None = None
+    max_size: int | None = None
+    modified_from: dt.datetime | None = None  # --max-age: modified at or after this
+    modified_to: dt.datetime | None = None  # --min-age: modified at or before this
+    keys: frozenset[str] | None = None  # --files-from: only these relative keys
+
+    def admits_key(self, relative_key: str) -> bool:
+        """The key alone decides: globs and the list of keys."""
+        if self.keys is not None and relative_key not in self.keys:
+            return False
+        return matches_globs(relative_key, self.include, self.exclude)
+
+    def admits(self, relative_key: str, size: int | None, last_modified: dt.datetime | None) -> bool:
+        """Every filter, on what a listing says of one object."""
+        if not self.admits_key(relative_key):
+            return False
+        if size is not None:
+            if self.min_size is not None and size < self.min_size:
+                return False
+            if self.max_size is not None and size > self.max_size:
+                return False
+        if last_modified is not None:
+            moment = _aware(last_modified)
+            if self.modified_from is not None and moment < self.modified_from:
+                return False
+            if self.modified_to is not None and moment > self.modified_to:
+                return False
+        return True
+
+    @property
+    def by_details(self) -> bool:
+        """True when a size or a time decides, so an object's details must be known."""
+        return any(
+            v is not None for v in (self.min_size, self.max_size, self.modified_from, self.modified_to)
+        )
+
+
+def matches_globs(relative_key: str, include: Sequence[str], exclude: Sequence[str]) -> bool:
+    """Globs apply to the key relative to the source prefix; excludes win over includes."""
+    if include and not any(fnmatch.fnmatchcase(relative_key, g) for g in include):
+        return False
+    return not any(fnmatch.fnmatchcase(relative_key, g) for g in exclude)
+
+
+def marks_prefixes(configured: str | None) -> tuple[str, ...]:
+    """Where Ferry keeps its own upload marks in a bucket: the configured folder and the
+    default one (an earlier run may have used either). Keys there are never a side's objects:
+    sync and check neither compare, copy nor delete them."""
+    return tuple(dict.fromkeys(p for p in (configured, DEFAULT_MARKS_PREFIX) if p))
+
+
+def is_ferrys_own(key: str, marks: Sequence[str]) -> bool:
+    return any(key.startswith(prefix) for prefix in marks)
+
+
+# -- sizes ------------------------------------------------------------------------------------
+
+_BINARY = {"B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*$")
+
+
+def parse_filter_size(text: str, flag: str) -> int:
+    """A size as rclone reads `--min-size` and `--max-size`: `100` is 100 KiB, `10M` and
+    `10MiB` are 10 MiB, `500B` is 500 bytes."""
+    match = _SIZE.match(text)
+    if not match:
+        raise ConfigError(f"{flag} {text!r}: write a size such as 10MiB, 500K or 100B (a bare number is KiB)")
+    number, unit = float(match.group(1)), match.group(2).upper()
+    prefix, rest = unit[:1], unit[1:]
+    if unit == "":
+        multiplier = 1024  # rclone's default unit
+    elif unit in _BINARY or (prefix in _BINARY and prefix != "B" and rest in ("I", "IB")):
+        multiplier = _BINARY[prefix]
+    elif prefix in _BINARY and rest == "B":
+        raise ConfigError(
+            f"{flag} {text!r}: {unit} is ambiguous (rclone refuses it): write {match.group(1)}{prefix}iB "
+            "for binary units, or the number of bytes with B"
+        )
+    else:
+        raise ConfigError(
+            f"{flag} {text!r}: unknown unit {unit!r}; use B, K, M, G, T or P (binary, as rclone)"
+        )
+    return int(number * multiplier)
+
+
+# -- ages -------------------------------------------------------------------------------------
+
+_GO_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_SUFFIXED = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)(d|w|M|y|)$")
+_SUFFIX_SECONDS = {"d": 86400.0, "w": 7 * 86400.0, "M": 30 * 86400.0, "y": 365 * 86400.0, "": 1.0}
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})?$")
+
+
+def parse_age(text: str, flag: str, now: dt.datetime) -> dt.datetime:
+    """The cut-off instant an age names: `now` minus a duration, or a date's own instant."""
+    value = text.strip()
+    seconds = _duration_seconds(value)
+    if seconds is not None:
+        return now - dt.timedelta(seconds=seconds)
+    if _DATE.match(value):
+        try:
+            moment = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            moment = None
+        if moment is not None:
+            return _aware(moment) if moment.tzinfo else moment.astimezone()  # local time, as rclone
+    raise ConfigError(
+        f"{flag} {text!r}: write a duration such as 30m, 2h, 7d, 1h30m, or a date such as 2024-05-01"
+    )
+
+
+def _duration_seconds(value: str) -> float | None:
+    """Seconds in a duration as rclone reads one, or None when `value` is not one."""
+    suffixed = _SUFFIXED.match(value)
+    if suffixed:
+        seconds = float(suffixed.group(1)) * _SUFFIX_SECONDS[suffixed.group(2)]
+    elif value and _GO_PART.sub("", value) == "":
+        seconds = sum(float(n) * _GO_UNITS[u] for n, u in _GO_PART.findall(value))
+    else:
+        return None
+    return seconds if math.isfinite(seconds) and seconds < 1e11 else None
+
+
+def _aware(moment: dt.datetime) -> dt.datetime:
+    """S3's times are UTC; one without a zone is taken as UTC, as S3 writes them."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=dt.UTC)
+
+
+# -- a list of keys ---------------------------------------------------------------------------
+
+
+def read_files_from(path: str) -> frozenset[str]:
+    """The keys a `--files-from` file names, or one sentence saying why it cannot be read."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError as error:
+        raise ConfigError(f"cannot read --files-from {path!r}: {error.strerror}") from error
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ConfigError(
+            f"--files-from {path!r} is not UTF-8 (byte 0x{data[error.start]:02x} on line {line}): save it as UTF-8"
+        ) from error
+    keys = set()
+    for line in text.splitlines():
+        key = line.strip()
+        if key and not key.startswith("#"):
+            keys.add(key)
+    return frozenset(keys)

@@ -1,0 +1,168 @@
+"""`ferry copy --all-versions` as a user runs it: every version of each key, oldest first,
+delete markers reproduced, so the destination's history holds the same contents in the same
+order; a re-run copies only what the destination's history lacks; the report maps each
+source version to the destination version holding it."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+
+import pytest
+
+from conftest import S3Server
+from ferry.cli.main import main
+
+MARKER = "<delete marker>"
+
+
+def call(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(list(argv), out, err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def versioned(server: S3Server, name: str) -> str:
+    bucket = server.bucket(name)
+    server.client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+    return bucket
+
+
+def write(server: S3Server, bucket: str, events: list[tuple[str, bytes | None]]) -> None:
+    """Each event a PUT of its bytes, or (None) a DELETE. versitygw's listing times order a
+    key's delete markers against its versions only to the second: it gets a pause between."""
+    for key, body in events:
+        if body is None:
+            server.client.delete_object(Bucket=bucket, Key=key)
+        else:
+            server.client.put_object(Bucket=bucket, Key=key, Body=body)
+        if server.name == "versitygw":
+            time.sleep(1.05)
+
+
+def history(server: S3Server, bucket: str, key: str) -> list[str]:
+    """The key's history oldest first, each version's bytes or MARKER, read from the server
+    and ordered without Ferry's code: versitygw's version ids are ULIDs, which sort in the
+    order they were made; MinIO's times are to the millisecond."""
+    answer = server.client.list_object_versions(Bucket=bucket, Prefix=key)
+    entries = [(v, False) for v in answer.get("Versions", [])] + [
+        (m, True) for m in answer.get("DeleteMarkers", [])
+    ]
+    entries = [(e, marker) for e, marker in entries if e["Key"] == key]
+    if server.name == "versitygw":
+        entries.sort(key=lambda em: em[0]["VersionId"])
+    else:
+        entries.sort(key=lambda em: (em[0]["LastModified"], em[0]["IsLatest"]))
+    out = []
+    for entry, marker in entries:
+        if marker:
+            out.append(MARKER)
+        else:
+            body = server.client.get_object(Bucket=bucket, Key=key, VersionId=entry["VersionId"])[
+                "Body"
+            ].read()
+            out.append(body.decode())
+    return out
+
+
+@pytest.mark.parametrize("server_name", ["versitygw", "minio"])
+def test_histories_are_copied_in_order_and_a_rerun_copies_only_what_is_new(request, tmp_path, server_name):
+    server: S3Server = request.getfixturevalue(server_name)
+    src, dst = versioned(server, "src"), versioned(server, "dst")
+    write(
+        server,
+        src,
+        [("p/a", b"a1"), ("p/a", b"a2"), ("p/a", None), ("p/a", b"a3"), ("p/b", b"b1"), ("p/b", None)],
+    )
+    report = tmp_path / "versions.jsonl"
+    where = ("--endpoint-url", server.url)
+
+    code, out, err = call(
+        "copy", f"s3://{src}/p", f"s3://{dst}/q", *where, "--all-versions", "--report", str(report)
+    )
+
+    assert code == 0, err
+    assert "6 objects: 6 copied, 0 skipped, 0 failed" in out
+    assert history(server, dst, "q/a") == ["a1", "a2", MARKER, "a3"]
+    assert history(server, dst, "q/b") == ["b1", MARKER]
+    lines = [json.loads(line) for line in report.read_text().splitlines()[:-1]]
+    source_ids = {v["VersionId"] for v in server.client.list_object_versions(Bucket=src)["Versions"]}
+    dest_ids = {v["VersionId"] for v in server.client.list_object_versions(Bucket=dst)["Versions"]}
+    mapped = {
+        line["source_version_id"]: line["version_id"] for line in lines if line["strategy"] != "delete-marker"
+    }
+    assert set(mapped) == source_ids and set(mapped.values()) == dest_ids
+
+    write(server, src, [("p/a", b"a4")])
+    code, out, err = call("copy", f"s3://{src}/p", f"s3://{dst}/q", *where, "--all-versions", "--json")
+    assert code == 0, err
+    summary = json.loads(out)
+    assert (summary["objects"], summary["copied"], summary["skipped"]) == (7, 1, 6)
+    assert history(server, dst, "q/a") == ["a1", "a2", MARKER, "a3", "a4"]
+
+
+def test_an_unversioned_destination_is_refused_in_one_line(versitygw):
+    src, dst = versioned(versitygw, "src"), versitygw.bucket("dst")
+    versitygw.client.put_object(Bucket=src, Key="k", Body=b"1")
+    code, out, err = call(
+        "copy", f"s3://{src}", f"s3://{dst}", "--endpoint-url", versitygw.url, "--all-versions"
+    )
+    assert code == 1
+    assert err.startswith("ferry: error: --all-versions: the destination bucket") and err.count("\n") == 1
+    assert "does not keep versions" in err
+    assert versitygw.keys(dst) == []
+
+
+def test_a_destination_history_that_is_not_the_sources_start_fails_that_key_only(minio):
+    src, dst = versioned(minio, "src"), versioned(minio, "dst")
+    write(minio, src, [("k", b"1"), ("k", b"2"), ("other", b"o")])
+    write(minio, dst, [("k", b"someone else's")])
+    code, out, err = call("copy", f"s3://{src}", f"s3://{dst}", "--endpoint-url", minio.url, "--all-versions")
+    assert code == 2
+    assert "1 copied, 0 skipped, 2 failed" in out
+    assert "does not hold the source's version" in out
+    assert history(minio, dst, "k") == ["someone else's"]
+    assert history(minio, dst, "other") == ["o"]
+
+
+def test_dry_run_writes_nothing(minio):
+    src, dst = versioned(minio, "src"), versioned(minio, "dst")
+    write(minio, src, [("k", b"1"), ("k", None)])
+    code, out, err = call(
+        "copy", f"s3://{src}", f"s3://{dst}", "--endpoint-url", minio.url, "--all-versions", "--dry-run"
+    )
+    assert code == 0, err
+    assert (
+        "dry run: 2 objects: would copy 1 (1 B), would skip 0, would add 1 delete marker, 0 failed; nothing was written"
+        in out
+    )
+    assert minio.client.list_object_versions(Bucket=dst).get("Versions", []) == []
+    assert minio.client.list_object_versions(Bucket=dst).get("DeleteMarkers", []) == []
+
+
+@pytest.mark.parametrize("flag", [["--max-age", "1d"], ["--min-size", "1K"], ["--no-skip-existing"]])
+def test_options_that_would_break_a_history_are_refused(versitygw, flag):
+    src, dst = versioned(versitygw, "src"), versioned(versitygw, "dst")
+    versitygw.client.put_object(Bucket=src, Key="k", Body=b"1")
+    code, out, err = call(
+        "copy", f"s3://{src}", f"s3://{dst}", "--endpoint-url", versitygw.url, "--all-versions", *flag
+    )
+    assert code == 1 and err.startswith("ferry: error: ") and err.count("\n") == 1, err
+    assert versitygw.keys(dst) == []
+
+
+@pytest.mark.parametrize("server_name", ["versitygw", "minio"])
+@pytest.mark.parametrize("mode", ["server-side", "stream"])
+def test_a_version_written_before_versioning_was_enabled_is_copied_by_its_id(request, server_name, mode):
+    """Its version id is `null`; once a newer version exists, only asking for `null` reads it."""
+    server: S3Server = request.getfixturevalue(server_name)
+    src, dst = server.bucket("src"), versioned(server, "dst")
+    server.client.put_object(Bucket=src, Key="k", Body=b"before versioning")
+    server.client.put_bucket_versioning(Bucket=src, VersioningConfiguration={"Status": "Enabled"})
+    server.client.put_object(Bucket=src, Key="k", Body=b"after")
+    code, out, err = call(
+        "copy", f"s3://{src}", f"s3://{dst}", "--endpoint-url", server.url, "--all-versions", "--mode", mode
+    )
+    assert code == 0, out + err
+    assert history(server, dst, "k") == ["before versioning", "after"]
