@@ -20,10 +20,12 @@ from ferry.models import CHECKSUM_ALGORITHMS, DEFAULT_MARKS_PREFIX
 def add_copy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """`ferry copy`'s arguments, under the root parser's subcommands."""
     copy = commands.add_parser(
-        "copy", help="copy a prefix or one object", description="Copy SRC to DST (s3://bucket/prefix)."
+        "copy",
+        help="copy a prefix or one object",
+        description="Copy SRC to DST (s3://bucket/prefix; or a local file or folder on one side).",
     )
-    copy.add_argument("src", metavar="SRC")
-    copy.add_argument("dst", metavar="DST")
+    copy.add_argument("src", metavar="SRC", help="s3://bucket/prefix, or a local file or folder to upload")
+    copy.add_argument("dst", metavar="DST", help="s3://bucket/prefix, or a local folder to download into")
     where = copy.add_argument_group("endpoints and credentials")
     where.add_argument("--endpoint-url", help="S3 endpoint for both sides (an S3-compatible server)")
     where.add_argument("--source-endpoint-url")
@@ -66,6 +68,12 @@ def add_copy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPa
     what.add_argument("--compare", choices=["checksum", "size-mtime"], default="checksum")
     what.add_argument("--restore", choices=["bulk", "standard", "expedited"], help="restore archived objects")
     what.add_argument("--restore-days", type=int, default=7)
+    what.add_argument(
+        "-L",
+        "--follow-symlinks",
+        action="store_true",
+        help="a local SRC: upload what symbolic links point to (default: skip links, each reported)",
+    )
     attrs = copy.add_argument_group("destination attributes (default: preserve the source's)")
     attrs.add_argument("--storage-class")
     attrs.add_argument(

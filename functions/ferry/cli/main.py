@@ -93,6 +93,12 @@ def run_command(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
         from ferry.cli.clean_uploads import run_clean_uploads
 
         return run_clean_uploads(args, stdout, stderr)
+    from ferry.local.paths import is_local
+
+    if is_local(args.src) or is_local(args.dst):
+        from ferry.cli.local_copy import run_local_copy
+
+        return run_local_copy(args, stdout, stderr)
     from ferry.cli.copy_command import run_copy
 
     return run_copy(args, stdout, stderr)
