@@ -176,7 +176,8 @@ def _download_pairs(
     client: Any, src: S3Url, dst: str, keep: Callable[[str], bool]
 ) -> Iterator[tuple[SourceObject, LocalTarget]]:
     """An object lands in DST (a folder, or DST ending in '/'), or as DST itself; a prefix's
-    objects land under the folder DST with their keys relative to the prefix."""
+    objects land under the folder DST with their keys relative to the prefix. The local side
+    is checked here, before the first pair is asked for."""
     if is_single_object(client, src):
         name = src.key.rsplit("/", 1)[-1]
         if dst.endswith(("/", os.sep)) or os.path.isdir(dst):
@@ -184,12 +185,15 @@ def _download_pairs(
         else:
             root, relative = os.path.dirname(dst) or ".", os.path.basename(dst)
         _check_local_folder(root, dst)
-        longest = name_max(root)
-        if keep(name):
-            yield SourceObject(src.bucket, src.key), target_for(root, relative, None, longest)
-        return
+        pairs = [(SourceObject(src.bucket, src.key), target_for(root, relative, None, name_max(root)))]
+        return iter(pairs if keep(name) else [])
     _check_local_folder(dst, dst)
-    longest = name_max(dst)
+    return _listed_pairs(client, src, dst, keep, name_max(dst))
+
+
+def _listed_pairs(
+    client: Any, src: S3Url, dst: str, keep: Callable[[str], bool], longest: int
+) -> Iterator[tuple[SourceObject, LocalTarget]]:
     prefix = as_folder(src.key)
     for obj in list_objects(client, src.bucket, prefix):
         relative = obj.key[len(prefix) :]
