@@ -68,8 +68,12 @@ def runs(row: Row) -> str:
     return f"{len(row.good)}" if not failed else f"{len(row.good)} ok, {failed} failed"
 
 
+# Cases of one large object, measured per GiB rather than per 1,000 objects.
+ONE_LARGE_OBJECT = (3, 4, 7)
+
+
 def case_table(case: CaseResult) -> list[str]:
-    per_gib = case.number in (3, 4)
+    per_gib = case.number in ONE_LARGE_OBJECT
     lines = [
         "| tool | setting | runs | median time | spread (min-max) | objects/s | MiB/s | peak RSS | CPU s | "
         + ("CPU s / GiB |" if per_gib else "CPU s / 1,000 objects |"),
