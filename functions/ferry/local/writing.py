@@ -140,11 +140,12 @@ class PartialFile:
         self.fd = fd
         self._lock = threading.Lock()
         self._record_fd: int | None = None
+        self._has_record = False  # a record may be there: removed with the file
 
     @classmethod
     def open(cls, target: LocalTarget, size: int, *, resume: bool) -> PartialFile:
-        """Create the temporary file (or, with `resume`, open the one a crashed run left),
-        `size` bytes long."""
+        """Create the temporary file, empty, to be written from its start; or, with `resume`,
+        open the one a crashed run left (with its record), `size` bytes long."""
         folder = open_folder(target, create=True)
         assert folder is not None
         try:
@@ -157,8 +158,9 @@ class PartialFile:
             os.close(folder)
             raise
         partial = cls(target, folder, temp, record, fd)
+        partial._has_record = resume
         try:
-            if os.fstat(fd).st_size != size:
+            if resume and os.fstat(fd).st_size != size:  # sized up front, for writes at any offset
                 os.ftruncate(fd, 0)
                 os.ftruncate(fd, size)
         except BaseException:
@@ -214,6 +216,7 @@ class PartialFile:
             0o666,
             dir_fd=self._folder,
         )
+        self._has_record = True
         lines = [json.dumps(header, separators=(",", ":"))] + [
             json.dumps(e, separators=(",", ":")) for e in entries
         ]
@@ -248,7 +251,8 @@ class PartialFile:
             self.discard()
             raise
         self._close_record()
-        self._unlink(self._record)
+        if self._has_record:
+            self._unlink(self._record)
         self._close_folder()
 
     def discard(self) -> None:
@@ -256,7 +260,8 @@ class PartialFile:
         self._close_files()
         if self._folder >= 0:
             self._unlink(self._temp)
-            self._unlink(self._record)
+            if self._has_record:
+                self._unlink(self._record)
         self._close_folder()
 
     def keep(self) -> None:
