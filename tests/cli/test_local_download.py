@@ -241,6 +241,7 @@ def test_keys_that_cannot_be_file_names_fail_alone_and_nothing_leaves_the_folder
         "file-and-folder/inside": b"under a file",
         "marker/": b"",
         "link/inside.txt": b"through a link",
+        "nul\0byte": b"no",
     }
     for key, data in keys.items():
         motoserver.client.put_object(Bucket=bucket, Key=key, Body=data)
@@ -265,6 +266,7 @@ def test_keys_that_cannot_be_file_names_fail_alone_and_nothing_leaves_the_folder
     assert "is a file where the key needs a folder" in lines["file-and-folder/inside"]["reason"]
     assert "is a symbolic link, which is not followed" in lines["link/inside.txt"]["reason"]
     assert lines["marker/"]["status"] == "skipped" and "folder marker" in lines["marker/"]["reason"]
-    assert "10 objects: 2 copied, 1 skipped, 7 failed" in run.stdout
+    assert "NUL character" in lines["nul\0byte"]["reason"]
+    assert "11 objects: 2 copied, 1 skipped, 8 failed" in run.stdout
     assert files_under(dst) == {"ok.txt": b"fine", "file-and-folder": b"a file"}
     assert list(outside.iterdir()) == [] and not (tmp_path / "escape.txt").exists()

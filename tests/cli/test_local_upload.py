@@ -119,7 +119,10 @@ def test_one_file_uploads_into_a_folder_or_onto_a_key(versitygw: S3Server, tmp_p
     assert ferry(versitygw, str(path), f"s3://{bucket}/docs/").returncode == 0
     assert ferry(versitygw, str(path), f"s3://{bucket}/renamed.pdf").returncode == 0
     assert ferry(versitygw, str(path), f"s3://{bucket}").returncode == 0
-    assert sorted(versitygw.keys(bucket)) == ["docs/report.pdf", "renamed.pdf", "report.pdf"]
+    (tmp_path / "latest.pdf").symlink_to(path)  # a link named on the command line is read through
+    assert ferry(versitygw, str(tmp_path / "latest.pdf"), f"s3://{bucket}/").returncode == 0
+    assert sorted(versitygw.keys(bucket)) == ["docs/report.pdf", "latest.pdf", "renamed.pdf", "report.pdf"]
+    assert versitygw.client.get_object(Bucket=bucket, Key="latest.pdf")["Body"].read() == b"%PDF-1.7"
 
 
 def test_include_exclude_and_dry_run(versitygw: S3Server, tmp_path: Path) -> None:

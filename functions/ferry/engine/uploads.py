@@ -105,7 +105,7 @@ class Uploader(Copier):
     def _upload(self, file: LocalFile, target: Target, listed: Listed | str | None) -> tuple[Outcome, int]:
         if file.problem is not None:
             return Outcome(file.problem_status, "none", reason=file.problem), 0
-        with LocalReader.open(file.path, follow_symlinks=self.follow_symlinks) as reader:
+        with LocalReader.open(file.path, follow_symlinks=self.follow_symlinks or file.named) as reader:
             return self._upload_open(file, reader, target, listed), reader.size
 
     def _upload_open(

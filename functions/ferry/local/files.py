@@ -34,6 +34,7 @@ class LocalFile:
     mtime_ns: int = 0
     problem: str | None = None
     problem_status: Status = Status.FAILED
+    named: bool = False  # named on the command line: read through a link, as `cp` does
 
 
 SYMLINK_SKIPPED = "a symbolic link: not followed (--follow-symlinks copies what it points to)"
@@ -48,7 +49,7 @@ _KINDS = {
 def one_file(path: str, name: str) -> LocalFile:
     """The single file a copy names (a link the user names is followed, as `cp` does)."""
     info = os.stat(path)
-    return LocalFile(path, name, info.st_size, info.st_mtime_ns)
+    return LocalFile(path, name, info.st_size, info.st_mtime_ns, named=True)
 
 
 def walk(root: str, keep: Callable[[str], bool], *, follow_symlinks: bool) -> Iterator[LocalFile]:
