@@ -168,14 +168,19 @@ class Downloader(Copier):
 
     def _whole(self, info: SourceInfo, target: LocalTarget) -> Outcome:
         """One GET, streamed into the temporary file; retried whole if the body breaks."""
-        partial = PartialFile.open(target, info.size, resume=False)
+        granted = min(max(info.size, 1), CHUNK)  # one chunk in memory at a time, as a range holds
+        self.ctx.memory.acquire(granted)
         try:
-            proof, value = self._fetch_whole(info, partial)
-            proof.check(value, "the bytes written")
-            partial.finish(_modified_ns(info))
-        except BaseException:
-            partial.discard()
-            raise
+            partial = PartialFile.open(target, info.size, resume=False)
+            try:
+                proof, value = self._fetch_whole(info, partial)
+                proof.check(value, "the bytes written")
+                partial.finish(_modified_ns(info))
+            except BaseException:
+                partial.discard()
+                raise
+        finally:
+            self.ctx.memory.release(granted)
         return Outcome(
             Status.COPIED,
             Strategy.DOWNLOAD,

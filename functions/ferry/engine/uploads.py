@@ -72,6 +72,7 @@ class Uploader(Copier):
             destination, destination, policy, source_client=dest_client, dest_client=dest_client, **options
         )
         self.follow_symlinks = follow_symlinks
+        mimetypes.init()  # once, here: the part threads then only read its tables
 
     def copy(
         self,
