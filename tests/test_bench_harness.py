@@ -112,6 +112,8 @@ def test_the_disk_cases_upload_a_folder_and_download_into_one(tmp_path: Path) ->
     assert count_files(tmp_path / "downloads" / "RUN") == (1, 10)
     case = CaseResult(7, "one object of 2.0 GiB downloaded to disk", [row("ferry", [1.0])])
     assert "CPU s / GiB" in case_table(case)[0]
+    alone = Page("d", ["m"], {}, ["s"], [ServerResult("minio v1", cases=[case])], ["how"])
+    assert "### Case 7" in render(alone) and "Case 5" not in render(alone)  # made from 1-4 only
 
 
 def test_profile_splits_py_spy_stacks_into_start_up_requests_and_own_code(tmp_path: Path) -> None:
