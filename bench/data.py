@@ -10,8 +10,10 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import shutil
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -62,6 +64,30 @@ def seed_small(s3: Any, prefix: str, count: int, size: int) -> None:
 
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(put, range(count)))
+
+
+def seed_files(folder: Path, count: int, size: int) -> None:
+    """`count` local files of `size` random bytes each, named as the small objects are, for
+    the upload case; kept while their number and size are right."""
+    present = list(folder.iterdir()) if folder.is_dir() else []
+    if len(present) == count and all(p.stat().st_size == size for p in present):
+        return
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    base = os.urandom(size)
+    for index in range(count):
+        (folder / small_key("", index)).write_bytes(index.to_bytes(8, "big") + base[8:])
+
+
+def count_files(folder: Path) -> tuple[int, int]:
+    """(files, bytes) under a local folder: each download run is checked to be complete (a
+    temporary file left behind counts too, and fails the check)."""
+    n = total = 0
+    for path in folder.rglob("*"):
+        if path.is_file():
+            n += 1
+            total += path.stat().st_size
+    return n, total
 
 
 class _Generated(io.RawIOBase):

@@ -68,8 +68,13 @@ def runs(row: Row) -> str:
     return f"{len(row.good)}" if not failed else f"{len(row.good)} ok, {failed} failed"
 
 
+# Cases of one large object, measured per GiB rather than per 1,000 objects.
+ONE_LARGE_OBJECT = (3, 4, 7)
+CPU_CASES = (1, 2, 3, 4)  # the cases whose rows make case 5's table
+
+
 def case_table(case: CaseResult) -> list[str]:
-    per_gib = case.number in (3, 4)
+    per_gib = case.number in ONE_LARGE_OBJECT
     lines = [
         "| tool | setting | runs | median time | spread (min-max) | objects/s | MiB/s | peak RSS | CPU s | "
         + ("CPU s / GiB |" if per_gib else "CPU s / 1,000 objects |"),
@@ -109,7 +114,7 @@ def standing(case: CaseResult) -> str | None:
 def cpu_table(server: ServerResult) -> list[str]:
     """Case 5: each tool's client CPU per 1,000 small objects and per GiB, from its rows
     at equal concurrency where there is one, else its default."""
-    by_case = {c.number: c for c in server.cases if not c.skipped}
+    by_case = {c.number: c for c in server.cases if not c.skipped and c.number in CPU_CASES}
     tools: list[str] = []
     for case in by_case.values():
         for row in case.rows:
@@ -170,7 +175,7 @@ def render(page: Page) -> str:
                     out.append(f"- {row.tool} ({row.setting}): {row.note}")
             out += [f"- {note}" for note in case.notes]
             out.append("")
-        if server.cases:
+        if any(case.number in CPU_CASES for case in server.cases):
             out += [f"### Case 5: client CPU seconds ({server.server.split()[0]})", ""]
             out += cpu_table(server)
             out += [

@@ -22,7 +22,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from . import data, measure
-from .cases import BUILDERS, HUGE_KEY, LARGE_16_KEY, LARGE_KEY, SMALL_PREFIX, Case, Settings
+from .cases import BUILDERS, HUGE_KEY, LARGE_16_KEY, LARGE_KEY, SMALL_PREFIX, UPLOAD_FOLDER, Case, Settings
 from .report import CaseResult, Page, ServerResult, render
 from .servers import Server, make_server
 from .stats import Row, Sample
@@ -52,7 +52,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--equal", type=int, default=32, help="objects in flight for the equal-concurrency rows")
     p.add_argument("--quick", action="store_true", help="smoke test: 200 objects, 256 MiB, 2 runs")
     p.add_argument("--servers", default="minio,versitygw", help="comma-separated: minio, versitygw")
-    p.add_argument("--cases", default="1,2,3,4", help="comma-separated case numbers")
+    p.add_argument("--cases", default="1,2,3,4,6,7", help="comma-separated case numbers (5 is made from 1-4)")
     p.add_argument("--tools", default="ferry,s5cmd,rclone,aws", help="comma-separated tools to include")
     p.add_argument("--minio", default=os.environ.get("BENCH_MINIO"))
     p.add_argument("--minio-version", default="")
@@ -120,9 +120,10 @@ def git_commit() -> str:
         return "unknown"
 
 
-def shown(command: str, server: Server, prefix: str) -> str:
+def shown(command: str, server: Server, prefix: str, work: Path) -> str:
     """A command line as a reader can reuse it: no temp paths, port or run prefix."""
-    return command.replace(str(REPO) + "/", "").replace(server.url, "$ENDPOINT").replace(prefix, "RUN/")
+    command = command.replace(str(REPO) + "/", "").replace(server.url, "$ENDPOINT")
+    return command.replace(str(work), "$WORK").replace(prefix, "RUN/")
 
 
 def wait_for_disk(path: Path, needed: float, limit: float = 300.0) -> None:
@@ -133,7 +134,9 @@ def wait_for_disk(path: Path, needed: float, limit: float = 300.0) -> None:
         time.sleep(2)
 
 
-def run_case(case: Case, server: Server, env: dict[str, str], s3: object, settings: Settings) -> CaseResult:
+def run_case(
+    case: Case, server: Server, env: dict[str, str], s3: object, settings: Settings, work: Path
+) -> CaseResult:
     rows = [Row(v.tool, v.setting, case.objects, case.total_bytes, note=v.note) for v in case.variants]
     n = len(case.variants)
     for round_ in range(settings.runs):
@@ -144,14 +147,17 @@ def run_case(case: Case, server: Server, env: dict[str, str], s3: object, settin
             prefix = f"case{case.number}/{variant.tool}-{i}-r{round_}/"
             invocation = variant.build(prefix)
             if not row.command:
-                row.command = shown(invocation.shown, server, prefix)
+                row.command = shown(invocation.shown, server, prefix, work)
             run_env = dict(env, **variant.env)
             if len(invocation.pipelines) == 1:
                 sample = measure.run_pipeline(invocation.pipelines[0], run_env)
             else:
                 sample = measure.run_many(invocation.pipelines, run_env, invocation.concurrency)
             if sample.ok:
-                copied, copied_bytes = data.count(s3, data.DST_BUCKET, prefix)
+                if case.local_destination is not None:
+                    copied, copied_bytes = data.count_files(case.local_destination / prefix)
+                else:
+                    copied, copied_bytes = data.count(s3, data.DST_BUCKET, prefix)
                 if (copied, copied_bytes) != (case.objects, case.total_bytes):
                     sample = Sample(
                         sample.wall,
@@ -167,7 +173,10 @@ def run_case(case: Case, server: Server, env: dict[str, str], s3: object, settin
                 f"case {case.number} run {round_ + 1}/{settings.runs} {variant.tool} ({variant.setting}): "
                 f"{sample.wall:.2f} s, cpu {sample.cpu:.1f} s, rss {sample.peak_rss / 2**20:.0f} MiB {status}"
             )
-            data.empty(s3, data.DST_BUCKET, prefix)
+            if case.local_destination is not None:
+                shutil.rmtree(case.local_destination / prefix, ignore_errors=True)
+            else:
+                data.empty(s3, data.DST_BUCKET, prefix)
             server.purge_deleted()
     return CaseResult(case.number, case.title, rows, case.notes)
 
@@ -212,9 +221,12 @@ def run_server(server: Server, args: argparse.Namespace, bins: Binaries, page: P
                     data.empty(s3, data.SRC_BUCKET, SMALL_PREFIX)
                     data.seed_small(s3, SMALL_PREFIX, settings.objects, settings.object_size)
                 result.sources["small objects"] = data.describe_source(s3, data.small_key(SMALL_PREFIX, 0))
+            elif number == 6:
+                data.seed_files(work / UPLOAD_FOLDER, settings.objects, settings.object_size)
+                result.sources["local files"] = f"{settings.objects:,} of {settings.object_size:,} bytes"
             else:
-                key = LARGE_KEY if number == 3 else HUGE_KEY
-                size = settings.large_size if number == 3 else settings.huge_size
+                key = LARGE_KEY if number in (3, 7) else HUGE_KEY
+                size = settings.large_size if number in (3, 7) else settings.huge_size
                 if not data.exists(s3, key, size):
                     data.seed_large(s3, key, size)
                 result.sources[f"{key.split('/')[0]} object"] = data.describe_source(s3, key)
@@ -223,7 +235,7 @@ def run_server(server: Server, args: argparse.Namespace, bins: Binaries, page: P
                         data.seed_large(s3, LARGE_16_KEY, size, part=16 * data.MiB)
                     result.sources["large object in 16 MiB parts"] = data.describe_source(s3, LARGE_16_KEY)
             log(f"seeded in {time.monotonic() - started:.0f} s")
-            case_result = run_case(case, server, env, s3, settings)
+            case_result = run_case(case, server, env, s3, settings, work)
             result.cases.append(case_result)
             if number == 4:
                 data.empty(s3, data.SRC_BUCKET, HUGE_KEY)  # 5.5 GiB less on disk for what follows

@@ -87,6 +87,35 @@ def test_page_renders_every_server_case_and_failure() -> None:
     assert "Not run: binary not found" in text
 
 
+def test_the_disk_cases_upload_a_folder_and_download_into_one(tmp_path: Path) -> None:
+    """Case 6 uploads the run's folder of files to the bucket; case 7 downloads the large
+    object into a folder of the run, which the runner counts and removes after each run."""
+    from bench.cases import BUILDERS, Settings
+    from bench.data import count_files
+    from bench.tools import Binaries, Commands
+
+    commands = Commands(Binaries(ferry="ferry", s5cmd="s5cmd", rclone="rclone", aws=None), "http://e")
+    upload = BUILDERS[6](commands, Settings(objects=10), tmp_path)
+    assert {v.tool for v in upload.variants} == {"ferry", "s5cmd", "rclone"}
+    assert upload.local_destination is None and upload.objects == 10
+    ferry_command = upload.variants[0].build("RUN/").pipelines[0][0]
+    assert ferry_command[:4] == ["ferry", "copy", str(tmp_path / "upload-source"), "s3://bench-dst/RUN/"]
+
+    download = BUILDERS[7](commands, Settings(), tmp_path)
+    assert {v.tool for v in download.variants} == {"ferry", "s5cmd"}
+    assert download.local_destination == tmp_path / "downloads" and download.objects == 1
+    ferry_command = download.variants[0].build("RUN/").pipelines[0][0]
+    assert ferry_command[2:4] == ["s3://bench-src/large/object-large", f"{tmp_path}/downloads/RUN/"]
+
+    (tmp_path / "downloads" / "RUN").mkdir(parents=True)
+    (tmp_path / "downloads" / "RUN" / "object-large").write_bytes(b"x" * 10)
+    assert count_files(tmp_path / "downloads" / "RUN") == (1, 10)
+    case = CaseResult(7, "one object of 2.0 GiB downloaded to disk", [row("ferry", [1.0])])
+    assert "CPU s / GiB" in case_table(case)[0]
+    alone = Page("d", ["m"], {}, ["s"], [ServerResult("minio v1", cases=[case])], ["how"])
+    assert "### Case 7" in render(alone) and "Case 5" not in render(alone)  # made from 1-4 only
+
+
 def test_profile_splits_py_spy_stacks_into_start_up_requests_and_own_code(tmp_path: Path) -> None:
     from bench.profile import split
 

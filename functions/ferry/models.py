@@ -39,6 +39,11 @@ class Strategy(StrEnum):
     COPY_MULTIPART = "server-side-multipart"
     STREAM_PUT = "stream"
     STREAM_MULTIPART = "stream-multipart"
+    # To and from a local folder (ferry copy with a local path on one side).
+    UPLOAD = "upload"
+    UPLOAD_MULTIPART = "upload-multipart"
+    DOWNLOAD = "download"
+    DOWNLOAD_RANGES = "download-ranges"
 
 
 class Compare(StrEnum):

@@ -1,4 +1,5 @@
-"""`ferry` as installed, over a slow link: each part request waits SLOW_PART_SECONDS first.
+"""`ferry` as installed, over a slow link: each part request waits SLOW_PART_SECONDS first
+(with SLOW_GETS=1, each GetObject too: a download's ranged GETs).
 
 Used by the crash test so that a copy on a local server runs long enough to be killed
 mid-way; the copy code itself is untouched (the delay is a botocore hook on the clients).
@@ -12,6 +13,7 @@ import time
 from typing import Any
 
 import ferry.cli.copy_command
+import ferry.cli.local_copy
 import ferry.engine.copier
 from ferry.cli.main import main
 from ferry.s3.clients import make_client
@@ -25,12 +27,14 @@ def _slow(**_: Any) -> None:
 
 def slow_client(*args: Any, **kwargs: Any) -> Any:
     client = make_client(*args, **kwargs)
-    for operation in ("UploadPart", "UploadPartCopy"):
+    operations = ("UploadPart", "UploadPartCopy") + (("GetObject",) if os.environ.get("SLOW_GETS") else ())
+    for operation in operations:
         client.meta.events.register(f"before-send.s3.{operation}", _slow)
     return client
 
 
 if __name__ == "__main__":
     ferry.cli.copy_command.make_client = slow_client  # type: ignore[assignment]
+    ferry.cli.local_copy.make_client = slow_client  # type: ignore[assignment]
     ferry.engine.copier.make_client = slow_client  # type: ignore[assignment]
     sys.exit(main(sys.argv[1:]))

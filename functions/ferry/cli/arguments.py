@@ -22,13 +22,21 @@ def add_copy_parser(
     commands: argparse._SubParsersAction,
     name: str = "copy",
     help: str = "copy a prefix or one object",
-    description: str = "Copy SRC to DST (s3://bucket/prefix).",
+    description: str = "Copy SRC to DST (s3://bucket/prefix; or a local file or folder on one side).",
+    *,
+    local: bool = True,
 ) -> argparse.ArgumentParser:
     """`ferry copy`'s arguments, under the root parser's subcommands (`ferry sync` takes the
-    same, under its own name)."""
+    same, under its own name, between S3 locations only: `local=False`)."""
     copy = commands.add_parser(name, help=help, description=description)
-    copy.add_argument("src", metavar="SRC")
-    copy.add_argument("dst", metavar="DST")
+    if local:
+        copy.add_argument(
+            "src", metavar="SRC", help="s3://bucket/prefix, or a local file or folder to upload"
+        )
+        copy.add_argument("dst", metavar="DST", help="s3://bucket/prefix, or a local folder to download into")
+    else:
+        copy.add_argument("src", metavar="SRC")
+        copy.add_argument("dst", metavar="DST")
     where = copy.add_argument_group("endpoints and credentials")
     where.add_argument("--endpoint-url", help="S3 endpoint for both sides (an S3-compatible server)")
     where.add_argument("--source-endpoint-url")
@@ -86,6 +94,12 @@ def add_copy_parser(
     what.add_argument(
         "--restore-days", type=int, default=7, help="days a restored copy stays (default %(default)s)"
     )
+    what.add_argument(
+        "-L",
+        "--follow-symlinks",
+        action="store_true",
+        help="a local SRC: upload what symbolic links point to (default: skip links, each reported)",
+    )
     attrs = copy.add_argument_group("destination attributes (default: preserve the source's)")
     attrs.add_argument("--storage-class")
     attrs.add_argument(
@@ -117,6 +131,7 @@ def add_sync_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPa
         help="make DST match SRC: copy what is missing or changed; --delete what SRC lacks",
         description="Copy what DST lacks or holds differently from SRC (s3://bucket/prefix); with "
         "--delete, then remove from DST's prefix what SRC no longer has.",
+        local=False,
     )
     deletes = sync.add_argument_group("deletes")
     deletes.add_argument(

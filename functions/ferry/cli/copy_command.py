@@ -311,11 +311,11 @@ def _print_summary(
             count = remaining.pop(result.reason, 0)
             if count:
                 more = f" and {plural(count - 1, 'more object')}" if count > 1 else ""
-                where = f"s3://{result.source_bucket}/{result.source_key}{more}"
+                where = f"{_source_name(result)}{more}"
                 out.write(f"  failed: {where}: see the note above\n")
                 shown += count
             continue
-        out.write(f"  failed: s3://{result.source_bucket}/{result.source_key}: {result.reason}\n")
+        out.write(f"  failed: {_source_name(result)}: {result.reason}\n")
         shown += 1
     if summary.failed > shown:
         out.write(
@@ -323,3 +323,10 @@ def _print_summary(
             + (f" (see {args.report})" if args.report else "")
             + "\n"
         )
+
+
+def _source_name(result: CopyResult) -> str:
+    """An object as s3://bucket/key; a local file (an upload's source) by its path."""
+    if result.source_bucket is None:
+        return result.source_key
+    return f"s3://{result.source_bucket}/{result.source_key}"

@@ -26,7 +26,7 @@ from ferry.cli.arguments import (
     add_sync_parser,
 )
 from ferry.cli.parsing import EXIT_USAGE, Parser, VersionAction
-from ferry.errors import FerryError, is_botocore_error
+from ferry.errors import ConfigError, FerryError, is_botocore_error
 from ferry.limits import parse_size
 
 
@@ -106,6 +106,16 @@ def run_command(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
         from ferry.cli.clean_uploads import run_clean_uploads
 
         return run_clean_uploads(args, stdout, stderr)
+    from ferry.local.paths import is_local
+
+    if is_local(args.src) or is_local(args.dst):
+        if args.all_versions:
+            raise ConfigError(
+                "--all-versions copies an S3 bucket's history: SRC and DST must both be s3:// locations"
+            )
+        from ferry.cli.local_copy import run_local_copy
+
+        return run_local_copy(args, stdout, stderr)
     if args.all_versions:
         from ferry.cli.versions_command import run_copy_all_versions
 

@@ -99,3 +99,40 @@ def from_response(response: dict[str, Any]) -> Checksum | None:
 def default_type(algorithm: str) -> str:
     """CRCs can be combined, so multipart uploads of them store a full-object value."""
     return "FULL_OBJECT" if algorithm in CRC_ALGORITHMS else "COMPOSITE"
+
+
+class Running:
+    """One checksum computed over bytes as they pass, a chunk at a time (a part streamed to
+    disk, a file read in pieces): S3's algorithms, base64 as S3 writes them, or "MD5" (hex,
+    as an ETag is written)."""
+
+    def __init__(self, algorithm: str) -> None:
+        self.algorithm = algorithm
+        self._crc = 0
+        self._hash: Any = None
+        if algorithm == "MD5":
+            self._hash = hashlib.md5()
+        elif algorithm in _HASH:
+            self._hash = _HASH[algorithm]()
+        elif algorithm not in _CRC:
+            raise ValueError(f"no running checksum for {algorithm}")
+
+    def update(self, data: bytes | memoryview) -> None:
+        if self._hash is not None:
+            self._hash.update(data)
+        else:
+            self._crc = _CRC_CONTINUED[self.algorithm](data, self._crc)
+
+    def value(self) -> str:
+        if self.algorithm == "MD5":
+            return str(self._hash.hexdigest())
+        if self._hash is not None:
+            return b64(self._hash.digest())
+        return b64(self._crc.to_bytes(_WIDTH[self.algorithm], "big"))
+
+
+_CRC_CONTINUED: dict[str, Callable[[Any, int], int]] = {
+    "CRC32": crt.crc32,
+    "CRC32C": crt.crc32c,
+    "CRC64NVME": crt.crc64nvme,
+}

@@ -337,6 +337,11 @@ class Copier:
 
     # -- many objects -------------------------------------------------------------------------
 
+    def _destination_index(self) -> DestinationIndex | None:
+        """With skip-existing, the destination bucket is listed a window of keys at a time
+        (dest_listing); a destination that is no bucket (a local folder) is looked at per file."""
+        return DestinationIndex(self.ctx.dest_client) if self.policy.skip_existing else None
+
     def copy_batch(
         self,
         pairs: Iterable[Pair],
@@ -354,8 +359,7 @@ class Copier:
         pairs fails, every pair already read is still copied and reported before the error is
         raised.
         """
-        index = DestinationIndex(self.ctx.dest_client) if self.policy.skip_existing else None
-        reader = _WindowReader(iter(pairs), index, deadline)
+        reader = _WindowReader(iter(pairs), self._destination_index(), deadline)
         results: dict[int, CopyResult] = {}
 
         def copy_one(position: int, obj: SourceObject, target: Target, listed: Listed | str | None) -> None:

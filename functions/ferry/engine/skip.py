@@ -30,7 +30,7 @@ def identical_reason(
     decided, reason = _listing_verdict(listed, info, compare)
     if decided:
         return reason
-    head = _head(client, target)
+    head = head_destination(client, target)
     if head is None or int(head["ContentLength"]) != info.size:
         return None
     if compare == Compare.SIZE_MTIME:
@@ -78,7 +78,8 @@ def _not_older(info: SourceInfo, dest_time: Any) -> str | None:
     return None
 
 
-def _head(client: Any, target: Target) -> dict[str, Any] | None:
+def head_destination(client: Any, target: Target) -> dict[str, Any] | None:
+    """The destination object's HEAD (with its stored checksum), None when it is not there."""
     try:
         return client.head_object(Bucket=target.bucket, Key=target.key, ChecksumMode="ENABLED")
     except ClientError as error:

@@ -62,7 +62,7 @@ log = logging.getLogger(__name__)
 READ_ATTEMPTS = 5
 # The listed evidence no longer holds: the ETag changed (If-Match failed) or the object was archived.
 STALE = ("PreconditionFailed", "412", "InvalidObjectState")
-_READ_ERRORS = (
+READ_ERRORS = (
     TruncatedBody,
     FlexibleChecksumError,  # botocore found the body unlike the checksum S3 stored: damaged on the way
     ResponseStreamingError,
@@ -114,7 +114,7 @@ def read_into(client: Any, info: SourceInfo, part: Part | None, view: memoryview
             if got != expected:
                 raise TruncatedBody(f"got {got} of {expected} bytes")
             return response
-        except _READ_ERRORS as error:
+        except READ_ERRORS as error:
             last_error = error
             time.sleep(min(8.0, 0.2 * 2**attempt) * random.uniform(0.5, 1.0))
         except Exception as error:

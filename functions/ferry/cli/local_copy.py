@@ -1,0 +1,290 @@
+"""`ferry copy` with a local path on one side: a folder (or one file) uploaded to S3, or a prefix
+(or one object) downloaded into a folder.
+
+The same options, progress bar, summary, report and exit codes as a copy between buckets
+(copy_command.py); the engine's Uploader and Downloader copy and prove each file, and
+ferry.local lists, reads and writes them. Everything checkable is checked before anything is
+written: the local path (missing, unreadable, a file where a folder is needed, a folder that
+cannot be written), the bucket, and the options that mean nothing with a local side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import stat
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from typing import IO, Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from ferry.cli.copy_command import _open_for_writing, _print_summary, endpoints, options_from
+from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING
+from ferry.cli.progress import Progress
+from ferry.cli.ranges import check_count, memory_limit
+from ferry.cli.report import ReportWriter, Summary, report_for_html
+from ferry.counts import plural
+from ferry.engine.copier import Copier, client_pool_size
+from ferry.engine.downloads import Downloader
+from ferry.engine.uploads import Uploader
+from ferry.errors import ConfigError, FerryError
+from ferry.jobspec import as_folder
+from ferry.local.files import SYMLINK_SKIPPED, LocalFile, one_file, walk
+from ferry.local.paths import LocalTarget, is_local, name_max, target_for
+from ferry.models import CopyResult, SourceObject, Status, Target
+from ferry.reports.report_html import render_report_html
+from ferry.s3.clients import make_client
+from ferry.s3.lean_s3 import LEAN_ENV
+from ferry.s3.listing import S3Url, check_bucket, is_single_object, list_objects, matches, parse_s3_url
+
+# Options that mean nothing for one direction: refused in one line, not silently ignored.
+_UPLOAD_REFUSES = {
+    "restore": "--restore",
+    "source_endpoint_url": "--source-endpoint-url",
+    "source_region": "--source-region",
+    "source_profile": "--source-profile",
+    "source_role_arn": "--source-role-arn",
+    "source_requester_pays": "--source-requester-pays",
+}
+_DOWNLOAD_REFUSES = {
+    "storage_class": "--storage-class",
+    "metadata": "--metadata",
+    "tag": "--tag",
+    "kms_key_id": "--kms-key-id",
+    "marks_prefix": "--marks-prefix",
+    "follow_symlinks": "--follow-symlinks",
+    "dest_endpoint_url": "--dest-endpoint-url",
+    "dest_region": "--dest-region",
+    "dest_profile": "--dest-profile",
+    "dest_role_arn": "--dest-role-arn",
+    "dest_requester_pays": "--dest-requester-pays",
+}
+
+Pairs = Iterator[tuple[Any, Any]]
+
+
+def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    """Upload or download: validate everything, then copy, report and summarise."""
+    upload = is_local(args.src)
+    if upload and is_local(args.dst):
+        raise ConfigError(
+            f"SRC {args.src!r} and DST {args.dst!r} are both local paths: one side must be s3://bucket/prefix"
+        )
+    _refuse_options(args, upload)
+    options = options_from(args)
+    check_count(args.concurrency, "--concurrency")
+    check_count(args.part_concurrency, "--part-concurrency")
+    memory = memory_limit(args.memory_limit)
+    if args.no_lean_requests:
+        os.environ[LEAN_ENV] = "0"  # for every client this process makes
+    pool = client_pool_size(args.concurrency, args.part_concurrency)
+    source, destination = endpoints(args)
+    copier_options: dict[str, Any] = {
+        "concurrency": args.concurrency,
+        "part_concurrency": args.part_concurrency,
+        "memory_limit": memory,
+    }
+
+    def keep(key: str) -> bool:
+        return matches(key, options.include, options.exclude)
+
+    copier: Copier
+    if upload:
+        folder = _check_local_source(args.src)
+        dst = parse_s3_url(args.dst, "DST")
+        client = make_client(destination, pool)
+        check_bucket(client, dst.bucket, "destination")
+        pairs = _upload_pairs(args.src, folder, dst, keep, args.follow_symlinks)
+        copier = Uploader(
+            destination,
+            options.policy,
+            follow_symlinks=args.follow_symlinks,
+            dest_client=client,
+            **copier_options,
+        )
+    else:
+        src = parse_s3_url(args.src, "SRC")
+        client = make_client(source, pool)
+        check_bucket(client, src.bucket, "source")
+        pairs = _download_pairs(client, src, args.dst, keep)
+        copier = Downloader(source, options.policy, source_client=client, **copier_options)
+    return _copy_and_report(args, copier, pairs, stdout, stderr)
+
+
+def _refuse_options(args: argparse.Namespace, upload: bool) -> None:
+    if args.mode == "server-side":
+        raise ConfigError("--mode server-side copies between two S3 locations: one side here is a local path")
+    refused = _UPLOAD_REFUSES if upload else _DOWNLOAD_REFUSES
+    side = "an S3 source" if upload else "an S3 destination"
+    for field, flag in refused.items():
+        if getattr(args, field, None):
+            raise ConfigError(f"{flag} applies to {side}; here that side is the local path")
+
+
+# -- uploads ------------------------------------------------------------------------------------
+
+
+def _check_local_source(path: str) -> bool:
+    """True for a folder, False for one file; one clear line for anything else."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError as error:
+        raise ConfigError(
+            f"SRC {path!r} is not an S3 URL (s3://bucket/prefix), and no such local file or folder exists"
+        ) from error
+    except NotADirectoryError as error:
+        raise ConfigError(f"SRC {path!r} names a folder, but a file stands in its path") from error
+    except PermissionError as error:
+        raise ConfigError(f"cannot read SRC {path!r}: permission denied") from error
+    if stat.S_ISDIR(info.st_mode):
+        try:
+            with os.scandir(path):
+                pass
+        except PermissionError as error:
+            raise ConfigError(f"cannot read the folder SRC {path!r}: permission denied") from error
+        return True
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigError(f"SRC {path!r} is neither a regular file nor a folder")
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+    except PermissionError as error:
+        raise ConfigError(f"cannot read SRC {path!r}: permission denied") from error
+    return False
+
+
+def _upload_pairs(
+    path: str, folder: bool, dst: S3Url, keep: Callable[[str], bool], follow_symlinks: bool
+) -> Iterator[tuple[LocalFile, Target]]:
+    """Files under a folder land under DST's prefix with their relative paths; one file lands
+    on DST's key, or into DST's folder under its own name."""
+    if folder:
+        prefix = as_folder(dst.key)
+        for file in walk(path, keep, follow_symlinks=follow_symlinks):
+            yield file, Target(dst.bucket, prefix + file.key)
+        return
+    name = os.path.basename(path)
+    if keep(name):
+        key = dst.key + name if not dst.key or dst.key.endswith("/") else dst.key
+        yield one_file(path, name), Target(dst.bucket, key)
+
+
+# -- downloads ----------------------------------------------------------------------------------
+
+
+def _download_pairs(
+    client: Any, src: S3Url, dst: str, keep: Callable[[str], bool]
+) -> Iterator[tuple[SourceObject, LocalTarget]]:
+    """An object lands in DST (a folder, or DST ending in '/'), or as DST itself; a prefix's
+    objects land under the folder DST with their keys relative to the prefix. The local side
+    is checked here, before the first pair is asked for."""
+    if is_single_object(client, src):
+        name = src.key.rsplit("/", 1)[-1]
+        if dst.endswith(("/", os.sep)) or os.path.isdir(dst):
+            root, relative = dst, name
+        else:
+            root, relative = os.path.dirname(dst) or ".", os.path.basename(dst)
+        _check_local_folder(root, dst)
+        pairs = [(SourceObject(src.bucket, src.key), target_for(root, relative, None, name_max(root)))]
+        return iter(pairs if keep(name) else [])
+    _check_local_folder(dst, dst)
+    return _listed_pairs(client, src, dst, keep, name_max(dst))
+
+
+def _listed_pairs(
+    client: Any, src: S3Url, dst: str, keep: Callable[[str], bool], longest: int
+) -> Iterator[tuple[SourceObject, LocalTarget]]:
+    prefix = as_folder(src.key)
+    for obj in list_objects(client, src.bucket, prefix):
+        relative = obj.key[len(prefix) :]
+        if keep(relative):
+            yield obj, target_for(dst, relative, obj.size, longest)
+
+
+def _check_local_folder(folder: str, dst: str) -> None:
+    """The folder a download writes into (DST, or DST's folder for one object): there and
+    writable, or creatable where its nearest existing parent is writable; never a file."""
+    existing = folder
+    while True:
+        try:
+            info = os.stat(existing)
+            break
+        except FileNotFoundError:
+            existing = os.path.dirname(os.path.abspath(existing))
+        except NotADirectoryError as error:
+            raise ConfigError(f"DST {dst!r} needs a folder where a file stands in its path") from error
+    if not stat.S_ISDIR(info.st_mode):
+        if existing == folder:
+            raise ConfigError(f"DST {dst!r} is a file where a folder is needed")
+        raise ConfigError(f"DST {dst!r} needs a folder where the file {existing!r} stands")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"cannot write into DST {dst!r}: permission denied on {existing!r}")
+
+
+# -- the run ------------------------------------------------------------------------------------
+
+
+def _copy_and_report(
+    args: argparse.Namespace, copier: Copier, pairs: Pairs, stdout: IO[str], stderr: IO[str]
+) -> int:
+    """As `ferry copy` between buckets: results into the summary, the report, the HTML page and
+    the progress bar; the first failures named."""
+    summary = Summary()
+    with ExitStack() as stack:
+        report = ReportWriter(_open_for_writing(stack, args.report, "the report")) if args.report else None
+        html_file = (
+            _open_for_writing(stack, args.report_html, "the HTML report") if args.report_html else None
+        )
+        stack.enter_context(copier)
+        failures: list[CopyResult] = []
+        links = Counter[str]()
+        progress = stack.enter_context(Progress(stderr, enabled=not args.quiet and stderr.isatty()))
+
+        def on_result(result: CopyResult) -> None:
+            summary.add(result)
+            progress.add(result)
+            if report:
+                report.write(result)
+            if result.status == Status.FAILED and len(failures) < 20:
+                failures.append(result)
+            elif result.reason == SYMLINK_SKIPPED:
+                links["skipped"] += 1
+
+        stopped: str | None = None
+        try:
+            copier.copy_batch(progress.counting(pairs), on_result=on_result, collect=False)
+        except (FerryError, ClientError, BotoCoreError, OSError) as error:
+            stopped = str(error)  # the listing or the report broke mid-way: what was done is summarised
+        summary.degradations = copier.degradations
+        summary.finish()
+        if report:
+            try:
+                report.close(summary)
+            except OSError as error:
+                stopped = stopped or f"cannot write the report: {error}"
+        if html_file:
+            page = render_report_html(
+                report_for_html(
+                    summary, failures, source=args.src, destination=args.dst, failures_report=args.report
+                )
+            )
+            try:
+                html_file.write(page)
+                html_file.flush()
+            except OSError as error:
+                stopped = stopped or f"cannot write the HTML report: {error}"
+    _print_summary(args, summary, failures, stdout, stderr)
+    if links["skipped"]:
+        # Each one is in the report; the summary says how many, and how to copy them.
+        (stderr if args.json else stdout).write(
+            f"  skipped: {plural(links['skipped'], 'symbolic link')}, not followed (--follow-symlinks copies what they point to)\n"
+        )
+    if stopped:
+        stderr.write(f"ferry: error: stopped after {plural(summary.total, 'object')}: {stopped}\n")
+        return EXIT_FAILED
+    if summary.failed:
+        return EXIT_FAILED
+    if summary.pending and not args.dry_run:
+        return EXIT_PENDING
+    return EXIT_OK
