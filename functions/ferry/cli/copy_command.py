@@ -192,22 +192,8 @@ def run_copy(
         held = extension.after_copy(summary, report, failures, stopped) if extension else None
         summary.degradations = copier.degradations
         summary.finish()
-        if report:
-            try:
-                report.close(summary)
-            except OSError as error:
-                stopped = stopped or f"cannot write the report: {error}"
-        if html_file:
-            page = render_report_html(
-                report_for_html(
-                    summary, failures, source=args.src, destination=args.dst, failures_report=args.report
-                )
-            )
-            try:
-                html_file.write(page)
-                html_file.flush()
-            except OSError as error:
-                stopped = stopped or f"cannot write the HTML report: {error}"
+        unwritten = finish_reports(args, summary, failures, report, html_file)  # also after a stop
+        stopped = stopped or unwritten
     _print_summary(args, summary, failures, stdout, stderr)
     if stopped:
         stderr.write(f"ferry: error: stopped after {plural(summary.total, 'object')}: {stopped}\n")
@@ -220,6 +206,35 @@ def run_copy(
     if summary.pending and not args.dry_run:
         return EXIT_PENDING
     return EXIT_OK
+
+
+def finish_reports(
+    args: argparse.Namespace,
+    summary: Summary,
+    failures: list[CopyResult],
+    report: ReportWriter | None,
+    html_file: IO[str] | None,
+) -> str | None:
+    """Close the JSON Lines report and write the HTML page of a finished copy; why either
+    could not be written, or None."""
+    problem: str | None = None
+    if report:
+        try:
+            report.close(summary)
+        except OSError as error:
+            problem = f"cannot write the report: {error}"
+    if html_file:
+        page = render_report_html(
+            report_for_html(
+                summary, failures, source=args.src, destination=args.dst, failures_report=args.report
+            )
+        )
+        try:
+            html_file.write(page)
+            html_file.flush()
+        except OSError as error:
+            problem = problem or f"cannot write the HTML report: {error}"
+    return problem
 
 
 def matched_pairs(

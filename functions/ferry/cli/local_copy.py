@@ -20,11 +20,11 @@ from typing import IO, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.cli.copy_command import _open_for_writing, _print_summary, endpoints, options_from
+from ferry.cli.copy_command import _open_for_writing, _print_summary, endpoints, finish_reports, options_from
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING
 from ferry.cli.progress import Progress
 from ferry.cli.ranges import check_count, memory_limit
-from ferry.cli.report import ReportWriter, Summary, report_for_html
+from ferry.cli.report import ReportWriter, Summary
 from ferry.counts import plural
 from ferry.engine.copier import Copier, client_pool_size
 from ferry.engine.downloads import Downloader
@@ -34,7 +34,6 @@ from ferry.jobspec import as_folder
 from ferry.local.files import SYMLINK_SKIPPED, LocalFile, one_file, walk
 from ferry.local.paths import LocalTarget, is_local, name_max, target_for
 from ferry.models import CopyResult, SourceObject, Status, Target
-from ferry.reports.report_html import render_report_html
 from ferry.s3.clients import make_client
 from ferry.s3.lean_s3 import LEAN_ENV
 from ferry.s3.listing import S3Url, check_bucket, is_single_object, list_objects, matches, parse_s3_url
@@ -258,22 +257,8 @@ def _copy_and_report(
             stopped = str(error)  # the listing or the report broke mid-way: what was done is summarised
         summary.degradations = copier.degradations
         summary.finish()
-        if report:
-            try:
-                report.close(summary)
-            except OSError as error:
-                stopped = stopped or f"cannot write the report: {error}"
-        if html_file:
-            page = render_report_html(
-                report_for_html(
-                    summary, failures, source=args.src, destination=args.dst, failures_report=args.report
-                )
-            )
-            try:
-                html_file.write(page)
-                html_file.flush()
-            except OSError as error:
-                stopped = stopped or f"cannot write the HTML report: {error}"
+        unwritten = finish_reports(args, summary, failures, report, html_file)  # also after a stop
+        stopped = stopped or unwritten
     _print_summary(args, summary, failures, stdout, stderr)
     if links["skipped"]:
         # Each one is in the report; the summary says how many, and how to copy them.

@@ -145,6 +145,32 @@ def checked_by_get(response: Mapping[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+def send_part(
+    client: Any, target: Target, upload_id: str, number: int, data: memoryview, algorithm: str, value: str
+) -> dict[str, Any]:
+    """UploadPart of bytes in memory with their checksum (S3 refuses the part if they differ);
+    a refusal names the destination and the action."""
+    try:
+        return client.upload_part(  # type: ignore[no-any-return]
+            Bucket=target.bucket,
+            Key=target.key,
+            UploadId=upload_id,
+            PartNumber=number,
+            Body=request_body(data),
+            **{f"Checksum{algorithm}": value},
+        )
+    except Exception as error:
+        raise CopyFailed(
+            describe(
+                error,
+                side="destination",
+                action="s3:PutObject (UploadPart)",
+                bucket=target.bucket,
+                key=target.key,
+            )
+        ) from error
+
+
 class OrderedMd5(InOrder):
     """MD5 of a whole object whose parts finish out of order."""
 
@@ -378,25 +404,9 @@ def _stream_multipart(
                 read_into(ctx.source_client, info, part, data)
                 sums = {a: checksums.b64(checksums.digest(a, data)) for a in algorithms}
                 md5 = hashlib.md5(data).digest() if part_md5 else None
-                try:
-                    response = ctx.dest_client.upload_part(
-                        Bucket=target.bucket,
-                        Key=target.key,
-                        UploadId=upload_id,
-                        PartNumber=part.number,
-                        Body=request_body(data),
-                        **{f"Checksum{algorithm}": sums[algorithm]},
-                    )
-                except Exception as error:
-                    raise CopyFailed(
-                        describe(
-                            error,
-                            side="destination",
-                            action="s3:PutObject (UploadPart)",
-                            bucket=target.bucket,
-                            key=target.key,
-                        )
-                    ) from error
+                response = send_part(
+                    ctx.dest_client, target, upload_id, part.number, data, algorithm, sums[algorithm]
+                )
                 if ordered is not None:
                     ordered.feed(part.number, data)
                 if layout_etag is not None:

@@ -43,7 +43,7 @@ from ferry.engine.outcome import WOULD_COPY, Outcome
 from ferry.engine.resume_parts import part_check
 from ferry.engine.skip import head_destination
 from ferry.engine.source import SourceInfo
-from ferry.engine.streaming import check_tags_kept, discard_copy, tags_refused
+from ferry.engine.streaming import check_tags_kept, discard_copy, send_part, tags_refused
 from ferry.engine.verify import PartProof, StreamProof
 from ferry.errors import CopyFailed, FerryError, VerificationFailed, describe
 from ferry.limits import DEFAULT_STREAM_PART_SIZE, choose_part_size, uniform_parts
@@ -231,25 +231,7 @@ class Uploader(Copier):
                 with memoryview(buffer)[: part.size] as data:
                     reader.read_at(part.start, data)
                     value = checksums.b64(checksums.digest(algorithm, data))
-                    try:
-                        response = client.upload_part(
-                            Bucket=target.bucket,
-                            Key=target.key,
-                            UploadId=upload_id,
-                            PartNumber=part.number,
-                            Body=request_body(data),
-                            **{f"Checksum{algorithm}": value},
-                        )
-                    except Exception as error:
-                        raise CopyFailed(
-                            describe(
-                                error,
-                                side="destination",
-                                action="s3:PutObject (UploadPart)",
-                                bucket=target.bucket,
-                                key=target.key,
-                            )
-                        ) from error
+                    response = send_part(client, target, upload_id, part.number, data, algorithm, value)
                 return PartProof(part.number, part.size, {algorithm: value}, None, response["ETag"])
             finally:
                 self.ctx.buffers.give(buffer)
