@@ -373,6 +373,10 @@ def pipeline(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         "POWERTOOLS_TRACE_DISABLED": "true",
         "AWS_XRAY_SDK_ENABLED": "false",
     }
+    # moto swaps in its own keys and, when it stops, puts back the whole environment it found:
+    # a test's own monkeypatch.setenv of a key would then be undone to moto's key, not ours.
+    # Holding moto's keys through monkeypatch first makes every undo land where it began.
+    env.update(AWS_ACCESS_KEY_ID="FOOBARKEY", AWS_SECRET_ACCESS_KEY="FOOBARSECRET")
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     _atomic_moto_dynamodb(monkeypatch)
@@ -524,3 +528,19 @@ def request_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     path = getattr(request, "param", "lean")
     monkeypatch.setenv("FERRY_LEAN_REQUESTS", "1" if path == "lean" else "0")
     return str(path)
+
+
+@pytest.fixture(autouse=True)
+def aws_environment_left_as_found() -> Iterator[None]:
+    """A test that leaves other credentials in AWS_* variables makes every later test in the
+    session sign as someone else, and fail far from the cause: fail the test that leaked."""
+    before = {name: value for name, value in os.environ.items() if name.startswith("AWS_")}
+    yield
+    after = {name: value for name, value in os.environ.items() if name.startswith("AWS_")}
+    changed = sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
+    for name in changed:  # put back, so that one leak fails once, not every test after it
+        if name in before:
+            os.environ[name] = before[name]
+        else:
+            del os.environ[name]
+    assert not changed, f"this test left {', '.join(changed)} changed in the environment"

@@ -7,9 +7,15 @@ a small one). Each mode (streamed, server-side) copies it through the proxy into
 faults on, then once more with the faults off. The test reads the results back from the server
 directly, never through the proxy.
 
-Slow (marked): about 2 minutes per server and mode on a 2-core machine under a load average of
-30, most of it the Python proxy and the servers sharing those cores; `-m "not slow"` leaves it
-out. tests/faults/test_lost_replies.py and test_flipped_reads.py check single faults in seconds.
+The proxy's SlowDowns are drawn at random, not from the request rate, so the client's adaptive
+rate limiter (botocore's, which Ferry's clients use) would keep cutting the rate without ever
+making them stop: left alone, it spent three quarters of this test's time waiting for tokens.
+The limiter stays on and is consulted before every request, but its floor is raised to a rate
+the proxy can serve (`rate_floor`); the faults met, the retries and what is proved are the same.
+
+Slow (marked): 5-10 s per server and mode on a quiet 2-core machine, most of it the Python
+proxy and the servers sharing those cores; `-m "not slow"` leaves it out.
+tests/faults/test_lost_replies.py and test_flipped_reads.py check single faults in seconds.
 """
 
 from __future__ import annotations
@@ -105,6 +111,16 @@ def _make_source(server: S3Server) -> Source:
 
 
 _SOURCES: dict[str, Source] = {}
+RATE_FLOOR = 2000.0  # requests per second the adaptive limiter may not go below, here
+
+
+@pytest.fixture(autouse=True)
+def rate_floor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """botocore's TokenBucket never fills slower than its `min_rate` (0.5 per second by default)."""
+    from botocore.retries import bucket
+
+    assert bucket.TokenBucket.__init__.__defaults__ == (bucket.TokenBucket._MIN_RATE,)
+    monkeypatch.setattr(bucket.TokenBucket.__init__, "__defaults__", (RATE_FLOOR,))
 
 
 @pytest.fixture(params=["versitygw", "minio"])
