@@ -14,13 +14,14 @@ import argparse
 import os
 import stat
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import IO, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.copy_command import _open_for_writing, _print_summary, endpoints, finish_reports, options_from
+from ferry.cli.filter_options import filters_from
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING
 from ferry.cli.progress import Progress
 from ferry.cli.ranges import check_count, memory_limit
@@ -30,13 +31,14 @@ from ferry.engine.copier import Copier, client_pool_size
 from ferry.engine.downloads import Downloader
 from ferry.engine.uploads import Uploader
 from ferry.errors import ConfigError, FerryError
+from ferry.filters import Filters
 from ferry.jobspec import as_folder
-from ferry.local.files import SYMLINK_SKIPPED, LocalFile, one_file, walk
+from ferry.local.files import SYMLINK_SKIPPED, LocalFile, admits_file, local_files, one_file
 from ferry.local.paths import LocalTarget, is_local, name_max, target_for
 from ferry.models import CopyResult, SourceObject, Status, Target
 from ferry.s3.clients import make_client
 from ferry.s3.lean_s3 import LEAN_ENV
-from ferry.s3.listing import S3Url, check_bucket, is_single_object, list_objects, matches, parse_s3_url
+from ferry.s3.listing import S3Url, check_bucket, list_objects, parse_s3_url, single_object
 
 # Options that mean nothing for one direction: refused in one line, not silently ignored.
 _UPLOAD_REFUSES = {
@@ -73,6 +75,7 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
         )
     _refuse_options(args, upload)
     options = options_from(args)
+    filters = filters_from(args, options.include, options.exclude)
     check_count(args.concurrency, "--concurrency")
     check_count(args.part_concurrency, "--part-concurrency")
     memory = memory_limit(args.memory_limit)
@@ -86,16 +89,13 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
         "memory_limit": memory,
     }
 
-    def keep(key: str) -> bool:
-        return matches(key, options.include, options.exclude)
-
     copier: Copier
     if upload:
         folder = _check_local_source(args.src)
         dst = parse_s3_url(args.dst, "DST")
         client = make_client(destination, pool)
         check_bucket(client, dst.bucket, "destination")
-        pairs = _upload_pairs(args.src, folder, dst, keep, args.follow_symlinks)
+        pairs = _upload_pairs(args.src, folder, dst, filters, args.follow_symlinks)
         copier = Uploader(
             destination,
             options.policy,
@@ -107,7 +107,7 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
         src = parse_s3_url(args.src, "SRC")
         client = make_client(source, pool)
         check_bucket(client, src.bucket, "source")
-        pairs = _download_pairs(client, src, args.dst, keep)
+        pairs = _download_pairs(client, src, args.dst, filters)
         copier = Downloader(source, options.policy, source_client=client, **copier_options)
     return _copy_and_report(args, copier, pairs, stdout, stderr)
 
@@ -154,31 +154,34 @@ def _check_local_source(path: str) -> bool:
 
 
 def _upload_pairs(
-    path: str, folder: bool, dst: S3Url, keep: Callable[[str], bool], follow_symlinks: bool
+    path: str, folder: bool, dst: S3Url, filters: Filters, follow_symlinks: bool
 ) -> Iterator[tuple[LocalFile, Target]]:
     """Files under a folder land under DST's prefix with their relative paths; one file lands
-    on DST's key, or into DST's folder under its own name."""
+    on DST's key, or into DST's folder under its own name. The filters judge a file by its
+    path relative to SRC, its size and its modification time, as they judge an object."""
     if folder:
         prefix = as_folder(dst.key)
-        for file in walk(path, keep, follow_symlinks=follow_symlinks):
+        for file in local_files(path, filters, follow_symlinks=follow_symlinks):
             yield file, Target(dst.bucket, prefix + file.key)
         return
     name = os.path.basename(path)
-    if keep(name):
+    file = one_file(path, name)
+    if admits_file(filters, file):
         key = dst.key + name if not dst.key or dst.key.endswith("/") else dst.key
-        yield one_file(path, name), Target(dst.bucket, key)
+        yield file, Target(dst.bucket, key)
 
 
 # -- downloads ----------------------------------------------------------------------------------
 
 
 def _download_pairs(
-    client: Any, src: S3Url, dst: str, keep: Callable[[str], bool]
+    client: Any, src: S3Url, dst: str, filters: Filters
 ) -> Iterator[tuple[SourceObject, LocalTarget]]:
     """An object lands in DST (a folder, or DST ending in '/'), or as DST itself; a prefix's
     objects land under the folder DST with their keys relative to the prefix. The local side
     is checked here, before the first pair is asked for."""
-    if is_single_object(client, src):
+    single = single_object(client, src)
+    if single is not None:
         name = src.key.rsplit("/", 1)[-1]
         if dst.endswith(("/", os.sep)) or os.path.isdir(dst):
             root, relative = dst, name
@@ -186,18 +189,19 @@ def _download_pairs(
             root, relative = os.path.dirname(dst) or ".", os.path.basename(dst)
         _check_local_folder(root, dst)
         pairs = [(SourceObject(src.bucket, src.key), target_for(root, relative, None, name_max(root)))]
-        return iter(pairs if keep(name) else [])
+        return iter(pairs if filters.admits(name, single.size, single.last_modified) else [])
     _check_local_folder(dst, dst)
-    return _listed_pairs(client, src, dst, keep, name_max(dst))
+    return listed_pairs(client, src, dst, filters, name_max(dst))
 
 
-def _listed_pairs(
-    client: Any, src: S3Url, dst: str, keep: Callable[[str], bool], longest: int
+def listed_pairs(
+    client: Any, src: S3Url, dst: str, filters: Filters, longest: int
 ) -> Iterator[tuple[SourceObject, LocalTarget]]:
+    """Each object under SRC's prefix the filters take, and the file it becomes under `dst`."""
     prefix = as_folder(src.key)
     for obj in list_objects(client, src.bucket, prefix):
         relative = obj.key[len(prefix) :]
-        if keep(relative):
+        if filters.admits(relative, obj.size, obj.last_modified):
             yield obj, target_for(dst, relative, obj.size, longest)
 
 
