@@ -21,6 +21,7 @@ from typing import IO, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.copy_command import _open_for_writing, _print_summary, endpoints, finish_reports, options_from
+from ferry.cli.copy_extension import CopyExtension
 from ferry.cli.filter_options import filters_from
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING
 from ferry.cli.progress import Progress
@@ -73,7 +74,7 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
         raise ConfigError(
             f"SRC {args.src!r} and DST {args.dst!r} are both local paths: one side must be s3://bucket/prefix"
         )
-    _refuse_options(args, upload)
+    refuse_options(args, upload)
     options = options_from(args)
     filters = filters_from(args, options.include, options.exclude)
     check_count(args.concurrency, "--concurrency")
@@ -91,11 +92,11 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
 
     copier: Copier
     if upload:
-        folder = _check_local_source(args.src)
+        folder = check_local_source(args.src)
         dst = parse_s3_url(args.dst, "DST")
         client = make_client(destination, pool)
         check_bucket(client, dst.bucket, "destination")
-        pairs = _upload_pairs(args.src, folder, dst, filters, args.follow_symlinks)
+        pairs = upload_pairs(args.src, folder, dst, filters, args.follow_symlinks)
         copier = Uploader(
             destination,
             options.policy,
@@ -109,10 +110,10 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
         check_bucket(client, src.bucket, "source")
         pairs = _download_pairs(client, src, args.dst, filters)
         copier = Downloader(source, options.policy, source_client=client, **copier_options)
-    return _copy_and_report(args, copier, pairs, stdout, stderr)
+    return copy_and_report(args, copier, pairs, stdout, stderr)
 
 
-def _refuse_options(args: argparse.Namespace, upload: bool) -> None:
+def refuse_options(args: argparse.Namespace, upload: bool) -> None:
     if args.mode == "server-side":
         raise ConfigError("--mode server-side copies between two S3 locations: one side here is a local path")
     refused = _UPLOAD_REFUSES if upload else _DOWNLOAD_REFUSES
@@ -125,35 +126,36 @@ def _refuse_options(args: argparse.Namespace, upload: bool) -> None:
 # -- uploads ------------------------------------------------------------------------------------
 
 
-def _check_local_source(path: str) -> bool:
-    """True for a folder, False for one file; one clear line for anything else."""
+def check_local_source(path: str, what: str = "SRC") -> bool:
+    """True for a folder, False for one file; one clear line for anything else. `what` names
+    the argument (`ferry check` reads a local DST too)."""
     try:
         info = os.stat(path)
     except FileNotFoundError as error:
         raise ConfigError(
-            f"SRC {path!r} is not an S3 URL (s3://bucket/prefix), and no such local file or folder exists"
+            f"{what} {path!r} is not an S3 URL (s3://bucket/prefix), and no such local file or folder exists"
         ) from error
     except NotADirectoryError as error:
-        raise ConfigError(f"SRC {path!r} names a folder, but a file stands in its path") from error
+        raise ConfigError(f"{what} {path!r} names a folder, but a file stands in its path") from error
     except PermissionError as error:
-        raise ConfigError(f"cannot read SRC {path!r}: permission denied") from error
+        raise ConfigError(f"cannot read {what} {path!r}: permission denied") from error
     if stat.S_ISDIR(info.st_mode):
         try:
             with os.scandir(path):
                 pass
         except PermissionError as error:
-            raise ConfigError(f"cannot read the folder SRC {path!r}: permission denied") from error
+            raise ConfigError(f"cannot read the folder {what} {path!r}: permission denied") from error
         return True
     if not stat.S_ISREG(info.st_mode):
-        raise ConfigError(f"SRC {path!r} is neither a regular file nor a folder")
+        raise ConfigError(f"{what} {path!r} is neither a regular file nor a folder")
     try:
         os.close(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
     except PermissionError as error:
-        raise ConfigError(f"cannot read SRC {path!r}: permission denied") from error
+        raise ConfigError(f"cannot read {what} {path!r}: permission denied") from error
     return False
 
 
-def _upload_pairs(
+def upload_pairs(
     path: str, folder: bool, dst: S3Url, filters: Filters, follow_symlinks: bool
 ) -> Iterator[tuple[LocalFile, Target]]:
     """Files under a folder land under DST's prefix with their relative paths; one file lands
@@ -187,10 +189,10 @@ def _download_pairs(
             root, relative = dst, name
         else:
             root, relative = os.path.dirname(dst) or ".", os.path.basename(dst)
-        _check_local_folder(root, dst)
+        check_local_folder(root, dst)
         pairs = [(SourceObject(src.bucket, src.key), target_for(root, relative, None, name_max(root)))]
         return iter(pairs if filters.admits(name, single.size, single.last_modified) else [])
-    _check_local_folder(dst, dst)
+    check_local_folder(dst, dst)
     return listed_pairs(client, src, dst, filters, name_max(dst))
 
 
@@ -205,7 +207,7 @@ def listed_pairs(
             yield obj, target_for(dst, relative, obj.size, longest)
 
 
-def _check_local_folder(folder: str, dst: str) -> None:
+def check_local_folder(folder: str, dst: str) -> None:
     """The folder a download writes into (DST, or DST's folder for one object): there and
     writable, or creatable where its nearest existing parent is writable; never a file."""
     existing = folder
@@ -228,11 +230,17 @@ def _check_local_folder(folder: str, dst: str) -> None:
 # -- the run ------------------------------------------------------------------------------------
 
 
-def _copy_and_report(
-    args: argparse.Namespace, copier: Copier, pairs: Pairs, stdout: IO[str], stderr: IO[str]
+def copy_and_report(
+    args: argparse.Namespace,
+    copier: Copier,
+    pairs: Pairs,
+    stdout: IO[str],
+    stderr: IO[str],
+    extension: CopyExtension | None = None,
 ) -> int:
     """As `ferry copy` between buckets: results into the summary, the report, the HTML page and
-    the progress bar; the first failures named."""
+    the progress bar; the first failures named. An extension (`ferry sync`'s deletes) sees
+    each result and does its work after the copies, as with run_copy."""
     summary = Summary()
     with ExitStack() as stack:
         report = ReportWriter(_open_for_writing(stack, args.report, "the report")) if args.report else None
@@ -253,12 +261,15 @@ def _copy_and_report(
                 failures.append(result)
             elif result.reason == SYMLINK_SKIPPED:
                 links["skipped"] += 1
+            if extension:
+                extension.on_result(result)
 
         stopped: str | None = None
         try:
             copier.copy_batch(progress.counting(pairs), on_result=on_result, collect=False)
         except (FerryError, ClientError, BotoCoreError, OSError) as error:
             stopped = str(error)  # the listing or the report broke mid-way: what was done is summarised
+        held = extension.after_copy(summary, report, failures, stopped) if extension else None
         summary.degradations = copier.degradations
         summary.finish()
         unwritten = finish_reports(args, summary, failures, report, html_file)  # also after a stop
@@ -271,6 +282,9 @@ def _copy_and_report(
         )
     if stopped:
         stderr.write(f"ferry: error: stopped after {plural(summary.total, 'object')}: {stopped}\n")
+        return EXIT_FAILED
+    if held:
+        stderr.write(f"ferry: error: {held}\n")
         return EXIT_FAILED
     if summary.failed:
         return EXIT_FAILED
