@@ -173,6 +173,12 @@ def add_check_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentP
     what.add_argument(
         "--marks-prefix", help="Ferry's upload marks, left out of both sides (default .ferry/uploads/)"
     )
+    what.add_argument(
+        "-L",
+        "--follow-symlinks",
+        action="store_true",
+        help="a local folder: compare what symbolic links point to (default: name each link, unread)",
+    )
     what.add_argument("--concurrency", type=int, help="HEAD requests at once (default 16)")
     out = check.add_argument_group("output")
     out.add_argument("--report", metavar="FILE", help="JSON Lines report: one line per key, then a summary")
