@@ -270,3 +270,15 @@ def test_keys_that_cannot_be_file_names_fail_alone_and_nothing_leaves_the_folder
     assert "11 objects: 2 copied, 1 skipped, 8 failed" in run.stdout
     assert files_under(dst) == {"ok.txt": b"fine", "file-and-folder": b"a file"}
     assert list(outside.iterdir()) == [] and not (tmp_path / "escape.txt").exists()
+
+
+def test_size_and_age_filters_choose_the_objects(versitygw: S3Server, tmp_path: Path) -> None:
+    bucket = versitygw.bucket("down")
+    for key, body in {"p/small": b"1", "p/large": b"x" * 2048}.items():
+        versitygw.client.put_object(Bucket=bucket, Key=key, Body=body)
+    run = download(versitygw, f"s3://{bucket}/p/", str(tmp_path / "d"), "--min-size", "1KiB")
+    assert run.returncode == 0, run.stderr
+    assert files_under(tmp_path / "d") == {"large": b"x" * 2048}
+    run = download(versitygw, f"s3://{bucket}/p/", str(tmp_path / "e"), "--min-age", "1d")
+    assert run.returncode == 0, run.stderr  # every object is newer: a copy of nothing
+    assert files_under(tmp_path / "e") == {}

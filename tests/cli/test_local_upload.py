@@ -216,3 +216,19 @@ def test_the_checksum_algorithm_is_the_one_asked_for(
     for name in ("small.bin", "large.bin"):
         _, head = stored(versitygw, bucket, name)
         assert f"Checksum{algorithm}" in head
+
+
+def test_size_age_and_files_from_filters_choose_the_files(versitygw: S3Server, tmp_path: Path) -> None:
+    """The filters mean on a folder what they mean on a prefix: size, modification time, a list."""
+    bucket = versitygw.bucket("up")
+    src = tree(tmp_path / "src", {"small.txt": b"1", "large.txt": b"x" * 2048, "old.txt": b"o" * 2048})
+    os.utime(src / "old.txt", (1_000_000_000, 1_000_000_000))  # 2001
+    run = ferry(versitygw, str(src), f"s3://{bucket}/p", "--min-size", "1KiB", "--max-age", "30d")
+    assert run.returncode == 0, run.stderr
+    assert "1 object: 1 copied" in run.stdout
+    assert versitygw.keys(bucket) == ["p/large.txt"]
+    listed = tmp_path / "keys.txt"
+    listed.write_text("small.txt\n")
+    run = ferry(versitygw, str(src), f"s3://{bucket}/q", "--files-from", str(listed))
+    assert run.returncode == 0, run.stderr
+    assert sorted(versitygw.keys(bucket)) == ["p/large.txt", "q/small.txt"]

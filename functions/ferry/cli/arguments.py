@@ -27,7 +27,7 @@ def add_copy_parser(
     local: bool = True,
 ) -> argparse.ArgumentParser:
     """`ferry copy`'s arguments, under the root parser's subcommands (`ferry sync` takes the
-    same, under its own name, between S3 locations only: `local=False`)."""
+    same, under its own name, with folders rather than single files: `local=False`)."""
     copy = commands.add_parser(name, help=help, description=description)
     if local:
         copy.add_argument(
@@ -35,8 +35,8 @@ def add_copy_parser(
         )
         copy.add_argument("dst", metavar="DST", help="s3://bucket/prefix, or a local folder to download into")
     else:
-        copy.add_argument("src", metavar="SRC")
-        copy.add_argument("dst", metavar="DST")
+        copy.add_argument("src", metavar="SRC", help="s3://bucket/prefix, or a local folder to upload")
+        copy.add_argument("dst", metavar="DST", help="s3://bucket/prefix, or a local folder to download into")
     where = copy.add_argument_group("endpoints and credentials")
     where.add_argument("--endpoint-url", help="S3 endpoint for both sides (an S3-compatible server)")
     where.add_argument("--source-endpoint-url")
@@ -129,15 +129,16 @@ def add_sync_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPa
         commands,
         "sync",
         help="make DST match SRC: copy what is missing or changed; --delete what SRC lacks",
-        description="Copy what DST lacks or holds differently from SRC (s3://bucket/prefix); with "
-        "--delete, then remove from DST's prefix what SRC no longer has.",
+        description="Copy what DST lacks or holds differently from SRC (s3://bucket/prefix, or a local "
+        "folder on one side); with --delete, then remove from DST's prefix or folder what SRC no longer has.",
         local=False,
     )
     deletes = sync.add_argument_group("deletes")
     deletes.add_argument(
         "--delete",
         action="store_true",
-        help="after every copy succeeded, delete from DST's prefix what SRC does not have",
+        help="after every copy succeeded, delete from DST's prefix (or folder: files only, folders kept) "
+        "what SRC does not have",
     )
     deletes.add_argument(
         "--max-delete",
@@ -152,12 +153,13 @@ def add_check_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentP
     """`ferry check`'s arguments: two locations, how to reach them, which keys, what to write."""
     check = commands.add_parser(
         "check",
-        help="compare two prefixes without copying",
-        description="Compare SRC and DST (s3://bucket/prefix) key by key: missing on either side, "
+        help="compare two prefixes, or a folder and a prefix, without copying",
+        description="Compare SRC and DST (s3://bucket/prefix, or a local folder on one side) key by key: "
+        "missing on either side, "
         "different or identical, by checksum, ETag or size. Exit 0 when they match, 2 when they differ.",
     )
-    check.add_argument("src", metavar="SRC")
-    check.add_argument("dst", metavar="DST")
+    check.add_argument("src", metavar="SRC", help="s3://bucket/prefix, or a local folder")
+    check.add_argument("dst", metavar="DST", help="s3://bucket/prefix, or a local folder")
     where = check.add_argument_group("endpoints and credentials (as for ferry copy)")
     for side in ("", "source-", "dest-"):
         where.add_argument(f"--{side}endpoint-url")
@@ -172,6 +174,12 @@ def add_check_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentP
     add_filter_arguments(what)
     what.add_argument(
         "--marks-prefix", help="Ferry's upload marks, left out of both sides (default .ferry/uploads/)"
+    )
+    what.add_argument(
+        "-L",
+        "--follow-symlinks",
+        action="store_true",
+        help="a local folder: compare what symbolic links point to (default: name each link, unread)",
     )
     what.add_argument("--concurrency", type=int, help="HEAD requests at once (default 16)")
     out = check.add_argument_group("output")

@@ -7,6 +7,10 @@ JSON Lines report, and the summary to the HTML page.
 
 Exit codes: 0 the two sides match; 2 they differ (or some key could not be read to compare);
 1 bad input, or a listing that failed (nothing was decided).
+
+Either side may be a local folder (local_check.py makes the sides): its files are compared
+with the other side's objects by the objects' own checksums or MD5 ETags, computed over the
+files as they are read.
 """
 
 from __future__ import annotations
@@ -15,15 +19,17 @@ import argparse
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from functools import partial
 from typing import IO, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.copy_command import endpoints
 from ferry.cli.filter_options import filters_from
+from ferry.cli.local_check import local_sides
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from ferry.counts import plural
 from ferry.engine.check import KeyCheck, Verdict, check_objects, check_sides
@@ -31,6 +37,7 @@ from ferry.engine.side_listing import Entry, S3Side
 from ferry.errors import ConfigError, FerryError
 from ferry.filters import Filters
 from ferry.jobspec import JobOptions, parse_options
+from ferry.local.paths import is_local
 from ferry.models import SourceObject
 from ferry.reports.report_html import render_check_html
 from ferry.reports.report_stats import iso_time
@@ -125,22 +132,31 @@ def run_check(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
     filters = filters_from(args, options.include, options.exclude)
     if args.concurrency is not None and args.concurrency < 1:
         raise ConfigError("--concurrency must be at least 1")
-    src, dst = parse_s3_url(args.src, "SRC"), parse_s3_url(args.dst, "DST")
-    source, destination = endpoints(args)
-    source_client = make_client(source)
-    dest_client = source_client if destination == source else make_client(destination)
-    check_bucket(source_client, src.bucket, "source")
-    check_bucket(dest_client, dst.bucket, "destination")
-    marks = options.policy.marks_prefix
-    left = S3Side.of(source_client, src.bucket, src.key, "source", filters, marks)
-    right = S3Side.of(dest_client, dst.bucket, dst.key, "destination", filters, marks)
+    threads = head_concurrency(args)
+    checks: Callable[[], Iterator[KeyCheck]]
+    if is_local(args.src) or is_local(args.dst):
+        left, right = local_sides(args, filters, options.policy.marks_prefix)
+        checks = partial(check_sides, left, right, threads=threads)
+    else:
+        if args.follow_symlinks:
+            raise ConfigError("--follow-symlinks applies to a local folder: SRC and DST are both s3://")
+        src, dst = parse_s3_url(args.src, "SRC"), parse_s3_url(args.dst, "DST")
+        source, destination = endpoints(args)
+        source_client = make_client(source)
+        dest_client = source_client if destination == source else make_client(destination)
+        check_bucket(source_client, src.bucket, "source")
+        check_bucket(dest_client, dst.bucket, "destination")
+        marks = options.policy.marks_prefix
+        s3_left = S3Side.of(source_client, src.bucket, src.key, "source", filters, marks)
+        s3_right = S3Side.of(dest_client, dst.bucket, dst.key, "destination", filters, marks)
+        checks = partial(_checks, s3_left, s3_right, src, dst, filters, threads)
     summary = CheckSummary()
     out = stderr if args.json else stdout
     with ExitStack() as stack:
         report = _open(stack, args.report, "the report") if args.report else None
         html = _open(stack, args.report_html, "the HTML report") if args.report_html else None
         try:
-            for check in _checks(left, right, src, dst, filters, head_concurrency(args)):
+            for check in checks():
                 summary.add(check)
                 if report:
                     report.write(json.dumps(check.to_dict(), ensure_ascii=False) + "\n")

@@ -14,13 +14,15 @@ import argparse
 import os
 import stat
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import IO, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.copy_command import _open_for_writing, _print_summary, endpoints, finish_reports, options_from
+from ferry.cli.copy_extension import CopyExtension
+from ferry.cli.filter_options import filters_from
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING
 from ferry.cli.progress import Progress
 from ferry.cli.ranges import check_count, memory_limit
@@ -30,13 +32,14 @@ from ferry.engine.copier import Copier, client_pool_size
 from ferry.engine.downloads import Downloader
 from ferry.engine.uploads import Uploader
 from ferry.errors import ConfigError, FerryError
+from ferry.filters import Filters
 from ferry.jobspec import as_folder
-from ferry.local.files import SYMLINK_SKIPPED, LocalFile, one_file, walk
+from ferry.local.files import SYMLINK_SKIPPED, LocalFile, admits_file, local_files, one_file
 from ferry.local.paths import LocalTarget, is_local, name_max, target_for
 from ferry.models import CopyResult, SourceObject, Status, Target
 from ferry.s3.clients import make_client
 from ferry.s3.lean_s3 import LEAN_ENV
-from ferry.s3.listing import S3Url, check_bucket, is_single_object, list_objects, matches, parse_s3_url
+from ferry.s3.listing import S3Url, check_bucket, list_objects, parse_s3_url, single_object
 
 # Options that mean nothing for one direction: refused in one line, not silently ignored.
 _UPLOAD_REFUSES = {
@@ -71,8 +74,9 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
         raise ConfigError(
             f"SRC {args.src!r} and DST {args.dst!r} are both local paths: one side must be s3://bucket/prefix"
         )
-    _refuse_options(args, upload)
+    refuse_options(args, upload)
     options = options_from(args)
+    filters = filters_from(args, options.include, options.exclude)
     check_count(args.concurrency, "--concurrency")
     check_count(args.part_concurrency, "--part-concurrency")
     memory = memory_limit(args.memory_limit)
@@ -86,16 +90,13 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
         "memory_limit": memory,
     }
 
-    def keep(key: str) -> bool:
-        return matches(key, options.include, options.exclude)
-
     copier: Copier
     if upload:
-        folder = _check_local_source(args.src)
+        folder = check_local_source(args.src)
         dst = parse_s3_url(args.dst, "DST")
         client = make_client(destination, pool)
         check_bucket(client, dst.bucket, "destination")
-        pairs = _upload_pairs(args.src, folder, dst, keep, args.follow_symlinks)
+        pairs = upload_pairs(args.src, folder, dst, filters, args.follow_symlinks)
         copier = Uploader(
             destination,
             options.policy,
@@ -107,12 +108,12 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
         src = parse_s3_url(args.src, "SRC")
         client = make_client(source, pool)
         check_bucket(client, src.bucket, "source")
-        pairs = _download_pairs(client, src, args.dst, keep)
+        pairs = _download_pairs(client, src, args.dst, filters)
         copier = Downloader(source, options.policy, source_client=client, **copier_options)
-    return _copy_and_report(args, copier, pairs, stdout, stderr)
+    return copy_and_report(args, copier, pairs, stdout, stderr)
 
 
-def _refuse_options(args: argparse.Namespace, upload: bool) -> None:
+def refuse_options(args: argparse.Namespace, upload: bool) -> None:
     if args.mode == "server-side":
         raise ConfigError("--mode server-side copies between two S3 locations: one side here is a local path")
     refused = _UPLOAD_REFUSES if upload else _DOWNLOAD_REFUSES
@@ -125,83 +126,88 @@ def _refuse_options(args: argparse.Namespace, upload: bool) -> None:
 # -- uploads ------------------------------------------------------------------------------------
 
 
-def _check_local_source(path: str) -> bool:
-    """True for a folder, False for one file; one clear line for anything else."""
+def check_local_source(path: str, what: str = "SRC") -> bool:
+    """True for a folder, False for one file; one clear line for anything else. `what` names
+    the argument (`ferry check` reads a local DST too)."""
     try:
         info = os.stat(path)
     except FileNotFoundError as error:
         raise ConfigError(
-            f"SRC {path!r} is not an S3 URL (s3://bucket/prefix), and no such local file or folder exists"
+            f"{what} {path!r} is not an S3 URL (s3://bucket/prefix), and no such local file or folder exists"
         ) from error
     except NotADirectoryError as error:
-        raise ConfigError(f"SRC {path!r} names a folder, but a file stands in its path") from error
+        raise ConfigError(f"{what} {path!r} names a folder, but a file stands in its path") from error
     except PermissionError as error:
-        raise ConfigError(f"cannot read SRC {path!r}: permission denied") from error
+        raise ConfigError(f"cannot read {what} {path!r}: permission denied") from error
     if stat.S_ISDIR(info.st_mode):
         try:
             with os.scandir(path):
                 pass
         except PermissionError as error:
-            raise ConfigError(f"cannot read the folder SRC {path!r}: permission denied") from error
+            raise ConfigError(f"cannot read the folder {what} {path!r}: permission denied") from error
         return True
     if not stat.S_ISREG(info.st_mode):
-        raise ConfigError(f"SRC {path!r} is neither a regular file nor a folder")
+        raise ConfigError(f"{what} {path!r} is neither a regular file nor a folder")
     try:
         os.close(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
     except PermissionError as error:
-        raise ConfigError(f"cannot read SRC {path!r}: permission denied") from error
+        raise ConfigError(f"cannot read {what} {path!r}: permission denied") from error
     return False
 
 
-def _upload_pairs(
-    path: str, folder: bool, dst: S3Url, keep: Callable[[str], bool], follow_symlinks: bool
+def upload_pairs(
+    path: str, folder: bool, dst: S3Url, filters: Filters, follow_symlinks: bool
 ) -> Iterator[tuple[LocalFile, Target]]:
     """Files under a folder land under DST's prefix with their relative paths; one file lands
-    on DST's key, or into DST's folder under its own name."""
+    on DST's key, or into DST's folder under its own name. The filters judge a file by its
+    path relative to SRC, its size and its modification time, as they judge an object."""
     if folder:
         prefix = as_folder(dst.key)
-        for file in walk(path, keep, follow_symlinks=follow_symlinks):
+        for file in local_files(path, filters, follow_symlinks=follow_symlinks):
             yield file, Target(dst.bucket, prefix + file.key)
         return
     name = os.path.basename(path)
-    if keep(name):
+    file = one_file(path, name)
+    if admits_file(filters, file):
         key = dst.key + name if not dst.key or dst.key.endswith("/") else dst.key
-        yield one_file(path, name), Target(dst.bucket, key)
+        yield file, Target(dst.bucket, key)
 
 
 # -- downloads ----------------------------------------------------------------------------------
 
 
 def _download_pairs(
-    client: Any, src: S3Url, dst: str, keep: Callable[[str], bool]
+    client: Any, src: S3Url, dst: str, filters: Filters
 ) -> Iterator[tuple[SourceObject, LocalTarget]]:
     """An object lands in DST (a folder, or DST ending in '/'), or as DST itself; a prefix's
     objects land under the folder DST with their keys relative to the prefix. The local side
     is checked here, before the first pair is asked for."""
-    if is_single_object(client, src):
+    single = single_object(client, src)
+    if single is not None:
         name = src.key.rsplit("/", 1)[-1]
         if dst.endswith(("/", os.sep)) or os.path.isdir(dst):
             root, relative = dst, name
         else:
             root, relative = os.path.dirname(dst) or ".", os.path.basename(dst)
-        _check_local_folder(root, dst)
+        check_local_folder(root, dst)
         pairs = [(SourceObject(src.bucket, src.key), target_for(root, relative, None, name_max(root)))]
-        return iter(pairs if keep(name) else [])
-    _check_local_folder(dst, dst)
-    return _listed_pairs(client, src, dst, keep, name_max(dst))
+        return iter(pairs if filters.admits(name, single.size, single.last_modified) else [])
+    check_local_folder(dst, dst)
+    return listed_pairs(client, src, dst, filters, name_max(dst))
 
 
-def _listed_pairs(
-    client: Any, src: S3Url, dst: str, keep: Callable[[str], bool], longest: int
+def listed_pairs(
+    client: Any, src: S3Url, dst: str, filters: Filters, longest: int
 ) -> Iterator[tuple[SourceObject, LocalTarget]]:
+    """Each object under SRC's prefix the filters take, and the file it becomes under `dst`."""
     prefix = as_folder(src.key)
     for obj in list_objects(client, src.bucket, prefix):
         relative = obj.key[len(prefix) :]
-        if keep(relative):
+        if filters.admits(relative, obj.size, obj.last_modified):
             yield obj, target_for(dst, relative, obj.size, longest)
 
 
-def _check_local_folder(folder: str, dst: str) -> None:
+def check_local_folder(folder: str, dst: str) -> None:
     """The folder a download writes into (DST, or DST's folder for one object): there and
     writable, or creatable where its nearest existing parent is writable; never a file."""
     existing = folder
@@ -224,11 +230,17 @@ def _check_local_folder(folder: str, dst: str) -> None:
 # -- the run ------------------------------------------------------------------------------------
 
 
-def _copy_and_report(
-    args: argparse.Namespace, copier: Copier, pairs: Pairs, stdout: IO[str], stderr: IO[str]
+def copy_and_report(
+    args: argparse.Namespace,
+    copier: Copier,
+    pairs: Pairs,
+    stdout: IO[str],
+    stderr: IO[str],
+    extension: CopyExtension | None = None,
 ) -> int:
     """As `ferry copy` between buckets: results into the summary, the report, the HTML page and
-    the progress bar; the first failures named."""
+    the progress bar; the first failures named. An extension (`ferry sync`'s deletes) sees
+    each result and does its work after the copies, as with run_copy."""
     summary = Summary()
     with ExitStack() as stack:
         report = ReportWriter(_open_for_writing(stack, args.report, "the report")) if args.report else None
@@ -249,12 +261,15 @@ def _copy_and_report(
                 failures.append(result)
             elif result.reason == SYMLINK_SKIPPED:
                 links["skipped"] += 1
+            if extension:
+                extension.on_result(result)
 
         stopped: str | None = None
         try:
             copier.copy_batch(progress.counting(pairs), on_result=on_result, collect=False)
         except (FerryError, ClientError, BotoCoreError, OSError) as error:
             stopped = str(error)  # the listing or the report broke mid-way: what was done is summarised
+        held = extension.after_copy(summary, report, failures, stopped) if extension else None
         summary.degradations = copier.degradations
         summary.finish()
         unwritten = finish_reports(args, summary, failures, report, html_file)  # also after a stop
@@ -267,6 +282,9 @@ def _copy_and_report(
         )
     if stopped:
         stderr.write(f"ferry: error: stopped after {plural(summary.total, 'object')}: {stopped}\n")
+        return EXIT_FAILED
+    if held:
+        stderr.write(f"ferry: error: {held}\n")
         return EXIT_FAILED
     if summary.failed:
         return EXIT_FAILED

@@ -99,6 +99,12 @@ def run_command(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
 
         return run_check(args, stdout, stderr)
     if args.command == "sync":
+        from ferry.local.paths import is_local
+
+        if is_local(args.src) or is_local(args.dst):
+            from ferry.cli.local_sync import run_local_sync
+
+            return run_local_sync(args, stdout, stderr)
         from ferry.cli.sync_command import run_sync
 
         return run_sync(args, stdout, stderr)

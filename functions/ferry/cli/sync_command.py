@@ -10,12 +10,15 @@ prefix) is deleted, but only:
 - after every copy succeeded (a failed or pending copy: nothing deleted, said on stderr).
 
 Deletes are counted beside the copies (`deleted`), in the summary and the report.
+
+SyncDeletes plans and makes the deletes for any two sides (engine/side_listing.py): two S3
+prefixes here, or a local folder and a prefix (local_sync.py, which reuses it).
 """
 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import IO
 
 from botocore.exceptions import BotoCoreError, ClientError
@@ -27,19 +30,26 @@ from ferry.counts import plural
 from ferry.engine.copier import Copier
 from ferry.engine.outcome import WOULD_DELETE
 from ferry.engine.prune import DeleteResult, Extra, delete_extras, find_extras
-from ferry.engine.side_listing import S3Side
+from ferry.engine.side_listing import S3Side, Side
 from ferry.errors import ConfigError, FerryError
 from ferry.filters import is_ferrys_own, marks_prefixes
 from ferry.jobspec import as_folder
 from ferry.models import CopyResult, Status
 
+Remove = Callable[[Sequence[Extra]], list[DeleteResult]]
+
 
 def run_sync(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    check_delete_options(args)
+    return run_copy(args, stdout, stderr, extension=SyncDeletes(args, stderr if args.json else stdout))
+
+
+def check_delete_options(args: argparse.Namespace) -> None:
+    """--max-delete makes sense with --delete only, and counts from 0."""
     if args.max_delete is not None and not args.delete:
         raise ConfigError("--max-delete limits --delete: give --delete too, or leave --max-delete out")
     if args.max_delete is not None and args.max_delete < 0:
         raise ConfigError(f"--max-delete {args.max_delete}: give 0 or more objects")
-    return run_copy(args, stdout, stderr, extension=SyncDeletes(args, stderr if args.json else stdout))
 
 
 class SyncDeletes:
@@ -51,10 +61,10 @@ class SyncDeletes:
         self.out = out
         self.extras: list[Extra] = []
         self.marks: tuple[str, ...] = ()
-        self.sides: CopySides | None = None
+        self.remove: Remove | None = None
 
     def before_copy(self, sides: CopySides) -> None:
-        self.sides = sides
+        """Two S3 prefixes: plan the deletes with S3 sides and conditional DeleteObjects."""
         configured, filters = sides.options.policy.marks_prefix, sides.filters
         self.marks = marks_prefixes(configured)
         if not self.args.delete:
@@ -65,13 +75,24 @@ class SyncDeletes:
         destination = S3Side.of(
             sides.dest_client, sides.dst.bucket, sides.dst.key, "destination", filters, configured
         )
+        client, prefix, marks = sides.dest_client, as_folder(sides.dst.key), self.marks
+        self.plan(
+            source, destination, lambda extras: delete_extras(client, extras, prefix=prefix, marks=marks)
+        )
+
+    def plan(self, source: Side, destination: Side, remove: Remove) -> None:
+        """With --delete: walk both sides to the end and keep what DST holds and SRC lacks, or
+        refuse the whole sync (a listing failed, SRC holds nothing, too many deletes)."""
+        if not self.args.delete:
+            return
         try:
             found = find_extras(source, destination)
         except (FerryError, ClientError, BotoCoreError, OSError) as error:
             raise ConfigError(f"listing for --delete failed: {error}; nothing copied or deleted") from error
         if found.source_objects == 0 and found.extras:
+            what = "objects" if source.bucket is not None else "files"
             raise ConfigError(
-                f"SRC {self.args.src} lists no objects: --delete would empty {self.args.dst} "
+                f"SRC {self.args.src} lists no {what}: --delete would empty {self.args.dst} "
                 f"({plural(len(found.extras), 'object')}); nothing copied or deleted (check SRC; to empty DST, delete it yourself)"
             )
         limit = self.args.max_delete
@@ -81,6 +102,7 @@ class SyncDeletes:
                 "nothing copied or deleted"
             )
         self.extras = found.extras
+        self.remove = remove
 
     def pairs(self, pairs: Iterator[Pair]) -> Iterator[Pair]:
         """Ferry's own upload marks are never a side's objects: not copied either."""
@@ -93,7 +115,12 @@ class SyncDeletes:
             and result.status == Status.PENDING
             and (result.reason or "").startswith("dry run")
         ):
-            self.out.write(f"would copy: s3://{result.source_bucket}/{result.source_key}\n")
+            where = (
+                result.source_key
+                if result.source_bucket is None
+                else f"s3://{result.source_bucket}/{result.source_key}"
+            )
+            self.out.write(f"would copy: {where}\n")
 
     def copy(self, copier: Copier, pairs: Iterator[Pair], on_result: Callable[[CopyResult], None]) -> None:
         copier.copy_batch(pairs, on_result=on_result, collect=False)
@@ -106,8 +133,8 @@ class SyncDeletes:
         summary.deleting = True
         if self.args.dry_run:
             results = [DeleteResult(e.bucket, e.key, "pending", WOULD_DELETE) for e in self.extras]
-            for result in results:
-                self.out.write(f"would delete: s3://{result.bucket}/{result.key}\n")
+            for extra in self.extras:
+                self.out.write(f"would delete: {extra.url}\n")
             self._record(results, summary, report, failures)
             return None
         unfinished = self._unfinished(summary, stopped)
@@ -121,10 +148,8 @@ class SyncDeletes:
                 if self.extras
                 else None
             )
-        assert self.sides is not None
-        results = delete_extras(
-            self.sides.dest_client, self.extras, prefix=as_folder(self.sides.dst.key), marks=self.marks
-        )
+        assert self.remove is not None or not self.extras
+        results = self.remove(self.extras) if self.remove and self.extras else []
         self._record(results, summary, report, failures)
         return None
 

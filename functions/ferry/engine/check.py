@@ -4,6 +4,12 @@ identical, with the evidence that decided (engine/comparison.py). What `ferry ch
 Keys one side lacks and sizes that differ are settled by the two listings alone; a key both
 sides hold at one size costs a HEAD on each side (the checksums are not in a listing). HEADs
 run a window of keys at a time on a few threads; results come back in key order.
+
+One side may be a local folder (local_side.py): a file is then compared with the object's
+HEAD by computing the object's own evidence over the file (local_comparison.py). An entry a
+local side lists but cannot compare (a link not followed, a special file) is missing on the
+other side if the other lacks it, else `unreadable` with its reason; one it could not read
+(a file or folder without permission, a name that is not UTF-8) is `unreadable` either way.
 """
 
 from __future__ import annotations
@@ -18,8 +24,11 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.engine.comparison import Sameness, by_size, compare_heads
-from ferry.engine.side_listing import Entry, S3Side, side_by_side
+from ferry.engine.local_comparison import compare_file
+from ferry.engine.local_side import LocalSide
+from ferry.engine.side_listing import Entry, S3Side, Side, side_by_side
 from ferry.errors import FerryError, describe
+from ferry.models import SourceObject
 
 WINDOW = 256  # keys read ahead from the two listings and compared at once
 
@@ -55,7 +64,7 @@ class KeyCheck:
         return {k: v for k, v in data.items() if v is not None}
 
 
-def check_sides(source: S3Side, destination: S3Side, *, threads: int = 16) -> Iterator[KeyCheck]:
+def check_sides(source: Side, destination: Side, *, threads: int = 16) -> Iterator[KeyCheck]:
     """Every key either side lists (after the filters), in key order, with its verdict."""
     walk = side_by_side(source.entries(), destination.entries())
     with ThreadPoolExecutor(threads, thread_name_prefix="ferry-check") as pool:
@@ -73,25 +82,72 @@ def check_objects(source: S3Side, a: Entry | None, destination: S3Side, b: Entry
     return _verdict(source, destination, key, a, b)
 
 
-def _verdict(source: S3Side, destination: S3Side, key: str, a: Entry | None, b: Entry | None) -> KeyCheck:
+def _verdict(source: Side, destination: Side, key: str, a: Entry | None, b: Entry | None) -> KeyCheck:
     where = {
         "source": source.url(a.key) if a else None,
         "destination": destination.url(b.key) if b else None,
     }
+    problem = _problem(source, a, destination, b)
+    if problem is not None:
+        return KeyCheck(key, Verdict.UNREADABLE, None, problem, **where)
     if b is None:
-        return KeyCheck(key, Verdict.MISSING_ON_DESTINATION, **where)
+        return KeyCheck(key, Verdict.MISSING_ON_DESTINATION, None, a.problem if a else None, **where)
     if a is None:
-        return KeyCheck(key, Verdict.MISSING_ON_SOURCE, **where)
+        return KeyCheck(key, Verdict.MISSING_ON_SOURCE, None, b.problem, **where)
     sameness = by_size(a.size, b.size)
     if sameness is None:
-        heads = []
-        for side, entry in ((source, a), (destination, b)):
-            try:
-                heads.append(side.head(entry))
-            except (ClientError, BotoCoreError, FerryError) as error:
-                return KeyCheck(key, Verdict.UNREADABLE, None, _unreadable(error, side, entry), **where)
-        sameness = compare_heads(*heads)
+        try:
+            sameness = _compare(source, a, destination, b)
+        except _Unreadable as unreadable:
+            return KeyCheck(key, Verdict.UNREADABLE, None, str(unreadable), **where)
     return _of(key, sameness, where)
+
+
+def _problem(source: Side, a: Entry | None, destination: Side, b: Entry | None) -> str | None:
+    """Why a key cannot be compared: a side could not read it, or holds it as something no
+    object is while the other side holds it too."""
+    for side, entry, other in ((source, a, b), (destination, b, a)):
+        if entry is not None and entry.problem is not None and (other is not None or not entry.chosen):
+            return f"the {side.name}'s {entry.key}: {entry.problem}"
+    return None
+
+
+class _Unreadable(Exception):
+    """A side's HEAD, or a local file's read, failed: the key's bytes are not known."""
+
+
+def _compare(source: Side, a: Entry, destination: Side, b: Entry) -> Sameness:
+    if isinstance(source, S3Side) and isinstance(destination, S3Side):
+        return compare_heads(_head(source, a), _head(destination, b))
+    if isinstance(source, S3Side) and isinstance(destination, LocalSide):
+        return _with_file(source, a, destination, b, object_is_source=True)
+    if isinstance(source, LocalSide) and isinstance(destination, S3Side):
+        return _with_file(destination, b, source, a, object_is_source=False)
+    raise TypeError("check compares an S3 prefix with an S3 prefix or a local folder")
+
+
+def _with_file(s3: S3Side, obj: Entry, local: LocalSide, file: Entry, *, object_is_source: bool) -> Sameness:
+    head = _head(s3, obj)
+    try:
+        return compare_file(
+            s3.client,
+            SourceObject(s3.bucket, obj.key),
+            head,
+            file.key,
+            object_is_source=object_is_source,
+            follow_symlinks=local.follow_symlinks,
+        )
+    except OSError as error:
+        raise _Unreadable(f"cannot read the {local.name}'s {file.key}: {error.strerror or error}") from error
+    except (ClientError, BotoCoreError, FerryError) as error:
+        raise _Unreadable(f"the {local.name}'s {file.key}: {error}") from error
+
+
+def _head(side: S3Side, entry: Entry) -> dict[str, Any]:
+    try:
+        return side.head(entry)
+    except (ClientError, BotoCoreError, FerryError) as error:
+        raise _Unreadable(_unreadable(error, side, entry)) from error
 
 
 def _of(key: str, sameness: Sameness, where: dict[str, str | None]) -> KeyCheck:

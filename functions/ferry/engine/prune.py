@@ -13,6 +13,11 @@ deleted one at a time with the care replicated deletes take (pipeline/replicatio
   (MinIO): there the listing's word is all there is.
 - A source that lists no object at all is no reason to empty the destination: find_extras
   says so, and the caller refuses (a mistyped SRC lists nothing).
+- Either side may be a local folder (local_side.py). What a local source names but does not
+  copy (a symbolic link not followed, a special file) still holds its name: the destination's
+  object under it is kept. A key under a source folder that could not be read is never an
+  extra. At a local destination only regular files are candidates, and they are deleted by
+  local_prune.py.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.engine.side_listing import Entry, S3Side, side_by_side
+from ferry.engine.side_listing import Entry, Side, admits, side_by_side
 from ferry.errors import describe, error_code
 from ferry.filters import is_ferrys_own
 
@@ -34,12 +39,19 @@ _CONDITION_REFUSED = {"NotImplemented", "501", "InvalidArgument", "InvalidReques
 
 @dataclass(frozen=True)
 class Extra:
-    """A destination object the source does not have, as the destination's listing showed it."""
+    """A destination object the source does not have, as the destination's listing showed it
+    (`bucket` None for a file in a local folder, `key` then its path)."""
 
-    bucket: str
+    bucket: str | None
     key: str
     etag: str | None
     size: int | None
+    relative_key: str = ""
+    mtime_ns: int | None = None
+
+    @property
+    def url(self) -> str:
+        return self.key if self.bucket is None else f"s3://{self.bucket}/{self.key}"
 
 
 @dataclass
@@ -55,7 +67,7 @@ class Extras:
 class DeleteResult:
     """What happened to one extra: deleted, skipped (kept, with why), failed or pending."""
 
-    bucket: str
+    bucket: str | None
     key: str
     status: str
     reason: str | None = None
@@ -75,7 +87,7 @@ class DeleteResult:
         return {k: v for k, v in data.items() if v is not None}
 
 
-def find_extras(source: S3Side, destination: S3Side) -> Extras:
+def find_extras(source: Side, destination: Side) -> Extras:
     """Every destination object (the filters taking it) whose relative key the source lacks.
     A listing that fails or comes out of order raises: nothing is to be deleted then."""
     found = Extras()
@@ -83,12 +95,21 @@ def find_extras(source: S3Side, destination: S3Side) -> Extras:
     def counted() -> Iterator[Entry]:
         for entry in source.all_entries():
             found.source_objects += 1
-            if source.filters.admits(entry.relative_key, entry.size, entry.last_modified):
+            if admits(source.filters, entry):
                 yield entry
 
     for _, ours, theirs in side_by_side(counted(), destination.entries()):
-        if ours is None and theirs is not None:
-            found.extras.append(Extra(destination.bucket, theirs.key, theirs.etag, theirs.size))
+        if ours is None and theirs is not None and theirs.problem is None:
+            found.extras.append(
+                Extra(
+                    destination.bucket,
+                    theirs.key,
+                    theirs.etag,
+                    theirs.size,
+                    relative_key=theirs.relative_key,
+                    mtime_ns=theirs.mtime_ns,
+                )
+            )
     return found
 
 
@@ -105,6 +126,7 @@ def delete_extras(
 
 def delete_extra(client: Any, extra: Extra, prefix: str, marks: Sequence[str]) -> DeleteResult:
     """One conditional delete, inside the prefix and outside the marks, or a reason why not."""
+    assert extra.bucket is not None, "a local file is deleted by local_prune"
     if not extra.key.startswith(prefix) or is_ferrys_own(extra.key, marks):
         return DeleteResult(
             extra.bucket, extra.key, "failed", f"not deleted: outside {prefix!r} or among Ferry's marks"

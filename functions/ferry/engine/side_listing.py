@@ -1,9 +1,15 @@
 """A listing of each side, walked side by side: what `ferry sync` and `ferry check` compare.
 
 A side is anything that lists its objects as `Entry`s in key order, each with its key
-relative to the side's root (an S3 prefix today; a local folder can be another side). Two
-such listings, walked together by relative key, say for every key whether the source, the
-destination or both hold it, holding no more than one entry of each side in memory.
+relative to the side's root: an S3 prefix (S3Side, here) or a local folder (local_side.py).
+Two such listings, walked together by relative key, say for every key whether the source,
+the destination or both hold it, holding no more than one entry of each side in memory.
+
+A local folder may hold what no object is (a symbolic link not followed, a special file) or
+a folder it cannot read: such an entry carries its `problem`. A folder that cannot be read is
+listed once, under its key ending in '/', and it covers its whole subtree: a key the other side
+lists under it is paired with it (neither side can say it lacks that key), so nothing is
+decided, copied or deleted from a listing that could not see.
 
 The walk relies on both listings coming in the same order, the order S3 lists keys in
 (UTF-8 byte order, which is Python's order of `str`). A listing out of that order cannot be
@@ -47,6 +53,30 @@ class Entry:
     size: int | None
     etag: str | None  # without quotes
     last_modified: dt.datetime | None = None
+    mtime_ns: int | None = None  # a local file's, to the nanosecond: unchanged since listed?
+    problem: str | None = None  # why it is no object to compare or copy (a local side's entries)
+    chosen: bool = False  # the problem is a choice (a link not followed), not something to fix
+
+    @property
+    def covers(self) -> bool:
+        """A folder that could not be read: it stands for every key under it."""
+        return self.problem is not None and (self.relative_key == "" or self.relative_key.endswith("/"))
+
+
+class Side(Protocol):
+    """One end of a comparison: its entries in key order, and how to name one."""
+
+    name: str
+    filters: Filters
+
+    @property
+    def bucket(self) -> str | None: ...
+
+    def url(self, key: str) -> str: ...
+
+    def entries(self) -> Iterator[Entry]: ...
+
+    def all_entries(self) -> Iterator[Entry]: ...
 
 
 @dataclass(frozen=True)
@@ -77,10 +107,15 @@ class S3Side:
     def url(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
 
+    @property
+    def folder(self) -> str:
+        """Where the side is, as a user would name it."""
+        return f"s3://{self.bucket}/{self.prefix}"
+
     def entries(self) -> Iterator[Entry]:
         """Every object the filters take, in key order."""
         for entry in self.all_entries():
-            if self.filters.admits(entry.relative_key, entry.size, entry.last_modified):
+            if admits(self.filters, entry):
                 yield entry
 
     def all_entries(self) -> Iterator[Entry]:
@@ -95,22 +130,45 @@ class S3Side:
         return self.client.head_object(Bucket=self.bucket, Key=entry.key, ChecksumMode="ENABLED")  # type: ignore[no-any-return]
 
 
+def admits(filters: Filters, entry: Entry) -> bool:
+    """The filters on one entry; a folder that could not be read always passes (what it
+    holds is unknown, so no filter can leave it out)."""
+    return entry.covers or filters.admits(entry.relative_key, entry.size, entry.last_modified)
+
+
 def side_by_side(source: Iterable[A], destination: Iterable[B]) -> Iterator[tuple[str, A | None, B | None]]:
     """(relative key, source entry or None, destination entry or None) for every key either
     side lists, in key order. Entries are anything with a `relative_key`: objects, or a key's
-    versions."""
+    versions. A key under a folder one side could not read (an Entry that `covers`) is paired
+    with that folder's entry instead of None."""
     left, right = _in_order(source, "source"), _in_order(destination, "destination")
     a, b = next(left, None), next(right, None)
+    blind_a: A | None = None  # the last folder each side could not read
+    blind_b: B | None = None
     while a is not None or b is not None:
         if b is None or (a is not None and a.relative_key < b.relative_key):
-            yield a.relative_key, a, None  # type: ignore[union-attr]
+            assert a is not None
+            yield a.relative_key, a, _under(blind_b, a.relative_key)
+            blind_a = a if _covers(a) else blind_a
             a = next(left, None)
         elif a is None or b.relative_key < a.relative_key:
-            yield b.relative_key, None, b
+            yield b.relative_key, _under(blind_a, b.relative_key), b
+            blind_b = b if _covers(b) else blind_b
             b = next(right, None)
         else:
             yield a.relative_key, a, b
             a, b = next(left, None), next(right, None)
+
+
+def _covers(entry: Keyed) -> bool:
+    return bool(getattr(entry, "covers", False))
+
+
+def _under(blind: A | None, key: str) -> A | None:
+    """The unreadable folder `key` lies under, if any."""
+    if blind is not None and key.startswith(blind.relative_key) and key != blind.relative_key:
+        return blind
+    return None
 
 
 def _in_order(entries: Iterable[A], side: str) -> Iterator[A]:

@@ -145,11 +145,16 @@ def inspect(client: Any, obj: SourceObject) -> SourceInfo:
         raise CopyFailed(
             describe(error, side="source", action="s3:GetObject", bucket=obj.bucket, key=obj.key)
         ) from error
+    return from_head(obj, head)
+
+
+def from_head(obj: SourceObject, head: dict[str, Any]) -> SourceInfo:
+    """An object's evidence as its HEAD (ChecksumMode=ENABLED) gave it."""
     return SourceInfo(
         obj=obj,
         head=head,
         size=int(head["ContentLength"]),
-        etag=head.get("ETag", "").strip('"'),
+        etag=str(head.get("ETag") or "").strip('"'),
         checksum=from_response(head),
         storage_class=head.get("StorageClass") or "STANDARD",
         version_id=head.get("VersionId") or obj.version_id,

@@ -42,7 +42,7 @@ from ferry.engine.multipart import open_upload
 from ferry.engine.outcome import WOULD_COPY, Outcome
 from ferry.engine.resume_parts import part_check
 from ferry.engine.skip import head_destination
-from ferry.engine.source import SourceInfo
+from ferry.engine.source import SourceInfo, from_head
 from ferry.engine.streaming import check_tags_kept, discard_copy, send_part, tags_refused
 from ferry.engine.verify import PartProof, StreamProof
 from ferry.errors import CopyFailed, FerryError, VerificationFailed, describe
@@ -352,15 +352,7 @@ def _file_info(file: LocalFile, reader: LocalReader) -> SourceInfo:
 
 def _object_info(target: Target, head: dict[str, Any]) -> SourceInfo:
     """A destination object's HEAD as evidence to compare a file with."""
-    return SourceInfo(
-        obj=SourceObject(target.bucket, target.key),
-        head=head,
-        size=int(head["ContentLength"]),
-        etag=str(head.get("ETag", "")).strip('"'),
-        checksum=checksums.from_response(head),
-        storage_class=head.get("StorageClass") or "STANDARD",
-        version_id=head.get("VersionId"),
-    )
+    return from_head(SourceObject(target.bucket, target.key), head)
 
 
 def _not_older(dest_time: dt.datetime | None, mtime_ns: int) -> str | None:

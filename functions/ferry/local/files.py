@@ -12,11 +12,13 @@ held at a time.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from ferry.filters import Filters
 from ferry.local.writing import is_partial_name
 from ferry.models import Status
 
@@ -36,6 +38,13 @@ class LocalFile:
     problem_status: Status = Status.FAILED
     named: bool = False  # named on the command line: read through a link, as `cp` does
 
+    @property
+    def modified(self) -> dt.datetime | None:
+        """The modification time, as the age filters judge it (None for an entry not read)."""
+        if self.problem is not None:
+            return None
+        return dt.datetime.fromtimestamp(self.mtime_ns / 1e9, dt.UTC)
+
 
 SYMLINK_SKIPPED = "a symbolic link: not followed (--follow-symlinks copies what it points to)"
 _KINDS = {
@@ -50,6 +59,23 @@ def one_file(path: str, name: str) -> LocalFile:
     """The single file a copy names (a link the user names is followed, as `cp` does)."""
     info = os.stat(path)
     return LocalFile(path, name, info.st_size, info.st_mtime_ns, named=True)
+
+
+def admits_file(filters: Filters, file: LocalFile) -> bool:
+    """The filters on a file as on an object: its relative path, size and modification time.
+    An entry that is not read (a link not followed, an unreadable folder) has neither size nor
+    time, and passes those filters: it is still accounted for. A folder that cannot be read
+    (its key ends in '/') always passes: what it holds is unknown, so no filter can leave it out."""
+    if file.problem is not None:
+        return file.key.endswith("/") or file.key == "" or filters.admits_key(file.key)
+    return filters.admits(file.key, file.size, file.modified)
+
+
+def local_files(root: str, filters: Filters, *, follow_symlinks: bool) -> Iterator[LocalFile]:
+    """Every entry under `root` the filters take, in key order."""
+    for file in walk(root, filters.admits_key, follow_symlinks=follow_symlinks):
+        if admits_file(filters, file):
+            yield file
 
 
 def walk(root: str, keep: Callable[[str], bool], *, follow_symlinks: bool) -> Iterator[LocalFile]:

@@ -1,0 +1,145 @@
+"""`ferry sync` with a local folder on one side: a folder kept in step with a prefix (upload), or
+a folder kept in step with one (download); local to local is refused.
+
+The copy is `ferry copy`'s local door (local_copy.py: the Uploader or Downloader, their
+skip-existing rules, reports and exit codes); the deletes are `ferry sync`'s (SyncDeletes in
+sync_command.py: planned from both listings walked to the end before anything is written,
+refused past --max-delete or when SRC holds nothing, made only after every copy succeeded).
+What differs is the sides: a local folder lists as engine/local_side.py says, and a local
+DST's extras are removed by engine/local_prune.py (regular files only; folders stay, even
+empty).
+
+Both SRC and DST are folders (a prefix on the S3 side): for one file, `ferry copy` says
+everything a sync would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterator, Sequence
+from typing import IO, Any
+
+from ferry.cli.copy_command import endpoints, options_from
+from ferry.cli.filter_options import filters_from
+from ferry.cli.local_copy import (
+    check_local_folder,
+    check_local_source,
+    copy_and_report,
+    listed_pairs,
+    refuse_options,
+    upload_pairs,
+)
+from ferry.cli.ranges import check_count, memory_limit
+from ferry.cli.sync_command import SyncDeletes, check_delete_options
+from ferry.engine.copier import Copier, client_pool_size
+from ferry.engine.downloads import Downloader
+from ferry.engine.local_prune import delete_local_extras
+from ferry.engine.local_side import LocalSide
+from ferry.engine.prune import DeleteResult, Extra, delete_extras
+from ferry.engine.side_listing import S3Side
+from ferry.engine.uploads import Uploader
+from ferry.errors import ConfigError
+from ferry.filters import Filters, is_ferrys_own, marks_prefixes
+from ferry.jobspec import JobOptions, as_folder
+from ferry.local.paths import is_local, name_max
+from ferry.s3.clients import make_client
+from ferry.s3.lean_s3 import LEAN_ENV
+from ferry.s3.listing import check_bucket, parse_s3_url
+
+
+def run_local_sync(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
+    """Validate everything, plan the deletes, then copy, delete, report and summarise."""
+    upload = is_local(args.src)
+    if upload and is_local(args.dst):
+        raise ConfigError(
+            f"SRC {args.src!r} and DST {args.dst!r} are both local paths: ferry sync keeps a folder and "
+            "an S3 prefix in step (one side must be s3://bucket/prefix)"
+        )
+    check_delete_options(args)
+    refuse_options(args, upload)
+    options = options_from(args)
+    filters = filters_from(args, options.include, options.exclude)
+    check_count(args.concurrency, "--concurrency")
+    check_count(args.part_concurrency, "--part-concurrency")
+    memory = memory_limit(args.memory_limit)
+    if args.no_lean_requests:
+        os.environ[LEAN_ENV] = "0"  # for every client this process makes
+    copier_options: dict[str, Any] = {
+        "concurrency": args.concurrency,
+        "part_concurrency": args.part_concurrency,
+        "memory_limit": memory,
+    }
+    deletes = SyncDeletes(args, stderr if args.json else stdout)
+    pool = client_pool_size(args.concurrency, args.part_concurrency)
+    if upload:
+        copier, pairs = _up(args, options, filters, deletes, pool, copier_options)
+    else:
+        copier, pairs = _down(args, options, filters, deletes, pool, copier_options)
+    return copy_and_report(args, copier, pairs, stdout, stderr, extension=deletes)
+
+
+def _up(
+    args: argparse.Namespace,
+    options: JobOptions,
+    filters: Filters,
+    deletes: SyncDeletes,
+    pool: int,
+    copier_options: dict[str, Any],
+) -> tuple[Copier, Iterator[Any]]:
+    """A folder to a prefix. Files whose key would fall among Ferry's upload marks are no
+    files of the sync (as the marks are no objects of the prefix)."""
+    if not check_local_source(args.src):
+        raise ConfigError(
+            f"SRC {args.src!r} is a file: ferry sync keeps a folder in step; use ferry copy for one file"
+        )
+    dst = parse_s3_url(args.dst, "DST")
+    client = make_client(endpoints(args)[1], pool)
+    check_bucket(client, dst.bucket, "destination")
+    prefix, marks = as_folder(dst.key), marks_prefixes(options.policy.marks_prefix)
+
+    def own(relative: str) -> bool:
+        return is_ferrys_own(prefix + relative, marks)
+
+    follow = args.follow_symlinks
+    source = LocalSide(args.src, "source", filters, follow_symlinks=follow, leave_out=own)
+    destination = S3Side.of(client, dst.bucket, dst.key, "destination", filters, options.policy.marks_prefix)
+
+    def remove(extras: Sequence[Extra]) -> list[DeleteResult]:
+        return delete_extras(client, extras, prefix=prefix, marks=marks)
+
+    deletes.marks = marks
+    deletes.plan(source, destination, remove)
+    pairs = (pair for pair in upload_pairs(args.src, True, dst, filters, follow) if not own(pair[0].key))
+    copier = Uploader(
+        endpoints(args)[1], options.policy, follow_symlinks=follow, dest_client=client, **copier_options
+    )
+    return copier, pairs
+
+
+def _down(
+    args: argparse.Namespace,
+    options: JobOptions,
+    filters: Filters,
+    deletes: SyncDeletes,
+    pool: int,
+    copier_options: dict[str, Any],
+) -> tuple[Copier, Iterator[Any]]:
+    """A prefix to a folder (made if missing). The prefix's upload marks are not downloaded."""
+    src = parse_s3_url(args.src, "SRC")
+    source_endpoint = endpoints(args)[0]
+    client = make_client(source_endpoint, pool)
+    check_bucket(client, src.bucket, "source")
+    check_local_folder(args.dst, args.dst)
+    marks = marks_prefixes(options.policy.marks_prefix)
+    source = S3Side.of(client, src.bucket, src.key, "source", filters, options.policy.marks_prefix)
+    destination = LocalSide(args.dst, "destination", filters)
+
+    def remove(extras: Sequence[Extra]) -> list[DeleteResult]:
+        return delete_local_extras(args.dst, extras)
+
+    deletes.marks = marks
+    deletes.plan(source, destination, remove)
+    listed = listed_pairs(client, src, args.dst, filters, name_max(args.dst))
+    pairs = (pair for pair in listed if not is_ferrys_own(pair[0].key, marks))
+    return Downloader(source_endpoint, options.policy, source_client=client, **copier_options), pairs
