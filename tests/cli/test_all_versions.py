@@ -166,3 +166,29 @@ def test_a_version_written_before_versioning_was_enabled_is_copied_by_its_id(req
     )
     assert code == 0, out + err
     assert history(server, dst, "k") == ["before versioning", "after"]
+
+
+def test_a_version_that_needs_a_restore_holds_back_every_newer_version(motoserver, tmp_path):
+    """An archived older version cannot be copied before a restore: its newer versions must
+    wait for it, or the destination's history would hold them first, out of the source's
+    order, and no later run could put the older one before them."""
+    src, dst = versioned(motoserver, "src"), versioned(motoserver, "dst")
+    motoserver.client.put_object(Bucket=src, Key="k", Body=b"old", StorageClass="GLACIER")
+    motoserver.client.put_object(Bucket=src, Key="k", Body=b"new")
+    report = tmp_path / "r.jsonl"
+    code, out, err = call(
+        "copy",
+        f"s3://{src}",
+        f"s3://{dst}",
+        "--endpoint-url",
+        motoserver.url,
+        "--all-versions",
+        "--json",
+        "--report",
+        str(report),
+    )
+    summary = json.loads(out)
+    assert (summary["objects"], summary["copied"]) == (2, 0), out + err
+    assert history(motoserver, dst, "k") == []
+    newer = json.loads(report.read_text().splitlines()[1])
+    assert newer["status"] == "skipped" and newer["reason"].startswith("held back: the older version"), newer
