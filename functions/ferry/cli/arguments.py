@@ -340,6 +340,12 @@ def add_policy_parser(commands: argparse._SubParsersAction) -> argparse.Argument
         help="a deployed role ARN of the stack to name exactly (repeat); default: the stack's roles by name",
     )
     policy.add_argument(
+        "--all-versions",
+        action="store_true",
+        help="also grant what jobs with options.all_versions do: s3:ListBucketVersions within the "
+        "prefixes and s3:GetBucketVersioning on each bucket (default: not granted)",
+    )
+    policy.add_argument(
         "--output-dir",
         metavar="DIR",
         help="write each document to DIR/NAME, the file its heading's command reads, and print the "
