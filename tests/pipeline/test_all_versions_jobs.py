@@ -323,3 +323,85 @@ def test_prepare_refuses_an_unversioned_destination_and_writes_no_manifest(
 
     assert answer["rejected"].startswith(f"destination.bucket: bucket {dst!r} does not keep versions")
     assert minio.keys(reports) == [] and minio.keys(dst) == []
+
+
+def test_keys_a_pass_hands_over_at_its_deadline_are_copied_whole_by_the_next_and_counted_once(
+    minio: S3Server, handlers_on: Any
+) -> None:
+    """A first pass whose deadline has already come (less time left than the deadline margin)
+    starts no key: it hands every key over, the child's next pass copies them, and the keys
+    and versions add up once."""
+    from ferry.pipeline.batches import HAND_OVER_FIELD, FerryHandOver
+    from handlers import copy_batch, finalize, prepare
+
+    reports, settings = handlers_on(minio)
+    src, dst = versioned(minio, "src"), versioned(minio, "dst")
+    write(minio, src, [("p/a", b"a1"), ("p/a", b"a2"), ("p/b", b"b1"), ("p/b", None)])
+    job = prepare.handler({"spec": job_spec(src, dst), "execution_name": "handed"}, FakeLambdaContext())
+    body = minio.client.get_object(Bucket=reports, Key=job["histories"]["key"])["Body"].read().decode()
+    items = list(jsonl_items(body, "histories"))
+    batch_input = {"job": {"job_id": "handed", "limits": {"large_object_concurrency": 1}}}
+    short = FakeLambdaContext(remaining_ms=(settings.deadline_margin_seconds - 5) * 1000)
+
+    with pytest.raises(FerryHandOver) as handed:  # the child's Catch takes it to ResumeHandOver
+        copy_batch.handler({"Items": items, "BatchInput": batch_input}, short)
+    error = {"Error": "FerryHandOver", "Cause": str(handed.value)}
+    first = copy_batch.handler(
+        {"Items": items, "BatchInput": batch_input, HAND_OVER_FIELD: error}, FakeLambdaContext()
+    )
+    assert first["remaining"] == items and first["counts"]["objects"] == 0
+    assert history(minio, dst, "q/a") == []
+    second = copy_batch_pass(
+        {
+            "job": first["job"],
+            "items": first["remaining"],
+            "pass": first["next_pass"],
+            "batch_id": first["batch_id"],
+            "counts": first["counts"],
+        },
+        FakeLambdaContext(),
+    )
+    assert not second["remaining"] and second["counts"]["copied"] == 4
+    summary = finalize.handler({"job": job}, FakeLambdaContext())
+
+    assert (summary["status"], summary["copied"]) == ("SUCCEEDED", 4), summary
+    assert_adds_up(summary, versions=4, keys=2)
+    assert history(minio, dst, "q/a") == ["a1", "a2"] and history(minio, dst, "q/b") == ["b1", MARKER]
+
+
+def test_a_lost_batch_of_histories_records_each_key_no_pass_settled_as_one_failed_object(
+    tmp_path: Path,
+) -> None:
+    """Finalize's record of a child that ended without recording its items: a key is settled
+    by one pass with all its versions, or not at all, so the keys with any recorded version are
+    left alone and each other key is one failed object (its versions were never read); the
+    count check then adds up, in keys."""
+    from ferry.jobspec import parse_job_spec
+    from ferry.models import CopyResult, Status
+    from ferry.pipeline.count_check import batches_recorded, check_map_run
+    from ferry.pipeline.local_reports import LocalReports
+    from ferry.pipeline.recording import batch_id_for, record, record_lost_batch
+    from ferry.pipeline.services import Services
+
+    spec = parse_job_spec({**job_spec("src", "dst"), "job_id": "lost-histories"})
+    ledger = SQLiteLedger(tmp_path / "ledger.sqlite")
+    ledger.create_job(spec.job_id, spec.to_dict())
+    services = Services(
+        s3=None, dynamodb=None, settings=None, ledger_store=ledger, report_store=LocalReports(tmp_path)
+    )  # type: ignore[arg-type]
+    items = [{"k": "p/a", "n": 2, "s": 4}, {"k": "p/b", "n": 1, "s": 2}]
+    batch = batch_id_for(spec.job_id, items)
+    versions = [
+        CopyResult("p/a", "q/a", Status.COPIED, source_bucket="src", source_version_id=v, version_id=f"d{v}")
+        for v in ("v1", "v2")
+    ]
+    record(services, spec.job_id, f"{batch}-p1", versions, handover={"remaining": [1]}, items=1)
+
+    lost = record_lost_batch(services, spec, items, "the batch's child execution failed")
+
+    assert lost is not None and (lost.counts.objects, lost.counts.failed) == (1, 1)
+    assert [f.key for f in ledger.failures(spec.job_id)] == ["p/b"]
+    assert record_lost_batch(services, spec, items, "again") is None  # idempotent
+    tally = ledger.tally(spec.job_id)
+    assert (tally.counts.objects, tally.items) == (3, 2)
+    assert check_map_run(tally.items, batches_recorded(ledger, spec.job_id), None, noun="key").problems == []
