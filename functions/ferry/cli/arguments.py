@@ -428,6 +428,9 @@ def _add_option_arguments(parser: argparse.ArgumentParser) -> None:
     how.add_argument("--include", action="append", metavar="GLOB")
     how.add_argument("--exclude", action="append", metavar="GLOB")
     how.add_argument("--no-skip-existing", action="store_true")
+    how.add_argument(
+        "--all-versions", action="store_true", help="every version of each key, oldest first (all_versions)"
+    )
     how.add_argument("--compare", choices=["checksum", "size-mtime"])
     how.add_argument("--restore", choices=["bulk", "standard", "expedited"])
     how.add_argument("--restore-days", type=int)
