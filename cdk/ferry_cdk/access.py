@@ -61,6 +61,13 @@ LEDGER_READ_WRITE = (
 BATCH_REPORTS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject")
 
 
+# An all_versions job (ferry.pipeline.history_keys): Prepare and the copy workers list the
+# versions under the configured prefixes (ListObjectVersions takes the same s3:prefix
+# condition as ListObjectsV2), and Prepare reads both buckets' versioning status.
+LIST_VERSIONS = ("s3:ListBucketVersions",)
+READ_VERSIONING = ("s3:GetBucketVersioning",)
+
+
 # Upload marks (ferry.engine.upload_marks): a small object per open multipart upload, written
 # after CreateMultipartUpload, read to resume after a crash, deleted after Complete or Abort.
 UPLOAD_MARKS = ("s3:PutObject", "s3:GetObject", "s3:DeleteObject")
@@ -90,9 +97,12 @@ def bucket_arns(locations: Iterable[Location]) -> list[str]:
     return sorted({bucket_arn(loc.bucket) for loc in locations})
 
 
-def list_bucket_statements(locations: Iterable[Location], *, sid: str) -> list[iam.PolicyStatement]:
-    """`s3:ListBucket` per bucket, limited to the configured prefixes (`StringLike`: a listing
-    must name a Prefix inside them; see the module docstring for the 403 this implies)."""
+def list_bucket_statements(
+    locations: Iterable[Location], *, sid: str, actions: Sequence[str] = ("s3:ListBucket",)
+) -> list[iam.PolicyStatement]:
+    """`s3:ListBucket` (or `actions`: `LIST_VERSIONS`) per bucket, limited to the configured
+    prefixes (`StringLike`: a listing must name a Prefix inside them; see the module docstring
+    for the 403 this implies)."""
     by_bucket: dict[str, set[str]] = {}
     for loc in locations:
         by_bucket.setdefault(loc.bucket, set()).add(loc.prefix)
@@ -104,7 +114,7 @@ def list_bucket_statements(locations: Iterable[Location], *, sid: str) -> list[i
         statements.append(
             iam.PolicyStatement(
                 sid=f"{sid}{index}",
-                actions=["s3:ListBucket"],
+                actions=list(actions),
                 resources=[bucket_arn(bucket)],
                 conditions=conditions,
             )

@@ -158,7 +158,8 @@ class FerryStack(cdk.Stack):
         self.lambda_runtime, self.lambda_architecture = runtime, architecture
         environment = {**self.worker_env, **s.worker_environment()}
         specs = {  # name: (handler module, memory MB, timeout minutes, description)
-            "Prepare": ("prepare", 512, 5, "Checks a job spec and its access, creates the job record"),
+            # 15 minutes: an all_versions job's Prepare lists the source's versions (history_keys.py).
+            "Prepare": ("prepare", 512, 15, "Checks a job spec and its access, creates the job record"),
             "CopyBatch": ("copy_batch", s.lambda_memory_mb, 15, "Copies one batch of objects, verified"),
             "RecordFailure": ("record_failure", 512, 5, "Records every object of a failed step as failed"),
             "Finalize": ("finalize", 1024, 15, "Writes a job's report and sets its final status"),
@@ -242,6 +243,22 @@ class FerryStack(cdk.Stack):
             prepare.add_to_role_policy(
                 statement("ProbeDestinationKeys", ["kms:GenerateDataKey"], s.destination_kms_key_arns)
             )
+        # An all_versions job: both buckets' versioning read, the source's versions listed, and
+        # the keys with a history written to jobs/<id>/histories.jsonl for the Map to read.
+        prepare.add_to_role_policy(
+            statement(
+                "ReadVersioning",
+                access.READ_VERSIONING,
+                sorted(set(access.bucket_arns(s.sources)) | set(access.bucket_arns(s.destinations))),
+            )
+        )
+        for st in access.list_bucket_statements(
+            s.sources, sid="ListSourceVersions", actions=access.LIST_VERSIONS
+        ):
+            prepare.add_to_role_policy(st)
+        prepare.add_to_role_policy(
+            statement("WriteHistories", ["s3:PutObject", "s3:AbortMultipartUpload"], reports)
+        )
         prepare.add_to_role_policy(statement("CreateJob", ["dynamodb:GetItem", "dynamodb:PutItem"], table))
         for st in reach_statements(self, s):  # the destination check writes as the workers will
             prepare.add_to_role_policy(st)
@@ -291,6 +308,11 @@ class FerryStack(cdk.Stack):
             *access.list_bucket_statements(s.sources, sid="ListSources"),
             statement("WriteDestinations", DESTINATION_WRITE, destinations),
             *access.list_bucket_statements(s.destinations, sid="ListDestinations"),
+            # An all_versions job lists each key's history on both sides (history_copy.py).
+            *access.list_bucket_statements(s.sources, sid="ListSourceVersions", actions=access.LIST_VERSIONS),
+            *access.list_bucket_statements(
+                s.destinations, sid="ListDestinationVersions", actions=access.LIST_VERSIONS
+            ),
             # A copy killed mid-way is resumed from its upload's mark (ferry.engine.upload_marks).
             statement("MarkUploads", access.UPLOAD_MARKS, access.marks_arns(s.destinations)),
             statement("FindUploadsToResume", access.FIND_UPLOADS, access.bucket_arns(s.destinations)),
@@ -489,6 +511,12 @@ class FerryStack(cdk.Stack):
             statement(
                 "ResultWriter",
                 ["s3:PutObject", "s3:GetObject", "s3:ListMultipartUploadParts", "s3:AbortMultipartUpload"],
+                [f"{self.report_bucket.bucket_arn}/{REPORTS_PREFIX}*"],
+            ),
+            # An all_versions job's keys, the JSON Lines Prepare writes under jobs/ (history_keys.py).
+            statement(
+                "ItemReaderHistories",
+                ["s3:GetObject"],
                 [f"{self.report_bucket.bucket_arn}/{REPORTS_PREFIX}*"],
             ),
             # MarkJobFailed: a Finalize that failed for good sets the job FAILED in the ledger.

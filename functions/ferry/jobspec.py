@@ -76,6 +76,9 @@ class JobOptions:
     # Finalize aborts the job's own marked uploads still open at least this old (a crash left
     # them); 0: every one, since no batch of the job is running any more.
     abort_uploads_after_seconds: int = 0
+    # Every version of each key, oldest first, delete markers reproduced (engine/version_copy):
+    # the Map then reads the keys with a history (pipeline/history_keys.py), not the current objects.
+    all_versions: bool = False
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,10 @@ class JobSpec:
 
     @property
     def reader(self) -> str:
-        """Which Distributed Map reads the items: `listing` or the manifest's format."""
+        """Which Distributed Map reads the items: `listing`, the manifest's format, or
+        `versions` (the keys with a history, which Prepare lists: options.all_versions)."""
+        if self.options.all_versions:
+            return "versions"
         return self.manifest.format if self.manifest else "listing"
 
     def to_dict(self) -> dict[str, Any]:
@@ -246,8 +252,39 @@ def validate_job_spec(data: Any, default_job_id: str | None = None) -> JobSpec:
     start`, `ferry run`, Prepare, `cdk synth`'s schedules): the spec's shape and S3's rules
     (`parse_job_spec`), then a listing job whose destination overlaps its source."""
     spec = parse_job_spec(data, default_job_id)
+    check_all_versions(spec)
     check_spec_not_overlapping(spec)
     return spec
+
+
+def check_all_versions(spec: JobSpec) -> None:
+    """What options.all_versions cannot go with, refused before anything is written. A history
+    is listed from the source bucket (a manifest names objects, not histories), found at the
+    destination by its own history (skip_existing off would copy every version again, doubling
+    the history), and is copied onto another place (onto itself it would already be there)."""
+    if not spec.options.all_versions:
+        return
+    if spec.manifest:
+        raise SpecError(
+            "options.all_versions: cannot go with source.manifest: every version of each key is listed "
+            "from source.bucket; give source.bucket and source.prefix, or copy the manifest's objects "
+            "without all_versions"
+        )
+    if not spec.options.policy.skip_existing:
+        raise SpecError(
+            "options.skip_existing: all_versions finds what is already there by the destination's "
+            "history; leave out skip_existing (or set it true)"
+        )
+    if spec.replication:
+        raise SpecError(
+            "options.all_versions: a replication job copies the objects its events name; "
+            "run all_versions as a job of its own"
+        )
+    if (spec.source_bucket, spec.source_prefix) == (spec.destination_bucket, spec.destination_prefix):
+        raise SpecError(
+            f"destination: s3://{spec.destination_bucket}/{spec.destination_prefix} is the source "
+            "itself: a history cannot be copied onto itself; choose another destination"
+        )
 
 
 def check_spec_not_overlapping(spec: JobSpec) -> None:
@@ -400,6 +437,7 @@ OPTION_FIELDS = (
     "dry_run",
     "marks_prefix",
     "abort_uploads_after_seconds",
+    "all_versions",
 )
 MAX_ABORT_AFTER_SECONDS = 365 * 24 * 3600
 
@@ -484,6 +522,7 @@ def parse_options(data: Any, name: Callable[[str], str] | None = None) -> JobOpt
         include=_globs(get("include", []), label("include")),
         exclude=_globs(get("exclude", []), label("exclude")),
         abort_uploads_after_seconds=abort_after,
+        all_versions=_bool(get("all_versions", False), label("all_versions")),
     )
 
 
@@ -509,6 +548,7 @@ def options_to_dict(options: JobOptions) -> dict[str, Any]:
         "dry_run": p.dry_run,
         "marks_prefix": p.marks_prefix,
         "abort_uploads_after_seconds": options.abort_uploads_after_seconds,
+        "all_versions": True if options.all_versions else None,  # absent unless asked for
     }
     return {k: v for k, v in data.items() if v is not None}
 

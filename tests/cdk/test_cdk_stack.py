@@ -89,9 +89,13 @@ def test_distributed_maps_read_batch_and_write_results(built: SimpleNamespace) -
     assert readers == [
         ("arn:aws:states:::s3:getObject", "CSV"),
         ("arn:aws:states:::s3:getObject", "JSONL"),
+        ("arn:aws:states:::s3:getObject", "JSONL"),  # an all_versions job's keys, from Prepare
         ("arn:aws:states:::s3:getObject", "MANIFEST"),
         ("arn:aws:states:::s3:listObjectsV2", None),
     ]
+    # The keys Prepare lists for an all_versions job are read from the stack's own bucket.
+    histories = distributed["CopyVersionHistories"]["ItemReader"]["Parameters"]
+    assert histories["Key.$"] == "$.job.histories.key"
     bucket_lid, _ = only(built.template, "AWS::S3::Bucket")
     for name, state in distributed.items():
         assert state["ItemProcessor"]["ProcessorConfig"]["ExecutionType"] == "STANDARD", name
@@ -99,6 +103,7 @@ def test_distributed_maps_read_batch_and_write_results(built: SimpleNamespace) -
         writer = state["ResultWriter"]
         assert writer["Resource"] == "arn:aws:states:::s3:putObject", name
         assert writer["Parameters"]["Bucket"] == plain({"Ref": bucket_lid}, built.template), name
+    assert histories["Bucket"] == plain({"Ref": bucket_lid}, built.template)
 
 
 def test_the_child_workflow_runs_the_functions_and_the_fargate_task(built: SimpleNamespace) -> None:
@@ -374,7 +379,12 @@ def test_s3_grants_name_only_the_configured_prefixes(built: SimpleNamespace) -> 
         for action in (a for a in as_list(st["Action"]) if a.startswith("s3:")):
             targets = set(as_list(st["Resource"]))
             seen |= targets
-            if action in ("s3:ListBucket", "s3:ListBucketMultipartUploads"):
+            if action in (
+                "s3:ListBucket",
+                "s3:ListBucketMultipartUploads",
+                "s3:ListBucketVersions",
+                "s3:GetBucketVersioning",
+            ):
                 assert targets <= arns["buckets"], (lid, targets)
                 continue
             assert targets <= data, (lid, action, targets - data)
@@ -390,9 +400,11 @@ def test_s3_grants_name_only_the_configured_prefixes(built: SimpleNamespace) -> 
 
 
 def test_list_bucket_is_limited_to_the_prefixes(built: SimpleNamespace) -> None:
+    listings = 0
     for lid, st in statements(built.template):
-        if st["Action"] != "s3:ListBucket":
+        if st["Action"] not in ("s3:ListBucket", "s3:ListBucketVersions"):
             continue
+        listings += st["Action"] == "s3:ListBucketVersions"
         (bucket,) = as_list(st["Resource"])
         if bucket == "arn:aws:s3:::src-whole":  # configured without a prefix: the whole bucket
             assert "Condition" not in st, lid
@@ -412,6 +424,7 @@ def test_list_bucket_is_limited_to_the_prefixes(built: SimpleNamespace) -> None:
             assert prefixes == [".ferry/uploads/*"], lid
         else:
             assert prefixes == ["backup/*"], lid
+    assert listings > 0  # ListObjectVersions (all_versions jobs) is held to the prefixes too
 
 
 def test_each_role_gets_what_its_code_does(built: SimpleNamespace) -> None:
@@ -455,6 +468,20 @@ def test_each_role_gets_what_its_code_does(built: SimpleNamespace) -> None:
         assert "s3:ListBucketMultipartUploads" in actions_on(role, dest_buckets), role
         assert actions_on(role, arns["reports"]) == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}, role
     assert actions_on("PrepareRole", arns["sources"]) == set()  # lists them, reads no object
+    # all_versions: each key's history listed on both sides by the workers; Prepare lists the
+    # source's versions and reads both buckets' versioning, and nothing else does either.
+    src_buckets = {f"arn:aws:s3:::{loc.bucket}" for loc in built.settings.sources}
+    for role in ("CopyBatchRole", "CopyTaskRole"):
+        assert "s3:ListBucketVersions" in actions_on(role, src_buckets), role
+        assert "s3:ListBucketVersions" in actions_on(role, dest_buckets), role
+        assert "s3:GetBucketVersioning" not in actions_on(role, src_buckets | dest_buckets), role
+    assert {"s3:ListBucketVersions", "s3:GetBucketVersioning"} <= actions_on("PrepareRole", src_buckets)
+    assert "s3:GetBucketVersioning" in actions_on("PrepareRole", dest_buckets)
+    assert "s3:ListBucketVersions" not in actions_on("PrepareRole", dest_buckets - src_buckets)
+    for role in ("RecordFailureRole", "FinalizeRole", "StateMachineRole"):
+        assert not {"s3:ListBucketVersions", "s3:GetBucketVersioning"} & actions_on(
+            role, src_buckets | dest_buckets
+        ), role
     # The destination probe: a multipart upload opened and aborted, with the job's tags if any.
     assert actions_on("PrepareRole", arns["destinations"]) == {
         "s3:PutObject",
@@ -646,10 +673,14 @@ def test_outputs_name_what_the_job_commands_need(built: SimpleNamespace) -> None
 
 
 def test_prepare_may_read_a_retry_manifest_in_the_report_bucket(built: SimpleNamespace) -> None:
-    """`ferry job retry` writes the failed objects' manifest under jobs/; Prepare HEADs it."""
+    """`ferry job retry` writes the failed objects' manifest under jobs/; Prepare HEADs it. An
+    all_versions job's Prepare writes its keys there (jobs/<id>/histories.jsonl, streamed as a
+    multipart upload): the only other thing it may do there."""
     reports = allowed_arns(built)["reports"]
     found = set()
     for st in role_statements(built.template, "PrepareRole"):
         if set(as_list(st["Resource"])) & reports:
             found |= set(as_list(st["Action"]))
-    assert found == {"s3:GetObject"}
+    assert found == {"s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"}
+    prepare = function_by_name(built.template, "Prepare")
+    assert prepare["Timeout"] == 15 * 60  # the listing of versions runs within it

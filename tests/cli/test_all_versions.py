@@ -7,63 +7,18 @@ from __future__ import annotations
 
 import io
 import json
-import time
 
 import pytest
 
 from conftest import S3Server
 from ferry.cli.main import main
-
-MARKER = "<delete marker>"
+from version_histories import MARKER, history, versioned, write
 
 
 def call(*argv: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     code = main(list(argv), out, err)
     return code, out.getvalue(), err.getvalue()
-
-
-def versioned(server: S3Server, name: str) -> str:
-    bucket = server.bucket(name)
-    server.client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
-    return bucket
-
-
-def write(server: S3Server, bucket: str, events: list[tuple[str, bytes | None]]) -> None:
-    """Each event a PUT of its bytes, or (None) a DELETE. versitygw's listing times order a
-    key's delete markers against its versions only to the second: it gets a pause between."""
-    for key, body in events:
-        if body is None:
-            server.client.delete_object(Bucket=bucket, Key=key)
-        else:
-            server.client.put_object(Bucket=bucket, Key=key, Body=body)
-        if server.name == "versitygw":
-            time.sleep(1.05)
-
-
-def history(server: S3Server, bucket: str, key: str) -> list[str]:
-    """The key's history oldest first, each version's bytes or MARKER, read from the server
-    and ordered without Ferry's code: versitygw's version ids are ULIDs, which sort in the
-    order they were made; MinIO's times are to the millisecond."""
-    answer = server.client.list_object_versions(Bucket=bucket, Prefix=key)
-    entries = [(v, False) for v in answer.get("Versions", [])] + [
-        (m, True) for m in answer.get("DeleteMarkers", [])
-    ]
-    entries = [(e, marker) for e, marker in entries if e["Key"] == key]
-    if server.name == "versitygw":
-        entries.sort(key=lambda em: em[0]["VersionId"])
-    else:
-        entries.sort(key=lambda em: (em[0]["LastModified"], em[0]["IsLatest"]))
-    out = []
-    for entry, marker in entries:
-        if marker:
-            out.append(MARKER)
-        else:
-            body = server.client.get_object(Bucket=bucket, Key=key, VersionId=entry["VersionId"])[
-                "Body"
-            ].read()
-            out.append(body.decode())
-    return out
 
 
 @pytest.mark.parametrize("server_name", ["versitygw", "minio"])
@@ -166,3 +121,29 @@ def test_a_version_written_before_versioning_was_enabled_is_copied_by_its_id(req
     )
     assert code == 0, out + err
     assert history(server, dst, "k") == ["before versioning", "after"]
+
+
+def test_a_version_that_needs_a_restore_holds_back_every_newer_version(motoserver, tmp_path):
+    """An archived older version cannot be copied before a restore: its newer versions must
+    wait for it, or the destination's history would hold them first, out of the source's
+    order, and no later run could put the older one before them."""
+    src, dst = versioned(motoserver, "src"), versioned(motoserver, "dst")
+    motoserver.client.put_object(Bucket=src, Key="k", Body=b"old", StorageClass="GLACIER")
+    motoserver.client.put_object(Bucket=src, Key="k", Body=b"new")
+    report = tmp_path / "r.jsonl"
+    code, out, err = call(
+        "copy",
+        f"s3://{src}",
+        f"s3://{dst}",
+        "--endpoint-url",
+        motoserver.url,
+        "--all-versions",
+        "--json",
+        "--report",
+        str(report),
+    )
+    summary = json.loads(out)
+    assert (summary["objects"], summary["copied"]) == (2, 0), out + err
+    assert history(motoserver, dst, "k") == []
+    newer = json.loads(report.read_text().splitlines()[1])
+    assert newer["status"] == "skipped" and newer["reason"].startswith("held back: the older version"), newer

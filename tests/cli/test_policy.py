@@ -398,3 +398,31 @@ def test_output_dir_writes_each_document_to_the_file_its_heading_names(tmp_path:
         assert json.loads(path.read_text()) == document, heading
         assert heading == stdout_heading.replace(f"file://{path.name}", f"file://{path}")
     assert sorted(p.name for p in folder.iterdir()) == sorted(Path(named_file(h)).name for h in headings)
+
+
+def test_all_versions_grants_listing_versions_within_the_prefixes_and_reading_versioning(
+    tmp_path: Path,
+) -> None:
+    """An all_versions job lists versions on both sides and reads both buckets' versioning
+    (pipeline/history_keys.py); the documents grant that only when asked (--all-versions)."""
+    _, out, _ = run_policy(tmp_path, WALKTHROUGH)
+    assert "s3:ListBucketVersions" not in out and "s3:GetBucketVersioning" not in out
+
+    code, out, _ = run_policy(tmp_path, WALKTHROUGH, "--all-versions")
+
+    assert code == 0
+    printed = sections(out)
+    for side, verb, prefix in (("source", "Read", "camera/*"), ("destination", "Write", "replica/*")):
+        policy = next(d for h, d in printed if h.startswith(f"Bucket policy for the {side}"))
+        by_sid = {st["Sid"]: st for st in policy["Statement"]}
+        listing = by_sid[f"Ferry{verb}List"]
+        assert listing["Action"] == ["s3:ListBucket", "s3:ListBucketVersions"], side
+        assert listing["Condition"]["StringLike"] == {"s3:prefix": [prefix]}, side
+        versioning = by_sid[f"Ferry{verb}Versioning"]
+        assert versioning["Action"] == ["s3:GetBucketVersioning"], side
+        assert versioning["Resource"].endswith(":::" + ("photos-a" if side == "source" else "photos-b"))
+        assert "s3:prefix" not in json.dumps(versioning.get("Condition", {})), side
+        assert grammar_errors(policy, resource_based=True) == [], side
+    permissions = next(d for h, d in printed if h.startswith(f"Permissions policy for {WRITER}"))
+    actions = {a for st in permissions["Statement"] for a in st["Action"]}
+    assert {"s3:ListBucketVersions", "s3:GetBucketVersioning"} <= actions

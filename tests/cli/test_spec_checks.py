@@ -100,6 +100,30 @@ def bad_specs(src: str, dst: str) -> list[tuple[str, dict[str, Any], str]]:
             "the job spec: ",
         ),
         (
+            "all_versions with a manifest",
+            {
+                "source": {"bucket": src, "manifest": {"bucket": src, "key": "m.jsonl", "format": "jsonl"}},
+                "destination": {"bucket": dst},
+                "options": {"all_versions": True},
+            },
+            "options.all_versions: ",
+        ),
+        (
+            "all_versions without skip_existing",
+            with_options(all_versions=True, skip_existing=False),
+            "options.skip_existing: ",
+        ),
+        ("all_versions not a boolean", with_options(all_versions="yes"), "options.all_versions: "),
+        (
+            "all_versions onto the source itself",
+            {
+                "source": {"bucket": src, "prefix": "data/"},
+                "destination": {"bucket": src, "prefix": "data/"},
+                "options": {"all_versions": True, "storage_class": "STANDARD_IA"},
+            },
+            "destination: ",
+        ),
+        (
             "a job id Step Functions refuses",
             {"job_id": "night\tly", "source": {"bucket": src}, "destination": {"bucket": dst}},
             "job_id: ",

@@ -404,7 +404,7 @@ def batch_input_for(job: dict[str, Any]) -> Any:
 
     maps = [s for s in read(PARENT_FILE)["States"].values() if s.get("Type") == "Map"]
     templates = [m["ItemBatcher"]["BatchInput"] for m in maps]
-    assert len(maps) == 4 and all(t == templates[0] for t in templates), "every Map hands the child the same"
+    assert len(maps) == 5 and all(t == templates[0] for t in templates), "every Map hands the child the same"
     sfn = boto3.client("stepfunctions", region_name="us-east-1")
     pass_only = {"StartAt": "P", "States": {"P": {"Type": "Pass", "Parameters": templates[0], "End": True}}}
     arn = sfn.create_state_machine(

@@ -478,6 +478,24 @@ def test_a_wrong_spec_is_named_before_any_aws_setting_is_needed(monkeypatch: Any
     assert err == "ferry: error: no AWS region: give --region (the stack's region) or set AWS_REGION\n"
 
 
+def test_all_versions_is_a_job_start_option_and_what_it_cannot_go_with_is_named_first(
+    monkeypatch: Any, tmp_path: Any
+) -> None:
+    from ferry.cli.jobs_command import spec_from_args
+    from ferry.cli.main import build_parser
+
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    code, out, err = ferry(
+        "job", "start", "s3://src/in/", "s3://dst/", "--all-versions", "--no-skip-existing"
+    )
+    assert (code, out) == (1, "")
+    assert err.startswith("ferry: error: options.skip_existing: all_versions finds") and err.count("\n") == 1
+    args = build_parser().parse_args(["job", "start", "s3://src/in/", "s3://dst/", "--all-versions"])
+    assert spec_from_args(args)["options"] == {"all_versions": True}
+
+
 def test_retry_sends_a_redrive_the_service_model_accepts_for_an_aborted_job() -> None:
     """moto has no RedriveExecution, so the request itself is checked against botocore's own
     Step Functions model (Stubber validates every parameter) on clients that answer as the

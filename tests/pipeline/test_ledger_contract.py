@@ -123,6 +123,23 @@ def test_the_tally_sums_the_markers_and_batches_filter_by_prefix_in_key_order(le
     assert [m["counts"]["skipped"] for m in ledger.batches("j1", "b1-")] == [0, 3]  # p1 before p2
 
 
+def test_items_settled_apart_from_objects_are_kept_and_summed_and_default_to_the_objects(
+    ledger: Ledger,
+) -> None:
+    """An all_versions pass settles keys (the Map's items) holding several versions (objects):
+    the marker keeps both, and the tally sums the items, one per object where none is given."""
+    ledger.create_job("j1", SPEC)
+    histories = counts(copied=5, skipped=2)
+    histories.items = 3
+    first = ledger.record_batch("j1", "b1-p1", histories, attempt="a", report_key=None)
+    again = ledger.record_batch("j1", "b1-p1", counts(copied=1), attempt="b", report_key=None)
+    ledger.record_batch("j1", "b2-p1", counts(failed=2), attempt="a", report_key=None)
+    assert first.counts.items == again.counts.items == 3 and again.counts.objects == 7
+    tally = ledger.tally("j1")
+    assert (tally.counts.objects, tally.items) == (9, 5)
+    assert "items" not in tally.to_dict()  # the job's totals stay its objects' counts
+
+
 def test_failures_are_one_item_per_object_and_the_marker_says_when_they_are_written(ledger: Ledger) -> None:
     ledger.create_job("j1", SPEC)
     ledger.record_batch("j1", "b1-p1", counts(failed=2), attempt="a", report_key=None)

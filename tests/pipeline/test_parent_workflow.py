@@ -800,3 +800,79 @@ def test_the_same_job_run_twice_skips_everything_the_second_time(parent) -> None
         0,
     )
     assert_copied(parent.pipeline.s3, sources, "in/", "c/")
+
+
+def _versioned_pair(s3: Any) -> None:
+    for bucket in ("src", "dst"):
+        s3.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": "Enabled"})
+
+
+def _history(s3: Any, bucket: str, key: str) -> list[str]:
+    """A key's versions oldest first (ListObjectVersions lists each key's newest first), then
+    "<marker>" if a delete marker is the latest (the only place these scenarios put one)."""
+    answer = s3.list_object_versions(Bucket=bucket, Prefix=key)
+    versions = [v for v in answer.get("Versions", []) if v["Key"] == key]
+    markers = [m for m in answer.get("DeleteMarkers", []) if m["Key"] == key]
+    bodies = [
+        s3.get_object(Bucket=bucket, Key=key, VersionId=v["VersionId"])["Body"].read().decode()
+        for v in reversed(versions)
+    ]
+    return bodies + ["<marker>" for m in markers if m["IsLatest"]]
+
+
+def test_an_all_versions_job_is_routed_to_its_own_map_over_the_keys_prepare_listed(parent) -> None:
+    """Prepare lists the keys with a history (one whose latest is a delete marker too) into a
+    JSON Lines manifest in the report bucket; CopyVersionHistories reads it, one item per key."""
+    s3 = parent.pipeline.s3
+    _versioned_pair(s3)
+    for key, body in [
+        ("in/a", b"a1"),
+        ("in/a", b"a2"),
+        ("in/gone", b"g1"),
+        ("in/gone", None),
+        ("in/a", None),
+    ]:
+        if body is None:
+            s3.delete_object(Bucket="src", Key=key)
+        else:
+            s3.put_object(Bucket="src", Key=key, Body=body)
+        time.sleep(0.01)  # moto orders a key's versions by time
+    spec = {
+        "source": {"bucket": "src", "prefix": "in/"},
+        "destination": {"bucket": "dst", "prefix": "out/"},
+        "options": {"all_versions": True},
+    }
+
+    described = parent.run(spec, "histories-job")
+
+    assert described["status"] == "SUCCEEDED", described
+    output = json.loads(described["output"])
+    assert (output["objects"], output["copied"], output["keys"], output["objects_read_by_map"]) == (
+        5,
+        5,
+        2,
+        2,
+    )
+    assert _history(s3, "dst", "out/a") == ["a1", "a2", "<marker>"]
+    assert _history(s3, "dst", "out/gone") == ["g1", "<marker>"]
+    inputs = [
+        json.loads(r["Input"]) for r in parent.result_files(output["map_run"]["results"])[1]["SUCCEEDED"]
+    ]
+    assert sorted(i["k"] for child in inputs for i in child["Items"]) == ["in/a", "in/gone"]
+
+
+def test_an_all_versions_job_with_no_history_to_copy_goes_straight_to_finalize(parent) -> None:
+    """No empty manifest is handed to the ItemReader (AWS does not say what it does with one)."""
+    _versioned_pair(parent.pipeline.s3)
+    spec = {
+        "source": {"bucket": "src", "prefix": "nothing/"},
+        "destination": {"bucket": "dst"},
+        "options": {"all_versions": True},
+    }
+
+    described = parent.run(spec, "no-histories")
+
+    assert described["status"] == "SUCCEEDED", described
+    output = json.loads(described["output"])
+    assert (output["objects"], output["keys"], output["batches"]) == (0, 0, 0)
+    assert parent.harness.map_runs == [] and parent.harness.lambdas.called("copy-batch") == []

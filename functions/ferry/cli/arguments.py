@@ -348,6 +348,12 @@ def add_policy_parser(commands: argparse._SubParsersAction) -> argparse.Argument
         help="a deployed role ARN of the stack to name exactly (repeat); default: the stack's roles by name",
     )
     policy.add_argument(
+        "--all-versions",
+        action="store_true",
+        help="also grant what jobs with options.all_versions do: s3:ListBucketVersions within the "
+        "prefixes and s3:GetBucketVersioning on each bucket (default: not granted)",
+    )
+    policy.add_argument(
         "--output-dir",
         metavar="DIR",
         help="write each document to DIR/NAME, the file its heading's command reads, and print the "
@@ -430,6 +436,9 @@ def _add_option_arguments(parser: argparse.ArgumentParser) -> None:
     how.add_argument("--include", action="append", metavar="GLOB")
     how.add_argument("--exclude", action="append", metavar="GLOB")
     how.add_argument("--no-skip-existing", action="store_true")
+    how.add_argument(
+        "--all-versions", action="store_true", help="every version of each key, oldest first (all_versions)"
+    )
     how.add_argument("--compare", choices=["checksum", "size-mtime"])
     how.add_argument("--restore", choices=["bulk", "standard", "expedited"])
     how.add_argument("--restore-days", type=int)

@@ -71,6 +71,7 @@ def given_options(args: argparse.Namespace) -> dict[str, Any]:
         "preserve_tags": False if args.no_tags else None,
         "kms_key_id": args.kms_key_id,
         "dry_run": True if args.dry_run else None,
+        "all_versions": True if args.all_versions else None,
     }
     given = {k: v for k, v in options.items() if v is not None}
     parse_options(given, name=_flag)  # a wrong flag is named as the user wrote it

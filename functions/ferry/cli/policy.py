@@ -14,6 +14,10 @@ create roles could before).
 A replication with `deletes` on needs two more things from its source's account: the
 "Object Deleted" events forwarded along with "Object Created", and `s3:ListBucketVersions`
 (ListObjectVersions finds the version a delete marker hides, pipeline/replication/deletes.py).
+With `--all-versions`, every source and destination document also grants what an all_versions
+job does there (pipeline/history_keys.py): `s3:ListBucketVersions` within the prefixes and
+`s3:GetBucketVersioning` on the bucket; without it, such a job is refused at Prepare, in one
+line naming the missing permission.
 
 Each document is printed as a heading line (`# ...`: what it is, where it goes, and the file
 its command reads, `file://NAME`) followed by the document as JSON, so it can be cut out and
@@ -71,6 +75,7 @@ FORWARD_ROLE = "ferry-forward-s3-events"
 LIST = ["s3:ListBucket"]
 # A replication's deletes list the source's versions under a delete marker (pipeline/replication/deletes.py).
 LIST_VERSIONS = ["s3:ListBucket", "s3:ListBucketVersions"]
+READ_VERSIONING = ["s3:GetBucketVersioning"]  # an all_versions job's Prepare, on both sides
 OBJECT_CREATED, OBJECT_DELETED = "Object Created", "Object Deleted"
 
 
@@ -99,7 +104,13 @@ def run_policy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
         raise ConfigError("--region: give the region Ferry is deployed in")
     if not ACCOUNT.fullmatch(args.account or ""):
         raise ConfigError(f"--account: {args.account!r} is not a 12-digit AWS account id")
-    ferry = Ferry(args.account, region, args.stack_name or stack_name, tuple(args.principal))
+    ferry = Ferry(
+        args.account,
+        region,
+        args.stack_name or stack_name,
+        tuple(args.principal),
+        all_versions=args.all_versions,
+    )
     count = 0
     for document in documents(settings, ferry):
         if args.output_dir:
@@ -146,8 +157,11 @@ def read_context(path: Path) -> tuple[PipelineSettings, str]:
 class Ferry:
     """Who Ferry's workers are, as the other account's policies name them."""
 
-    def __init__(self, account: str, region: str, stack_name: str, roles: Sequence[str]) -> None:
+    def __init__(
+        self, account: str, region: str, stack_name: str, roles: Sequence[str], *, all_versions: bool = False
+    ) -> None:
         self.account, self.region, self.stack_name, self.roles = account, region, stack_name, roles
+        self.all_versions = all_versions  # grant what all_versions jobs do too (--all-versions)
         self.partition = Endpoint(region=region).partition
 
     def principal(self) -> dict[str, Any]:
@@ -190,7 +204,11 @@ def documents(settings: PipelineSettings, ferry: Ferry) -> Iterator[Document]:
                 f"Bucket policy for the source s3://{loc.bucket}/{loc.prefix} (account {loc.owner}): "
                 f"aws s3api put-bucket-policy --bucket {loc.bucket} --policy {{file}}",
                 bucket_policy(
-                    ferry, loc, SOURCE_READ, "Read", LIST_VERSIONS if deletes_from(settings, loc) else LIST
+                    ferry,
+                    loc,
+                    SOURCE_READ,
+                    "Read",
+                    LIST_VERSIONS if deletes_from(settings, loc) or ferry.all_versions else LIST,
                 ),
             )
     for loc in settings.destinations:
@@ -202,7 +220,13 @@ def documents(settings: PipelineSettings, ferry: Ferry) -> Iterator[Document]:
                 "also set its Object Ownership to BucketOwnerEnforced (aws s3api "
                 f"put-bucket-ownership-controls --bucket {loc.bucket} --ownership-controls "
                 "'Rules=[{ObjectOwnership=BucketOwnerEnforced}]') so that account owns every copy",
-                with_marks(ferry, [loc], bucket_policy(ferry, loc, DESTINATION_WRITE, "Write")),
+                with_marks(
+                    ferry,
+                    [loc],
+                    bucket_policy(
+                        ferry, loc, DESTINATION_WRITE, "Write", LIST_VERSIONS if ferry.all_versions else LIST
+                    ),
+                ),
             )
     keys = [(arn, KMS_SOURCE, "Decrypt") for arn in settings.source_kms_key_arns] + [
         (arn, KMS_DESTINATION, "Encrypt") for arn in settings.destination_kms_key_arns
@@ -255,13 +279,13 @@ def bucket_policy(
     listing: dict[str, Any] = {}
     if loc.prefix:
         listing = {"StringLike": {"s3:prefix": [f"{iam_escape(loc.prefix)}*"]}}
-    return {
-        "Version": VERSION,
-        "Statement": [
-            ferry.statement(f"Ferry{verb}List", list(listing_actions), bucket, conditions=listing),
-            ferry.statement(f"Ferry{verb}Objects", actions, f"{bucket}/{iam_escape(loc.prefix)}*"),
-        ],
-    }
+    statements = [
+        ferry.statement(f"Ferry{verb}List", list(listing_actions), bucket, conditions=listing),
+        ferry.statement(f"Ferry{verb}Objects", actions, f"{bucket}/{iam_escape(loc.prefix)}*"),
+    ]
+    if ferry.all_versions:  # a bucket action without a prefix: no s3:prefix condition may apply
+        statements.append(ferry.statement(f"Ferry{verb}Versioning", READ_VERSIONING, bucket))
+    return {"Version": VERSION, "Statement": statements}
 
 
 def with_marks(ferry: Ferry, destinations: Sequence[Location], document: dict[str, Any]) -> dict[str, Any]:
@@ -307,8 +331,21 @@ def role_permissions(settings: PipelineSettings, role_arn: str, ferry: Ferry) ->
                 ),
             }
         )
-        versions = {loc.bucket for loc in mine if side == "Read" and deletes_from(settings, loc)}
+        versions = {
+            loc.bucket
+            for loc in mine
+            if ferry.all_versions or (side == "Read" and deletes_from(settings, loc))
+        }
         statements.extend(list_statements(mine, f"Ferry{side}List", ferry.partition, versions))
+        if ferry.all_versions:
+            statements.append(
+                {
+                    "Sid": f"Ferry{side}Versioning",
+                    "Effect": "Allow",
+                    "Action": READ_VERSIONING,
+                    "Resource": sorted({f"arn:{ferry.partition}:s3:::{loc.bucket}" for loc in mine}),
+                }
+            )
         if side == "Write":
             buckets = sorted({f"arn:{ferry.partition}:s3:::{loc.bucket}" for loc in mine})
             statements += [

@@ -105,7 +105,7 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
                 services,
                 job_id=job_id,
                 pass_seconds=seconds,
-                on_listed=lambda listing: progress.listed(listing.items, complete=listing.complete),
+                on_listed=lambda listing: progress.listed(listing.objects, complete=listing.complete),
                 journal_root=reports.root,
                 resume=bool(args.resume),
             )
@@ -124,7 +124,8 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     _print(summary, final, services, stdout if not args.json else stderr)
     if isinstance(ledger, SQLiteLedger):
         ledger.close()
-    if final.get("map_error") or final["objects"] != final["objects_read_by_map"]:
+    # The Map's items against what the ledger settled: objects, or an all_versions job's keys.
+    if final.get("map_error") or final.get("keys", final["objects"]) != final["objects_read_by_map"]:
         stderr.write(f"ferry: error: {final['cause']}\n")
         return EXIT_FAILED
     if final["failed"]:
@@ -238,6 +239,8 @@ def run_report(
         "status",
         "batches",
         "objects_read_by_map",
+        "all_versions",
+        "keys",
         "report",
         "failures_report",
         "report_html",

@@ -26,7 +26,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.engine.comparison import compare_heads
 from ferry.engine.copier import Copier
-from ferry.engine.outcome import WOULD_MARK
+from ferry.engine.outcome import WOULD_COPY, WOULD_MARK
 from ferry.errors import describe
 from ferry.models import CopyResult, SourceObject, Status, Target
 from ferry.s3.version_listing import History, Version
@@ -101,8 +101,11 @@ def copy_history(
     destination: History,
     *,
     dry_run: bool,
+    deadline: float | None = None,
 ) -> Iterator[CopyResult]:
-    """One result per source version (and delete marker), oldest first."""
+    """One result per source version (and delete marker), oldest first. With `deadline` (a
+    pipeline pass's), a version whose copy reaches it is handed over (`handed_over`) from its
+    checkpoint, and every newer version with it."""
     ctx = copier.ctx
     try:
         match = match_histories(
@@ -127,15 +130,52 @@ def copy_history(
         yield from _all_failed(rest, source_bucket, target, reason)
         return
     for index, version in enumerate(rest):
-        result = _one(copier, version, source_bucket, target, dry_run)
+        result = _one(copier, version, source_bucket, target, dry_run, deadline)
         yield result
-        if result.status == Status.FAILED:
-            reason = f"not copied: the older version {version.version_id} failed first; run again"
-            yield from _all_failed(rest[index + 1 :], source_bucket, target, reason)
+        if not _lets_newer_follow(result, dry_run):
+            yield from _held_back(rest[index + 1 :], version, result, source_bucket, target)
             return
 
 
-def _one(copier: Copier, version: Version, source_bucket: str, target: Target, dry_run: bool) -> CopyResult:
+def _lets_newer_follow(result: CopyResult, dry_run: bool) -> bool:
+    """A newer version may be written only once this one is: a version left behind (failed,
+    archived and needing a restore, restoring, handed over at a deadline) would otherwise
+    find newer versions above it in the destination's history, out of the source's order
+    for good. A dry run writes nothing: a version it would copy (or mark) lets the next follow,
+    one it would have to restore first does not."""
+    if result.status == Status.COPIED:
+        return True
+    return (
+        dry_run
+        and result.status == Status.PENDING
+        and str(result.reason).startswith((WOULD_COPY, WOULD_MARK))
+    )
+
+
+def _held_back(
+    versions: Sequence[Version], older: Version, blocking: CopyResult, source_bucket: str, target: Target
+) -> Iterator[CopyResult]:
+    """The newer versions behind one not copied: in its state (failed, skipped or pending,
+    and handed over with it), each saying which older version holds it back and why."""
+    if blocking.status == Status.FAILED:
+        reason = f"not copied: the older version {older.version_id} failed first; run again"
+    else:
+        why = blocking.reason or str(blocking.status)
+        reason = f"held back: the older version {older.version_id} is not copied yet ({why}); run again then"
+    for version in versions:
+        result = _result(version, source_bucket, target, blocking.status, reason)
+        result.handed_over = blocking.handed_over
+        yield result
+
+
+def _one(
+    copier: Copier,
+    version: Version,
+    source_bucket: str,
+    target: Target,
+    dry_run: bool,
+    deadline: float | None,
+) -> CopyResult:
     if version.delete_marker:
         if dry_run:
             return _result(version, source_bucket, target, Status.PENDING, WOULD_MARK)
@@ -149,7 +189,7 @@ def _one(copier: Copier, version: Version, source_bucket: str, target: Target, d
         storage_class=version.storage_class,
         last_modified=version.last_modified,
     )
-    result = copier.copy(obj, target)
+    result = copier.copy(obj, target, deadline=deadline)
     result.source_version_id = version.version_id
     return result
 

@@ -33,6 +33,7 @@ from ferry.errors import FerryError
 from ferry.jobspec import JobSpec, parse_job_spec
 from ferry.limits import MiB
 from ferry.models import CopyPolicy, CopyResult, Endpoint, Status
+from ferry.pipeline.history_copy import copy_history_to_the_end, copy_key_histories
 from ferry.pipeline.items import Planned, plan_item
 from ferry.pipeline.ledger.contract import BatchCounts
 from ferry.pipeline.ledger.dynamodb import DynamoCopyRecords
@@ -174,6 +175,8 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
     spec, items, pass_no, batch_id = _pass_of(event, services)
     settings = services.settings
     deadline = deadline_in(remaining_ms / 1000 - settings.deadline_margin_seconds)
+    if spec.reader == "versions":
+        return _copy_histories_pass(event, services, spec, items, deadline)
 
     planned = _with_sizes([plan_item(item, spec) for item in items], services)
     settled: list[CopyResult] = [settled_result(p) for p in planned if p.skip or p.fail]
@@ -198,18 +201,32 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
                 settled.append(result)
         lags = replication_lags((plan.item, result) for plan, result in zip(in_lambda, results, strict=True))
 
-    handover = {
-        "remaining": _positions(items, remaining),
-        "large": _positions(items, [p.item for p in large]),
-    }
-    recorded = record(services, spec.job_id, f"{batch_id}-p{pass_no}", settled, handover=handover)
+    return _finish_pass(event, services, spec, settled, remaining, [p.item for p in large], lags=lags)
+
+
+def _finish_pass(
+    event: Mapping[str, Any],
+    services: Services,
+    spec: JobSpec,
+    settled: list[CopyResult],
+    remaining: list[Any],
+    large: list[Any],
+    *,
+    lags: dict[str, list[float]] | None = None,
+    keys: int | None = None,
+) -> dict[str, Any]:
+    """Record a pass (its settled results, and what it hands over by position) and say what
+    the state machine does next. `keys`: an all_versions pass's settled keys (BatchCounts.items)."""
+    _, items, pass_no, batch_id = _pass_of(event, services)
+    handover = {"remaining": _positions(items, remaining), "large": _positions(items, large)}
+    recorded = record(services, spec.job_id, f"{batch_id}-p{pass_no}", settled, handover=handover, items=keys)
     if not recorded.first:
         # An earlier attempt of this pass was recorded: its hand-over is the one that counts,
         # or objects it handed over would be lost and ones it settled copied twice.
         remaining = [items[i] for i in recorded.handover.get("remaining", [])]
         large_items = [items[i] for i in recorded.handover.get("large", [])]
     else:
-        large_items = [p.item for p in large]
+        large_items = large
     log.info(
         "pass %d of batch %s: %d settled, %d handed over, %d for Fargate%s",
         pass_no,
@@ -224,8 +241,61 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
         "pass_counts": recorded.counts.to_dict() if recorded.first else BatchCounts().to_dict(),
         # Popped by the handler (EMF), never returned to the state machine; a pass an earlier
         # attempt recorded already measured its copies.
-        "replication_lag": lags if recorded.first else {},
+        "replication_lag": (lags or {}) if recorded.first else {},
     }
+
+
+def _copy_histories_pass(
+    event: Mapping[str, Any], services: Services, spec: JobSpec, items: list[Any], deadline: float
+) -> dict[str, Any]:
+    """A pass of an all_versions job: each item a key whose whole history is copied here, or
+    handed to the next pass whole (the deadline came first), or to the Fargate task whole (its
+    history's bytes are over the Lambda threshold). See pipeline/history_keys.py."""
+    settings, pass_no = services.settings, int(event.get("pass", 1))
+    planned = [plan_item(item, spec) for item in items]
+    settled: list[CopyResult] = [settled_result(p) for p in planned if p.skip or p.fail]
+    _notify(services, settled)
+    keys = len(settled)
+    to_copy = [p for p in planned if not (p.skip or p.fail)]
+    large = [p for p in to_copy if (p.obj.size or 0) > settings.large_object_threshold]  # type: ignore[union-attr]
+    in_lambda = [p for p in to_copy if p not in large]
+    remaining: list[Any] = []
+    if in_lambda:
+        with history_copier(services, spec) as copier:
+            outcomes = copy_key_histories(
+                copier,
+                in_lambda,
+                deadline=deadline,
+                dry_run=spec.options.policy.dry_run,
+                on_result=services.on_result,
+            )
+        for plan, outcome in zip(in_lambda, outcomes, strict=True):
+            if not outcome.handed_over:
+                settled.extend(outcome.results)
+            elif pass_no < settings.max_passes:
+                remaining.append(plan.item)
+                continue
+            else:
+                reason = (
+                    f"history not finished after {settings.max_passes} Lambda passes: lower "
+                    "large_object_threshold so the Fargate task copies such histories, or raise max_passes"
+                )
+                settled.append(result_of(plan, Status.FAILED, reason))
+                _notify(services, settled[-1:])
+            keys += 1
+    return _finish_pass(event, services, spec, settled, remaining, [p.item for p in large], keys=keys)
+
+
+def history_copier(services: Services, spec: JobSpec) -> Copier:
+    """The Copier of an all_versions job: every version is written (what the destination's
+    current object is says nothing of its history: the histories are matched instead)."""
+    return job_copier(
+        services,
+        replace(spec.options.policy, skip_existing=False),
+        services.endpoint("source", str(spec.source_bucket), spec.source_prefix),
+        services.endpoint("destination", spec.destination_bucket, spec.destination_prefix),
+        job_id=spec.job_id,
+    )
 
 
 def _notify(services: Services, results: Sequence[CopyResult]) -> None:
@@ -319,6 +389,8 @@ def copy_large_object(
     None when stopped before the end: the task exits non-zero and its retry resumes."""
     spec = job_spec(services, job_id)
     plan = plan_item(item, spec)
+    if spec.reader == "versions" and not (plan.skip or plan.fail):
+        return _copy_large_history(job_id, batch_id, item, plan, services, keep_going, pass_seconds)
     if plan.skip or plan.fail:
         result = settled_result(plan)
     else:
@@ -336,6 +408,33 @@ def copy_large_object(
     _notify(services, [result])
     record(services, job_id, _large_key(batch_id, item), [result])
     return result
+
+
+def _copy_large_history(
+    job_id: str,
+    batch_id: str,
+    item: Mapping[str, Any],
+    plan: Planned,
+    services: Services,
+    keep_going: Callable[[], bool],
+    pass_seconds: float,
+) -> CopyResult | None:
+    """A key whose history is over the Lambda threshold, copied whole by the Fargate task and
+    recorded as one item; returns its newest version's result (None: stopped, to be resumed)."""
+    spec = job_spec(services, job_id)
+    with history_copier(services, spec) as copier:
+        results = copy_history_to_the_end(
+            copier,
+            plan,
+            pass_seconds=pass_seconds,
+            keep_going=keep_going,
+            dry_run=spec.options.policy.dry_run,
+        )
+    if results is None:
+        return None
+    _notify(services, results)
+    record(services, job_id, _large_key(batch_id, item), results, items=1)
+    return results[-1]
 
 
 def _vanished_since_event(

@@ -87,7 +87,7 @@ def batches_recorded(ledger: Ledger, job_id: str) -> BatchesRecorded:
         if kind == "p1":
             first_passes[batch_id] = given_to_batch(marker)
         elif kind == "lost":
-            lost[batch_id] = BatchCounts.from_dict(marker.get("counts") or {}).objects
+            lost[batch_id] = BatchCounts.from_dict(marker.get("counts") or {}).settled_items
         else:
             lost.setdefault(batch_id, 0)  # a later pass or a large object: the batch exists
     # A batch without a first pass lost every object it was given: its -lost marker holds them.
@@ -96,30 +96,35 @@ def batches_recorded(ledger: Ledger, job_id: str) -> BatchesRecorded:
 
 
 def given_to_batch(first_pass: Mapping[str, Any]) -> int:
-    """A batch's objects from its first pass's marker: those it settled, plus those it handed
-    to the next pass and to Fargate (recorded by position, each once)."""
+    """A batch's items from its first pass's marker: those it settled, plus those it handed
+    to the next pass and to Fargate (recorded by position, each once). An item is an object,
+    or in an all_versions job a key (BatchCounts.items)."""
     handover = first_pass.get("handover") or {}
     handed = sum(len(handover.get(name) or []) for name in ("remaining", "large"))
-    return BatchCounts.from_dict(first_pass.get("counts") or {}).objects + handed
+    return BatchCounts.from_dict(first_pass.get("counts") or {}).settled_items + handed
 
 
-def check_listed(objects: int, listed: int | None) -> CountCheck:
-    """`ferry run`: the items its own reader listed against the ledger's objects."""
+def check_listed(objects: int, listed: int | None, *, noun: str = "object") -> CountCheck:
+    """`ferry run`: the items its own reader listed against the ledger's objects (`noun`: what
+    an item is, "key" in an all_versions job, whose objects are versions)."""
     if listed is None or listed == objects:
         return CountCheck(listed)
     return CountCheck(
         listed,
-        [f"{DOES_NOT_ADD_UP}: the Map read {plural(listed, 'object')} but the ledger accounts for {objects}"],
+        [f"{DOES_NOT_ADD_UP}: the Map read {plural(listed, noun)} but the ledger accounts for {objects}"],
     )
 
 
-def check_map_run(objects: int, recorded: BatchesRecorded, counts: MapRunCounts | None) -> CountCheck:
+def check_map_run(
+    objects: int, recorded: BatchesRecorded, counts: MapRunCounts | None, *, noun: str = "object"
+) -> CountCheck:
     """The state machine's Finalize: the ledger's objects against what its batches were given,
-    its batches against the child executions, and itemCounts against both of its readings."""
+    its batches against the child executions, and itemCounts against both of its readings.
+    `objects` and `noun`: the Map's items as the ledger settled them (keys in an all_versions job)."""
     problems = []
     if recorded.objects_given != objects:
         problems.append(
-            f"{DOES_NOT_ADD_UP}: the ledger's batches were given {plural(recorded.objects_given, 'object')} "
+            f"{DOES_NOT_ADD_UP}: the ledger's batches were given {plural(recorded.objects_given, noun)} "
             f"but account for {objects}"
         )
     if counts is None:
@@ -135,7 +140,7 @@ def check_map_run(objects: int, recorded: BatchesRecorded, counts: MapRunCounts 
     if read_as is None:
         problems.append(
             f"{DOES_NOT_ADD_UP}: DescribeMapRun itemCounts.total is {items}, neither the {objects} "
-            f"objects the ledger accounts for (itemCounts counting objects, as the API reference "
+            f"{noun}s the ledger accounts for (itemCounts counting objects, as the API reference "
             f"reads) nor the {plural(executions, 'child execution')} (itemCounts counting batches)"
         )
     objects_read = recorded.objects_given if read_as == "batches" else items

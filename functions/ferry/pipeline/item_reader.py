@@ -31,18 +31,32 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.errors import ConfigError, describe
 from ferry.listed_items import select
+from ferry.pipeline.local_reports import ReportStore
 from ferry.s3.listing import list_objects
 
 # Step Functions' state payload quota: no batch is larger, whatever MaxInputBytesPerBatch says.
 MAX_BATCH_BYTES = 256 * 1024
 
 
-def read_items(s3: Any, job: Mapping[str, Any], *, after: tuple[int, Any] | None = None) -> Iterator[Any]:
-    """The items of a job as Prepare returned it (`listing` or `manifest`, and `reader`).
+def read_items(
+    s3: Any,
+    job: Mapping[str, Any],
+    *,
+    after: tuple[int, Any] | None = None,
+    reports: ReportStore | None = None,
+) -> Iterator[Any]:
+    """The items of a job as Prepare returned it (`listing`, `manifest` or `histories`, and
+    `reader`). An all_versions job's keys are the JSON Lines Prepare wrote into `reports`
+    (pipeline/history_keys.py), read as the Map reads them from the report bucket.
 
     `after`: (items already read, the last of them) when a run resumes: a listing goes on
     after that key (listings are in key order), a manifest after that many rows."""
     reader = job["reader"]
+    if reader == "versions":
+        if reports is None:
+            raise ConfigError("an all_versions job's keys are read from the job's report store")
+        yield from itertools.islice(reports.rows(job["histories"]["key"]), after[0] if after else 0, None)
+        return
     if reader == "listing":  # then the CopyPrefix Map's ItemSelector, as on AWS
         start_after = str(after[1]["k"]) if after and isinstance(after[1], Mapping) else ""
         listing = job["listing"]

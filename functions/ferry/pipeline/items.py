@@ -1,6 +1,7 @@
 """From a Distributed Map item to the object to copy and where it lands.
 
-Items come in four shapes, one per reader: ListObjectsV2 entries (`Key`, `Size`, `Etag`...,
+Items come in five shapes, one per reader (an all_versions job's keys, `{"k", "n", "s"}`, are
+the fifth: pipeline/history_keys.py): ListObjectsV2 entries (`Key`, `Size`, `Etag`...,
 renamed `k`, `s`, `e`... by the parent's ItemSelector: ferry.listed_items),
 CSV rows (header names as written: `key`, `bucket`, `version_id`), JSON Lines objects (the
 same names), and S3 Inventory rows (`Bucket`, `Key` URL-encoded, `VersionId`, `IsLatest`,
@@ -47,6 +48,8 @@ def plan_item(item: Mapping[str, Any], spec: JobSpec) -> Planned:
     where = f" (in s3://{spec.manifest.bucket}/{spec.manifest.key})" if spec.manifest else ""
     if not isinstance(item, Mapping):
         return Planned({"item": item}, fail=f"manifest row is not an object: {item!r:.200}{where}")
+    if spec.reader == "versions":
+        return _plan_history(item, spec)
     fields = expand(item) if spec.reader == "listing" else item
     raw_key = _field(fields, "key")
     if not isinstance(raw_key, str) or raw_key == "":
@@ -83,6 +86,25 @@ def plan_item(item: Mapping[str, Any], spec: JobSpec) -> Planned:
     if (target.bucket, target.key) == (obj.bucket, obj.key) and not changes_attributes(spec.options.policy):
         return Planned(item, obj, target, skip="the destination is the object itself: nothing would change")
     return planned
+
+
+def _plan_history(item: Mapping[str, Any], spec: JobSpec) -> Planned:
+    """An all_versions job's item: one key whose whole history is copied (pipeline/history_keys.py
+    writes them: `k` the key, `n` its versions, `s` their bytes). `obj` names the key, with no
+    version, and the history's bytes as its size (which sends it to Lambda or Fargate)."""
+    key, size = item.get("k"), item.get("s")
+    if not isinstance(key, str) or not key:
+        return Planned(item, fail=f"history item has no key: {dict(item)!r:.300}")
+    obj = SourceObject(
+        bucket=str(spec.source_bucket),
+        key=key,
+        size=size if isinstance(size, int) and not isinstance(size, bool) else None,
+    )
+    relative = key[len(spec.source_prefix) :] if key.startswith(spec.source_prefix) else key
+    target = Target(spec.destination_bucket, spec.destination_prefix + relative)
+    if not key.startswith(spec.source_prefix):
+        return Planned(item, obj, target, skip=f"outside source.prefix {spec.source_prefix!r}")
+    return Planned(item, obj, target)
 
 
 def field_name(name: str) -> str:

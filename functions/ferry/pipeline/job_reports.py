@@ -5,6 +5,7 @@ then, at the end, `summary.json` and `failures.jsonl`.
     s3://<report bucket>/jobs/<job id>/summary.json
     s3://<report bucket>/jobs/<job id>/failures.jsonl
     s3://<report bucket>/jobs/<job id>/report.html      (the same, as a page: ferry.reports.report_html)
+    s3://<report bucket>/jobs/<job id>/histories.jsonl  (an all_versions job's keys: pipeline/history_keys.py)
     s3://<report bucket>/jobs/.map-runs/<Map Run id>/... (the Distributed Map's own results)
 """
 
@@ -68,16 +69,7 @@ class JobReports:
         job with a million failures needs no more memory than one part."""
         prefix = job_prefix(job_id)
         failures_key, summary_key = f"{prefix}failures.jsonl", f"{prefix}summary.json"
-        lines = (json.dumps(f.to_dict(), ensure_ascii=False).encode() + b"\n" for f in failures)
-        self.s3.upload_fileobj(
-            io.BufferedReader(_LinesReader(lines), buffer_size=1024 * 1024),
-            self.bucket,
-            failures_key,
-            ExtraArgs={"ContentType": "application/x-ndjson"},
-            # In the caller's thread, one part at a time: a non-seekable stream is otherwise
-            # read ahead by up to ten parts while uploads are in flight.
-            Config=FAILURES_UPLOAD,
-        )
+        self.put_jsonl(failures_key, (f.to_dict() for f in failures))
         self.s3.put_object(
             Bucket=self.bucket,
             Key=summary_key,
@@ -85,6 +77,20 @@ class JobReports:
             ContentType="application/json",
         )
         return summary_key, failures_key
+
+    def put_jsonl(self, key: str, values: Iterable[Any]) -> None:
+        """JSON Lines streamed into a multipart upload (failures.jsonl, an all_versions job's
+        histories.jsonl): a million lines need no more memory than one part."""
+        lines = (json.dumps(v, ensure_ascii=False).encode() + b"\n" for v in values)
+        self.s3.upload_fileobj(
+            io.BufferedReader(_LinesReader(lines), buffer_size=1024 * 1024),
+            self.bucket,
+            key,
+            ExtraArgs={"ContentType": "application/x-ndjson"},
+            # In the caller's thread, one part at a time: a non-seekable stream is otherwise
+            # read ahead by up to ten parts while uploads are in flight.
+            Config=FAILURES_UPLOAD,
+        )
 
     def put_html(self, job_id: str, page: str) -> str:
         """The report as one self-contained page, beside summary.json; returns its key."""
@@ -125,6 +131,6 @@ def failed_rows(rows: Iterable[Mapping[str, Any]], batch_key: str) -> Iterator[F
                 key=row["key"],
                 dest_key=row.get("dest_key", ""),
                 reason=row.get("reason") or "failed",
-                version_id=row.get("version_id"),
+                version_id=row.get("source_version_id") or row.get("version_id"),
                 batch=batch_key,
             )

@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.counts import plural
+from ferry.engine.deadlines import deadline_in
 from ferry.errors import ConfigError, describe, error_code, explain_bare
 from ferry.jobspec import JobSpec, SpecError, parse_job_spec, validate_job_spec
 from ferry.pipeline.abandoned_uploads import AbandonedUploads, abort_abandoned_uploads
@@ -27,8 +28,10 @@ from ferry.pipeline.count_check import (
     check_map_run,
     map_run_counts,
 )
+from ferry.pipeline.history_keys import check_versioning, histories_key, list_histories
 from ferry.pipeline.job_reports import job_prefix
 from ferry.pipeline.job_stats import first_failures, job_stats
+from ferry.pipeline.ledger.contract import JobExists
 from ferry.pipeline.manifest_check import check_manifest
 from ferry.pipeline.map_runs import MapRunRecord, job_map_runs
 from ferry.pipeline.reach import reached_otherwise
@@ -42,14 +45,29 @@ class AccessCheckFailed(ConfigError):
     """The job cannot work: the pipeline's identity cannot list, read or write what it names."""
 
 
-def prepare(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
+def prepare(
+    event: Mapping[str, Any], services: Services, *, remaining_ms: int | None = None
+) -> dict[str, Any]:
+    """Check the job, record it, and say where the Map reads its items. `remaining_ms`: the
+    Lambda's time left, within which an all_versions job's listing must end (none on a machine)."""
     spec = validate_job_spec(event.get("spec"), default_job_id=event.get("execution_name"))
     check_reader_region(spec, services)
     check_access(spec, services)
     if spec.manifest:  # read through once, so a manifest the ItemReader would choke on is refused now
         check_manifest(services.s3, spec.manifest.bucket, spec.manifest.key, spec.manifest.format)
+    listed = None
+    if spec.options.all_versions:
+        if services.ledger.job(spec.job_id) is not None:  # before its manifest is written over
+            raise JobExists(f"job_id: a job {spec.job_id!r} already exists in the ledger; give a new job_id")
+        deadline = None
+        if remaining_ms is not None:
+            deadline = deadline_in(remaining_ms / 1000 - services.settings.deadline_margin_seconds)
+        listed = list_histories(spec, source_client(spec, services), services.reports, deadline=deadline)
     services.ledger.create_job(spec.job_id, spec.to_dict(), execution_arn=event.get("execution_arn"))
-    return job_input(spec, services)
+    job = job_input(spec, services)
+    if listed is not None:
+        job["histories"] = listed.to_dict()
+    return job
 
 
 def job_input(spec: JobSpec, services: Services) -> dict[str, Any]:
@@ -62,19 +80,29 @@ def job_input(spec: JobSpec, services: Services) -> dict[str, Any]:
         "limits": services.settings.batching(),
         "report_prefix": job_prefix(spec.job_id),
     }
-    if spec.manifest:
+    if spec.options.all_versions:  # the keys Prepare listed (pipeline/history_keys.py)
+        job["histories"] = {"key": histories_key(spec.job_id)}
+    elif spec.manifest:
         job["manifest"] = {"bucket": spec.manifest.bucket, "key": spec.manifest.key}
     else:
         job["listing"] = {"bucket": spec.source_bucket, "prefix": spec.source_prefix}
     return job
 
 
+def source_client(spec: JobSpec, services: Services) -> Any:
+    """The client Prepare lists the source's versions with: the stack's own, or one for the
+    configured role, region, endpoint or secret, as the workers reach it."""
+    endpoint = services.endpoint("source", str(spec.source_bucket), spec.source_prefix)
+    return make_client(endpoint, pool_size=4) if reached_otherwise(endpoint) else services.s3
+
+
 def check_reader_region(spec: JobSpec, services: Services) -> None:
     """The Distributed Map's ItemReader reads only buckets in the state machine's own region,
     while botocore follows S3's redirect, so every other check here would pass. Refuse the job
     with where it can run. Only what the ItemReader reads must be local: the workers copy
-    from and to any region. `ferry run` reads the items itself, from any region."""
-    if services.reads_any_region:
+    from and to any region. `ferry run` reads the items itself, from any region; an
+    all_versions job's items are the manifest Prepare writes in the stack's report bucket."""
+    if services.reads_any_region or spec.options.all_versions:
         return
     stack = os.environ.get("AWS_REGION") or services.s3.meta.region_name
     if not spec.manifest:
@@ -148,7 +176,9 @@ def check_access(spec: JobSpec, services: Services) -> None:
         )
         if m.format == "inventory":
             _check_inventory(s3, m.bucket, m.key)
-    if spec.source_bucket:
+    if spec.options.all_versions:  # Prepare lists the versions, as the workers reach the source
+        check_versioning(spec, source_client(spec, services), destination_client(spec, services))
+    elif spec.source_bucket:
         bucket, prefix = spec.source_bucket, spec.source_prefix
         source = services.endpoint("source", bucket, prefix)
         # A listing job's ItemReader lists as the stack (check_listable refuses any other
@@ -318,7 +348,7 @@ def finalize(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
     return settle_job(
         {**job, "job_id": job_id},
         services,
-        check=lambda objects: check_map_run(objects, recorded, counts),
+        check=lambda items: check_map_run(items, recorded, counts, noun=item_noun(spec)),
         lost=lost,
         map_error=event.get("map_error"),
         map_run=event.get("map"),
@@ -343,7 +373,9 @@ def settle_job(
     cleanup = _abort_abandoned_uploads(job, services)
     tally = ledger.tally(job_id)
     counts = tally.counts.to_dict()
-    counted = check(counts["objects"]) if check else check_listed(counts["objects"], read)
+    spec = parse_job_spec(job["spec"])
+    # The Map's items as the ledger settled them: objects, or an all_versions job's keys.
+    counted = check(tally.items) if check else check_listed(tally.items, read, noun=item_noun(spec))
     dry_run = bool(job["spec"].get("options", {}).get("dry_run"))
     summary: dict[str, Any] = {
         "job_id": job_id,
@@ -359,6 +391,8 @@ def settle_job(
         **job_stats(ledger, job_id, job.get("started_at")),
     }
     summary["bytes_per_second"] = counts["bytes_copied"] // summary["seconds"] if summary["seconds"] else 0
+    if spec.options.all_versions:  # its objects are versions and delete markers, of these keys
+        summary["all_versions"], summary["keys"] = True, tally.items
     if dry_run:
         summary["dry_run"] = True
     if cleanup.error:
@@ -379,6 +413,11 @@ def settle_job(
     if summary["status"] != "SUCCEEDED":
         summary["cause"] = _cause(summary)
     return summary
+
+
+def item_noun(spec: JobSpec) -> str:
+    """What one of the Map's items is: an object, or in an all_versions job a key."""
+    return "key" if spec.options.all_versions else "object"
 
 
 def _abort_abandoned_uploads(job: Mapping[str, Any], services: Services) -> AbandonedUploads:

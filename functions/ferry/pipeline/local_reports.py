@@ -4,6 +4,7 @@ on this machine for `ferry run` (`LocalReports`), with the same keys and the sam
     <root>/jobs/<job id>/objects/<batch key>.<attempt>.jsonl
     <root>/jobs/<job id>/summary.json
     <root>/jobs/<job id>/failures.jsonl
+    <root>/jobs/<job id>/histories.jsonl     (an all_versions job's keys: pipeline/history_keys.py)
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ class ReportStore(Protocol):
     def put_batch(self, job_id: str, batch_key: str, attempt: str, results: Iterable[CopyResult]) -> str: ...
     def delete(self, key: str) -> None: ...
     def rows(self, key: str) -> Iterator[dict[str, Any]]: ...
+    def put_jsonl(self, key: str, values: Iterable[Any]) -> None: ...
     def failed_in(self, key: str, batch_key: str) -> Iterator[Failure]: ...
     def put_final(
         self, job_id: str, summary: Mapping[str, Any], failures: Iterable[Failure]
@@ -61,6 +63,9 @@ class LocalReports:
 
     def failed_in(self, key: str, batch_key: str) -> Iterator[Failure]:
         return failed_rows(self.rows(key), batch_key)
+
+    def put_jsonl(self, key: str, values: Iterable[Any]) -> None:
+        self._write(key, (json.dumps(v, ensure_ascii=False) + "\n" for v in values))
 
     def put_final(
         self, job_id: str, summary: Mapping[str, Any], failures: Iterable[Failure]

@@ -112,9 +112,12 @@ def local_settings(
 
 @dataclass
 class Listing:
-    """How far the reader has got: items read, and whether it has read them all."""
+    """How far the reader has got: items read, the objects they hold (an all_versions job's
+    item is a key with `n` versions when listed; any other item is one object), and whether
+    it has read them all."""
 
     items: int = 0
+    objects: int = 0
     complete: bool = False
 
 
@@ -162,6 +165,7 @@ def run_job(
         def hand_out(run: Callable[[Mapping[str, Any], list[Any]], None], chunk: list[Any]) -> None:
             nonlocal running
             listing.items += len(chunk)
+            listing.objects += sum(_objects_in(item) for item in chunk)
             on_listed(listing)
             if len(running) >= settings.max_concurrency:  # MaxConcurrency: read no further ahead
                 _, running = wait(running, return_when=FIRST_COMPLETED)
@@ -175,7 +179,7 @@ def run_job(
                     last = chunk[-1]
             after = (listing.items, last) if listing.items else None
             for chunk in batches(
-                read_items(services.s3, job, after=after),
+                read_items(services.s3, job, after=after, reports=services.reports),
                 max_items=settings.max_items_per_batch,
                 max_bytes=settings.max_input_bytes_per_batch,
                 batch_input=batch_input,
@@ -196,6 +200,12 @@ def run_job(
     if stopping() and journal is not None and map_error is None:
         return interrupted(job["job_id"], services, listing.items)
     return finalize_local(job["job_id"], services, listing.items, map_error)
+
+
+def _objects_in(item: Any) -> int:
+    """The objects one item stands for, as far as the reader knows: a history's versions."""
+    versions = item.get("n") if isinstance(item, Mapping) and "k" in item and "n" in item else None
+    return versions if isinstance(versions, int) and versions > 0 else 1
 
 
 def resume_job(spec: Mapping[str, Any], job_id: str, services: Services) -> dict[str, Any]:

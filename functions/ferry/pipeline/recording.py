@@ -38,7 +38,11 @@ def record_lost_batch(
     failed with `reason`, so the job's counts still hold every listed object and a retry over
     `failures.jsonl` picks them up. Idempotent: a second call finds them recorded."""
     batch_id = batch_id_for(spec.job_id, list(items))
-    recorded = Counter(_identity_of_row(row) for row in _recorded_rows(services, spec.job_id, batch_id))
+    rows = _recorded_rows(services, spec.job_id, batch_id)
+    if spec.reader == "versions":  # a key's versions are recorded together, by one pass, or not at all
+        recorded = Counter(dict.fromkeys({(row.get("source_bucket"), row["key"], None) for row in rows}, 1))
+    else:
+        recorded = Counter(_identity_of_row(row) for row in rows)
     results = []
     for plan in (plan_item(item, spec) for item in items):
         identity = (
@@ -73,10 +77,14 @@ def record(
     results: list[CopyResult],
     *,
     handover: Mapping[str, list[int]] | None = None,
+    items: int | None = None,
 ) -> Recorded:
-    """Report, then count once, then the failure items (also after a crash between the two)."""
+    """Report, then count once, then the failure items (also after a crash between the two).
+    `items`: the Map items the results settle, where that is not one per result (an
+    all_versions job's keys: BatchCounts.items)."""
     ledger, reports = services.ledger, services.reports
     counts = BatchCounts.of(results)
+    counts.items = items
     attempt = uuid.uuid4().hex[:12]
     report_key = reports.put_batch(job_id, batch_key, attempt, results) if results else None
     stats = ReportStats()

@@ -31,15 +31,29 @@ class JobExists(ConfigError):
     """A job id is used once: a second execution with it would mix two jobs' counts."""
 
 
+@dataclass
 class BatchCounts(Counts):
-    """What one batch adds to the job: every object it was given, in exactly one counter."""
+    """What one batch adds to the job: every object it was given, in exactly one counter.
+
+    `items`: the Map items it settled, where an item is not one object: an all_versions job's
+    item is a key, whose versions are its objects (pipeline/history_keys.py). The count check
+    (count_check.py) weighs the Map's items against these; None means one item per object."""
+
+    items: int | None = None
 
     @property
     def objects(self) -> int:
         return self.total
 
+    @property
+    def settled_items(self) -> int:
+        return self.objects if self.items is None else self.items
+
     def to_dict(self) -> dict[str, int]:
-        return self.counts()
+        data = self.counts()
+        if self.items is not None:
+            data["items"] = self.items
+        return data
 
     @classmethod
     def of(cls, results: Iterable[CopyResult]) -> BatchCounts:
@@ -50,7 +64,11 @@ class BatchCounts(Counts):
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> BatchCounts:
-        return cls(**{k: int(data.get(k, 0)) for k in (*COUNTERS, "bytes_copied")})
+        items = data.get("items")
+        return cls(
+            **{k: int(data.get(k, 0)) for k in (*COUNTERS, "bytes_copied")},
+            items=None if items is None else int(items),
+        )
 
 
 @dataclass
@@ -79,7 +97,8 @@ class Failure:
             key=result.source_key,
             dest_key=result.dest_key,
             reason=result.reason or "failed (no reason given)",
-            version_id=result.version_id,
+            # The source's version: a history's result names it apart from the destination's.
+            version_id=result.source_version_id or result.version_id,
             batch=batch,
         )
 
@@ -123,9 +142,22 @@ class Tally:
 
     counts: BatchCounts
     batches: int  # markers summed (batch passes and large objects)
+    items: int = 0  # the Map items they settled (BatchCounts.items): the objects, but in an all_versions job
 
     def to_dict(self) -> dict[str, int]:
         return {**self.counts.to_dict(), "batches": self.batches}
+
+    @classmethod
+    def of(cls, markers: Iterable[Mapping[str, Any]]) -> Tally:
+        """The sum of batch markers' counts (each ledger's `tally`)."""
+        total, batches, items = BatchCounts(), 0, 0
+        for marker in markers:
+            counts = BatchCounts.from_dict(marker.get("counts") or {})
+            for name in (*COUNTERS, "bytes_copied"):
+                setattr(total, name, getattr(total, name) + getattr(counts, name))
+            items += counts.settled_items
+            batches += 1
+        return cls(total, batches, items)
 
 
 class Ledger(Protocol):

@@ -40,7 +40,6 @@ from botocore.exceptions import ClientError
 from ferry.engine.checkpoints import Checkpoint
 from ferry.errors import FerryError, error_code
 from ferry.pipeline.ledger.contract import (
-    COUNTERS,
     DAY,
     INTERRUPTED,
     RUNNING,
@@ -186,13 +185,7 @@ class DynamoLedger:
 
     def tally(self, job_id: str) -> Tally:
         """The job's counts: every recorded marker's counts, summed (strongly consistent)."""
-        total, batches = BatchCounts(), 0
-        for marker in self.batches(job_id, projection="counts"):
-            counts = BatchCounts.from_dict(marker.get("counts") or {})
-            for name in (*COUNTERS, "bytes_copied"):
-                setattr(total, name, getattr(total, name) + getattr(counts, name))
-            batches += 1
-        return Tally(total, batches)
+        return Tally.of(self.batches(job_id, projection="counts"))
 
     def batches(
         self, job_id: str, prefix: str = "", *, projection: str | None = None

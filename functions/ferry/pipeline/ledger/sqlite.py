@@ -23,7 +23,7 @@ from typing import Any
 
 from ferry.engine.checkpoints import Checkpoint
 from ferry.errors import ConfigError
-from ferry.pipeline.ledger.contract import COUNTERS, DAY, BatchCounts, Failure, JobExists, Recorded, Tally
+from ferry.pipeline.ledger.contract import DAY, BatchCounts, Failure, JobExists, Recorded, Tally
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -166,13 +166,7 @@ class SQLiteLedger:
         )
 
     def tally(self, job_id: str) -> Tally:
-        total, batches = BatchCounts(), 0
-        for marker in self.batches(job_id):
-            counts = BatchCounts.from_dict(marker.get("counts") or {})
-            for name in (*COUNTERS, "bytes_copied"):
-                setattr(total, name, getattr(total, name) + getattr(counts, name))
-            batches += 1
-        return Tally(total, batches)
+        return Tally.of(self.batches(job_id))
 
     def batches(
         self, job_id: str, prefix: str = "", *, projection: str | None = None
