@@ -8,6 +8,7 @@ import time
 from conftest import S3Server
 
 MARKER = "<delete marker>"
+_LAST_WRITTEN: dict[tuple[str, str, str], float] = {}  # (server, bucket, key) -> when last written
 
 
 def versioned(server: S3Server, name: str) -> str:
@@ -18,14 +19,17 @@ def versioned(server: S3Server, name: str) -> str:
 
 def write(server: S3Server, bucket: str, events: list[tuple[str, bytes | None]]) -> None:
     """Each event a PUT of its bytes, or (None) a DELETE. versitygw's listing times order a
-    key's delete markers against its versions only to the second: it gets a pause between."""
+    key's delete markers against its versions only to the second: a key written again within
+    the second waits out the rest of it first (other keys are written meanwhile)."""
     for key, body in events:
+        written = _LAST_WRITTEN.get((server.url, bucket, key))
+        if server.name == "versitygw" and written is not None:
+            time.sleep(max(0.0, written + 1.05 - time.monotonic()))
         if body is None:
             server.client.delete_object(Bucket=bucket, Key=key)
         else:
             server.client.put_object(Bucket=bucket, Key=key, Body=body)
-        if server.name == "versitygw":
-            time.sleep(1.05)
+        _LAST_WRITTEN[(server.url, bucket, key)] = time.monotonic()
 
 
 def history(server: S3Server, bucket: str, key: str) -> list[str]:
