@@ -69,6 +69,18 @@ def test_an_unversioned_destination_is_refused_in_one_line(versitygw):
     assert versitygw.keys(dst) == []
 
 
+def test_a_source_that_never_kept_versions_is_refused_in_one_line_as_a_job_refuses_it(versitygw):
+    src, dst = versitygw.bucket("src"), versioned(versitygw, "dst")
+    versitygw.client.put_object(Bucket=src, Key="k", Body=b"1")
+    code, out, err = call(
+        "copy", f"s3://{src}", f"s3://{dst}", "--endpoint-url", versitygw.url, "--all-versions"
+    )
+    assert code == 1, err
+    assert err.startswith("ferry: error: --all-versions: the source bucket") and err.count("\n") == 1
+    assert "has never kept versions" in err and "without --all-versions" in err
+    assert versitygw.keys(dst) == []
+
+
 def test_a_destination_history_that_is_not_the_sources_start_fails_that_key_only(minio):
     src, dst = versioned(minio, "src"), versioned(minio, "dst")
     write(minio, src, [("k", b"1"), ("k", b"2"), ("other", b"o")])

@@ -18,20 +18,18 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from ferry.cli.copy_command import run_copy
 from ferry.cli.copy_extension import CopySides, Pair
 from ferry.cli.report import ReportWriter, Summary
 from ferry.engine.copier import Copier
 from ferry.engine.side_listing import side_by_side
 from ferry.engine.version_copy import copy_history
-from ferry.errors import ConfigError, describe
+from ferry.errors import ConfigError
 from ferry.filters import is_ferrys_own, marks_prefixes
 from ferry.jobspec import as_folder
 from ferry.models import CopyResult, Target
 from ferry.s3.listing import object_target_key, single_object
-from ferry.s3.version_listing import History, histories, key_history
+from ferry.s3.version_listing import History, Wording, check_versioning, histories, key_history
 
 KEYS_AT_ONCE = 16  # keys whose histories are copied side by side (each one's in order)
 
@@ -72,24 +70,18 @@ class AllVersions:
         """The destination must keep versions, and the source must list them: refused in one
         line before anything is written."""
         self.sides = sides
-        dest = sides.dst.bucket
-        try:
-            status = sides.dest_client.get_bucket_versioning(Bucket=dest).get("Status") or "never enabled"
-        except (ClientError, BotoCoreError) as error:
-            raise ConfigError(
-                describe(error, side="destination", action="s3:GetBucketVersioning", bucket=dest)
-            ) from error
-        if status != "Enabled":
-            raise ConfigError(
-                f"--all-versions: the destination bucket {dest!r} does not keep versions (versioning is "
-                f"{status}): enable versioning on it, or copy the latest versions without --all-versions"
-            )
-        try:
-            sides.source_client.list_object_versions(Bucket=sides.src.bucket, Prefix=sides.src.key, MaxKeys=1)
-        except (ClientError, BotoCoreError) as error:
-            raise ConfigError(
-                describe(error, side="source", action="s3:ListBucketVersions", bucket=sides.src.bucket)
-            ) from error
+        check_versioning(
+            sides.source_client,
+            sides.src.bucket,
+            sides.src.key,
+            sides.dest_client,
+            sides.dst.bucket,
+            Wording(
+                "--all-versions",
+                "--all-versions: the source bucket",
+                "--all-versions: the destination bucket",
+            ),
+        )
 
     def pairs(self, pairs: Iterator[Pair]) -> Iterator[Pair]:
         return pairs  # never read: the histories are listed instead

@@ -36,17 +36,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
 from ferry.counts import plural
 from ferry.engine.deadlines import due
-from ferry.errors import ConfigError, describe
+from ferry.errors import ConfigError
 from ferry.filters import is_ferrys_own, marks_prefixes
 from ferry.jobspec import JobSpec
 from ferry.pipeline.job_reports import job_prefix
 from ferry.pipeline.local_reports import ReportStore
+from ferry.s3 import version_listing
 from ferry.s3.listing import matches
-from ferry.s3.version_listing import histories
+from ferry.s3.version_listing import Wording, histories
 
 HISTORIES_FILE = "histories.jsonl"
 
@@ -71,39 +70,16 @@ class Listed:
 
 
 def check_versioning(spec: JobSpec, source_client: Any, dest_client: Any) -> None:
-    """Refuse, in one line, what would make the copy of a history meaningless or impossible:
-    a destination that does not keep versions (each version written would replace the last),
-    and a source that never kept any (it holds its current objects only: copy them without
-    all_versions). A source whose versioning is suspended still holds its histories."""
-    source, dest = str(spec.source_bucket), spec.destination_bucket
-    status = _versioning(dest_client, dest, "destination")
-    if status != "Enabled":
-        raise ConfigError(
-            f"destination.bucket: bucket {dest!r} does not keep versions (versioning is {status}): "
-            "enable versioning on it, or copy the latest versions without options.all_versions"
-        )
-    if _versioning(source_client, source, "source") == "never enabled":
-        raise ConfigError(
-            f"source.bucket: bucket {source!r} has never kept versions (versioning never enabled): it "
-            "holds its current objects only; copy them without options.all_versions"
-        )
-    try:
-        source_client.list_object_versions(Bucket=source, Prefix=spec.source_prefix, MaxKeys=1)
-    except (ClientError, BotoCoreError) as error:
-        raise ConfigError(
-            f"source: cannot list the versions of s3://{source}/{spec.source_prefix}: "
-            + describe(error, side="source", action="s3:ListBucketVersions", bucket=source)
-        ) from error
-
-
-def _versioning(client: Any, bucket: str, side: str) -> str:
-    try:
-        return str(client.get_bucket_versioning(Bucket=bucket).get("Status") or "never enabled")
-    except (ClientError, BotoCoreError) as error:
-        raise ConfigError(
-            f"{side}: cannot read the versioning of bucket {bucket!r}: "
-            + describe(error, side=side, action="s3:GetBucketVersioning", bucket=bucket)
-        ) from error
+    """version_listing.check_versioning, worded as the job spec is."""
+    wording = Wording("options.all_versions", "source.bucket: bucket", "destination.bucket: bucket")
+    version_listing.check_versioning(
+        source_client,
+        str(spec.source_bucket),
+        spec.source_prefix,
+        dest_client,
+        spec.destination_bucket,
+        wording,
+    )
 
 
 def list_histories(

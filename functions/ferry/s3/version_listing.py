@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from botocore.exceptions import ClientError
+from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.errors import ConfigError, describe
 
@@ -156,3 +156,50 @@ def _record_order(response_dict: dict[str, Any], customized_response_dict: dict[
         return
     kinds = [child.tag.rsplit("}", 1)[-1] for child in root]
     customized_response_dict[_ORDER] = [kind for kind in kinds if kind in _KINDS]
+
+
+@dataclass(frozen=True)
+class Wording:
+    """How a door names what a refusal is about: `ferry copy` says `--all-versions: the
+    source bucket`; a job spec `source.bucket: bucket` (the field, then what it names)."""
+
+    option: str
+    source: str
+    destination: str
+
+
+def check_versioning(
+    source_client: Any, source: str, prefix: str, dest_client: Any, dest: str, wording: Wording
+) -> None:
+    """Refuse, in one line, what would make the copy of a history meaningless or impossible:
+    a destination that does not keep versions (each version written would replace the last),
+    and a source that never kept any (it holds its current objects only). A source whose
+    versioning is suspended still holds its histories. Then the source must list them."""
+    status = _versioning(dest_client, dest, "destination")
+    if status != "Enabled":
+        raise ConfigError(
+            f"{wording.destination} {dest!r} does not keep versions (versioning is {status}): "
+            f"enable versioning on it, or copy the latest versions without {wording.option}"
+        )
+    if _versioning(source_client, source, "source") == "never enabled":
+        raise ConfigError(
+            f"{wording.source} {source!r} has never kept versions (versioning never enabled): it "
+            f"holds its current objects only; copy them without {wording.option}"
+        )
+    try:
+        source_client.list_object_versions(Bucket=source, Prefix=prefix, MaxKeys=1)
+    except (ClientError, BotoCoreError) as error:
+        raise ConfigError(
+            f"source: cannot list the versions of s3://{source}/{prefix}: "
+            + describe(error, side="source", action="s3:ListBucketVersions", bucket=source)
+        ) from error
+
+
+def _versioning(client: Any, bucket: str, side: str) -> str:
+    try:
+        return str(client.get_bucket_versioning(Bucket=bucket).get("Status") or "never enabled")
+    except (ClientError, BotoCoreError) as error:
+        raise ConfigError(
+            f"{side}: cannot read the versioning of bucket {bucket!r}: "
+            + describe(error, side=side, action="s3:GetBucketVersioning", bucket=bucket)
+        ) from error
