@@ -172,3 +172,61 @@ def test_local_job_commands_name_a_missing_ledger_or_job_in_one_line(tmp_path: P
     )
     assert missing.returncode == 1
     assert missing.stderr.startswith("ferry: error: no ledger at ") and len(missing.stderr.splitlines()) == 1
+
+
+def test_an_interrupted_all_versions_run_resumes_to_every_history_whole_and_in_order(
+    minio: S3Server, tmp_path: Path
+) -> None:
+    """An all_versions job's items are keys, each copied whole in order: a run stopped mid-way
+    and resumed leaves every history complete and in order, each version reported once."""
+    from version_histories import history, versioned, write
+
+    keys = 24
+    src, dst = versioned(minio, "src"), versioned(minio, "dst")
+    write(minio, src, [(f"h/{i:02d}", f"{i} v1".encode()) for i in range(keys)])
+    write(minio, src, [(f"h/{i:02d}", f"{i} v2".encode()) for i in range(keys)])
+    write(minio, src, [(f"h/{i:02d}", None) for i in range(0, keys, 3)])  # every third deleted
+    versions = 2 * keys + len(range(0, keys, 3))
+    spec = tmp_path / "job.json"
+    spec.write_text(
+        json.dumps(
+            {
+                "job_id": "histories",
+                "source": {"bucket": src, "prefix": "h/"},
+                "destination": {"bucket": dst},
+                "options": {"all_versions": True},
+            }
+        )
+    )
+    ledger = tmp_path / "ledger.sqlite"
+    argv = ["run", str(spec), "--endpoint-url", minio.url, "--ledger", str(ledger)]
+    argv += ["--max-items-per-batch", "2", "--batch-concurrency", "1"]
+    run = subprocess.Popen([*SLOW_RUN, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while batches_recorded(ledger) < 2 and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.05)
+    assert run.poll() is None, "the run ended before it could be interrupted"
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 128 + signal.SIGINT, err
+    assert job_status(ledger, "histories") == "INTERRUPTED"
+    listed = minio.client.list_object_versions(Bucket=dst)
+    written_before = len(listed.get("Versions", [])) + len(listed.get("DeleteMarkers", []))
+    assert 0 < written_before < versions
+    resume_argv = shlex.split(err.strip().splitlines()[-1].strip())[1:]
+    assert resume_argv == [*argv, "--resume", "histories"]
+
+    report = tmp_path / "report.jsonl"
+    resumed = subprocess.run(
+        [FERRY, *resume_argv, "--json", "--report", str(report)], capture_output=True, text=True, timeout=300
+    )
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads(resumed.stdout)
+    assert (summary["status"], summary["objects"], summary["failed"]) == ("SUCCEEDED", versions, 0)
+    assert summary["copied"] + summary["skipped"] == versions, summary
+    rows = [json.loads(line) for line in report.read_text().splitlines() if '"summary"' not in line]
+    assert len(rows) == versions  # each version once
+    assert len({(r["key"], r["source_version_id"]) for r in rows}) == versions
+    for i in range(keys):
+        expected = [f"{i} v1", f"{i} v2"] + (["<delete marker>"] if i % 3 == 0 else [])
+        assert history(minio, dst, f"{i:02d}") == expected, i  # the source prefix is not kept
