@@ -435,6 +435,22 @@ def test_the_status_line_says_how_a_job_ended_that_finalize_did_not_settle() -> 
     assert "ETA" not in text and "region=eu-west-1#/v2/executions/details/" + arn in text
 
 
+def test_an_all_versions_jobs_status_weighs_keys_against_the_keys_listed() -> None:
+    """The Map of an all_versions job reads keys, and its objects are their versions: 30
+    versions of 10 keys, of 20 keys listed, is half done, not more than done."""
+    from ferry.cli.job_runs import JobStatus
+    from ferry.cli.jobs_command import status_text
+
+    counts = {"objects": 30, "copied": 30, "skipped": 0, "failed": 0, "pending": 0, "bytes_copied": 30}
+    arn = "arn:aws:states:eu-west-1:123456789012:execution:Ferry-jobs:j"
+    started = NOW - dt.timedelta(seconds=10)
+    status = JobStatus("j", arn, "RUNNING", "RUNNING", started, None, counts, 1, 20, items=10, now=NOW)
+    text = status_text(status)
+    assert "objects: 30 versions of 10 keys, of 20 keys listed so far: 30 copied" in text, text
+    assert status.eta_seconds == 10.0  # 10 keys in 10 s, 10 keys to go
+    assert status.to_dict()["items"] == 10
+
+
 def test_a_job_that_ended_without_a_report_is_started_again_over_the_same_source(
     stack: Parent, monkeypatch: Any
 ) -> None:

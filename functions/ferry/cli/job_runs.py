@@ -119,6 +119,9 @@ class JobStatus:
     counts: dict[str, int]  # objects, copied, skipped, failed, pending, bytes_copied
     batches: int
     listed: int | None  # items the Map Run has read (None before the Map starts)
+    # The Map items settled, where an item is not one object (an all_versions job's keys,
+    # each standing for its versions); None when each item is one object.
+    items: int | None = None
     map_run: dict[str, Any] | None = None
     error: str | None = None
     cause: str | None = None
@@ -131,6 +134,16 @@ class JobStatus:
     @property
     def done(self) -> int:
         return self.counts["objects"]
+
+    @property
+    def by_keys(self) -> bool:
+        """The Map's items are keys, not objects: progress is weighed in keys."""
+        return self.items is not None and self.items != self.done
+
+    @property
+    def items_done(self) -> int:
+        """The Map items settled: what `listed` counts."""
+        return self.items if self.items is not None else self.done
 
     @property
     def seconds(self) -> float:
@@ -151,9 +164,10 @@ class JobStatus:
     def eta_seconds(self) -> float | None:
         """Time left at the average rate so far, for the objects listed so far; None when
         the job has ended or nothing is known yet."""
-        if not self.running or not self.listed or self.objects_per_second <= 0:
+        items_per_second = self.items_done / self.seconds if self.seconds > 0 else 0.0
+        if not self.running or not self.listed or items_per_second <= 0:
             return None
-        return max(0, self.listed - self.done) / self.objects_per_second
+        return max(0, self.listed - self.items_done) / items_per_second
 
     def to_dict(self) -> dict[str, Any]:
         eta = self.eta_seconds
@@ -166,6 +180,7 @@ class JobStatus:
             "stopped_at": _iso(self.stopped),
             "listed": self.listed,
             "done": self.done,
+            "items": self.items_done,
             **self.counts,
             "batches": self.batches,
             "seconds": round(self.seconds, 1),
@@ -219,6 +234,7 @@ def job_status(clients: JobClients, outputs: StackOutputs, job_id: str) -> JobSt
         counts=tally.counts.to_dict(),
         batches=tally.batches,
         listed=listed,
+        items=tally.items,
         map_run=map_run,
         error=described.get("error"),
         cause=described.get("cause"),

@@ -206,7 +206,7 @@ def _bar_fields(status: JobStatus) -> dict[str, Any]:
     eta = status.eta_seconds
     return {
         "total": status.listed,
-        "completed": status.done,
+        "completed": status.items_done,  # what `total` counts: objects, or an all_versions job's keys
         "bytes": format_size(status.counts["bytes_copied"]),
         "rate": f"{format_size(status.bytes_per_second)}/s, {status.objects_per_second:.1f} obj/s",
         "eta": _duration(eta) if eta is not None else "-",
@@ -242,9 +242,13 @@ def status_text(status: JobStatus) -> str:
     state = job_state(status)
     execution = status.execution_status + (f": {status.error}" if status.error else "")
     lines = [f"job {status.job_id}: {state} (execution {execution}), {_duration(status.seconds)}"]
-    of = (
-        "" if status.listed is None else f" of {status.listed} listed" + (" so far" if status.running else "")
-    )
+    so_far = " so far" if status.running else ""
+    if status.by_keys:  # the Map reads keys; the objects are their versions
+        of = f" versions of {plural(status.items_done, 'key')}" + (
+            "" if status.listed is None else f", of {plural(status.listed, 'key')} listed{so_far}"
+        )
+    else:
+        of = "" if status.listed is None else f" of {status.listed} listed{so_far}"
     lines.append(
         f"  objects: {status.done}{of}: {c['copied']} copied, {c['skipped']} skipped, "
         f"{c['failed']} failed, {c['pending']} pending"
