@@ -33,7 +33,7 @@ from ferry.engine.downloads import Downloader
 from ferry.engine.uploads import Uploader
 from ferry.errors import ConfigError, FerryError
 from ferry.filters import Filters
-from ferry.jobspec import as_folder
+from ferry.jobspec import JobOptions, as_folder
 from ferry.local.files import SYMLINK_SKIPPED, LocalFile, admits_file, local_files, one_file
 from ferry.local.paths import LocalTarget, is_local, name_max, target_for
 from ferry.models import CopyResult, SourceObject, Status, Target
@@ -74,21 +74,8 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
         raise ConfigError(
             f"SRC {args.src!r} and DST {args.dst!r} are both local paths: one side must be s3://bucket/prefix"
         )
-    refuse_options(args, upload)
-    options = options_from(args)
-    filters = filters_from(args, options.include, options.exclude)
-    check_count(args.concurrency, "--concurrency")
-    check_count(args.part_concurrency, "--part-concurrency")
-    memory = memory_limit(args.memory_limit)
-    if args.no_lean_requests:
-        os.environ[LEAN_ENV] = "0"  # for every client this process makes
-    pool = client_pool_size(args.concurrency, args.part_concurrency)
+    options, filters, pool, copier_options = local_setup(args, upload)
     source, destination = endpoints(args)
-    copier_options: dict[str, Any] = {
-        "concurrency": args.concurrency,
-        "part_concurrency": args.part_concurrency,
-        "memory_limit": memory,
-    }
 
     copier: Copier
     if upload:
@@ -111,6 +98,26 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
         pairs = _download_pairs(client, src, args.dst, filters)
         copier = Downloader(source, options.policy, source_client=client, **copier_options)
     return copy_and_report(args, copier, pairs, stdout, stderr)
+
+
+def local_setup(args: argparse.Namespace, upload: bool) -> tuple[JobOptions, Filters, int, dict[str, Any]]:
+    """What a copy with a local side checks and derives from its options, for copy and sync
+    alike: the job options, the filters, the client pool's size and the copier's options."""
+    refuse_options(args, upload)
+    options = options_from(args)
+    filters = filters_from(args, options.include, options.exclude)
+    check_count(args.concurrency, "--concurrency")
+    check_count(args.part_concurrency, "--part-concurrency")
+    memory = memory_limit(args.memory_limit)
+    if args.no_lean_requests:
+        os.environ[LEAN_ENV] = "0"  # for every client this process makes
+    pool = client_pool_size(args.concurrency, args.part_concurrency)
+    copier_options: dict[str, Any] = {
+        "concurrency": args.concurrency,
+        "part_concurrency": args.part_concurrency,
+        "memory_limit": memory,
+    }
+    return options, filters, pool, copier_options
 
 
 def refuse_options(args: argparse.Namespace, upload: bool) -> None:

@@ -16,23 +16,20 @@ everything a sync would.
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
-from ferry.cli.copy_command import endpoints, options_from
-from ferry.cli.filter_options import filters_from
+from ferry.cli.copy_command import endpoints
 from ferry.cli.local_copy import (
     check_local_folder,
     check_local_source,
     copy_and_report,
     listed_pairs,
-    refuse_options,
+    local_setup,
     upload_pairs,
 )
-from ferry.cli.ranges import check_count, memory_limit
 from ferry.cli.sync_command import SyncDeletes, check_delete_options
-from ferry.engine.copier import Copier, client_pool_size
+from ferry.engine.copier import Copier
 from ferry.engine.downloads import Downloader
 from ferry.engine.local_prune import delete_local_extras
 from ferry.engine.local_side import LocalSide
@@ -44,7 +41,6 @@ from ferry.filters import Filters, is_ferrys_own, marks_prefixes
 from ferry.jobspec import JobOptions, as_folder
 from ferry.local.paths import is_local, name_max
 from ferry.s3.clients import make_client
-from ferry.s3.lean_s3 import LEAN_ENV
 from ferry.s3.listing import check_bucket, parse_s3_url
 
 
@@ -57,21 +53,8 @@ def run_local_sync(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
             "an S3 prefix in step (one side must be s3://bucket/prefix)"
         )
     check_delete_options(args)
-    refuse_options(args, upload)
-    options = options_from(args)
-    filters = filters_from(args, options.include, options.exclude)
-    check_count(args.concurrency, "--concurrency")
-    check_count(args.part_concurrency, "--part-concurrency")
-    memory = memory_limit(args.memory_limit)
-    if args.no_lean_requests:
-        os.environ[LEAN_ENV] = "0"  # for every client this process makes
-    copier_options: dict[str, Any] = {
-        "concurrency": args.concurrency,
-        "part_concurrency": args.part_concurrency,
-        "memory_limit": memory,
-    }
+    options, filters, pool, copier_options = local_setup(args, upload)
     deletes = SyncDeletes(args, stderr if args.json else stdout)
-    pool = client_pool_size(args.concurrency, args.part_concurrency)
     if upload:
         copier, pairs = _up(args, options, filters, deletes, pool, copier_options)
     else:
