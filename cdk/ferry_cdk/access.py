@@ -32,6 +32,7 @@ SOURCE_READ = (
     "s3:GetObjectTagging",
     "s3:GetObjectVersionTagging",
     "s3:GetObjectAttributes",
+    "s3:GetObjectVersionAttributes",  # GetObjectAttributes of a version (all_versions reads by id)
     "s3:RestoreObject",
 )
 DESTINATION_WRITE = (
@@ -46,6 +47,7 @@ DESTINATION_WRITE = (
     # (DeleteObject) by the VersionId it was written as: these need the version actions.
     "s3:GetObjectVersion",
     "s3:DeleteObjectVersion",
+    "s3:GetObjectVersionTagging",  # the tags read back by the VersionId the copy was written as
 )
 LEDGER_READ_WRITE = (
     "dynamodb:GetItem",
@@ -65,6 +67,7 @@ BATCH_REPORTS = ("s3:GetObject", "s3:PutObject", "s3:DeleteObject")
 # versions under the configured prefixes (ListObjectVersions takes the same s3:prefix
 # condition as ListObjectsV2), and Prepare reads both buckets' versioning status.
 LIST_VERSIONS = ("s3:ListBucketVersions",)
+LIST_AND_VERSIONS = ("s3:ListBucket", *LIST_VERSIONS)
 READ_VERSIONING = ("s3:GetBucketVersioning",)
 
 

@@ -305,13 +305,13 @@ class FerryStack(cdk.Stack):
         s = self.settings
         statements = [
             statement("ReadSources", SOURCE_READ, sources),
-            *access.list_bucket_statements(s.sources, sid="ListSources"),
+            # An all_versions job lists each key's history on both sides (history_copy.py): the
+            # same buckets and prefixes, so the same statements (a role's inline policies share
+            # 10,240 characters).
+            *access.list_bucket_statements(s.sources, sid="ListSources", actions=access.LIST_AND_VERSIONS),
             statement("WriteDestinations", DESTINATION_WRITE, destinations),
-            *access.list_bucket_statements(s.destinations, sid="ListDestinations"),
-            # An all_versions job lists each key's history on both sides (history_copy.py).
-            *access.list_bucket_statements(s.sources, sid="ListSourceVersions", actions=access.LIST_VERSIONS),
             *access.list_bucket_statements(
-                s.destinations, sid="ListDestinationVersions", actions=access.LIST_VERSIONS
+                s.destinations, sid="ListDestinations", actions=access.LIST_AND_VERSIONS
             ),
             # A copy killed mid-way is resumed from its upload's mark (ferry.engine.upload_marks).
             statement("MarkUploads", access.UPLOAD_MARKS, access.marks_arns(s.destinations)),

@@ -319,9 +319,10 @@ def test_report_bucket_encrypted_private_tls_only_with_lifecycle(built: SimpleNa
 
 # -- least privilege -------------------------------------------------------------------------
 
-SOURCE_ONLY = {  # (s3:GetObjectVersion too reads a destination's version the engine wrote)
-    "s3:GetObjectVersionTagging",
+SOURCE_ONLY = {  # (s3:GetObjectVersion and s3:GetObjectVersionTagging also read back a
+    # destination's version the engine wrote, by its VersionId)
     "s3:GetObjectAttributes",
+    "s3:GetObjectVersionAttributes",
     "s3:RestoreObject",
 }
 WRITES = {
@@ -402,9 +403,11 @@ def test_s3_grants_name_only_the_configured_prefixes(built: SimpleNamespace) -> 
 def test_list_bucket_is_limited_to_the_prefixes(built: SimpleNamespace) -> None:
     listings = 0
     for lid, st in statements(built.template):
-        if st["Action"] not in ("s3:ListBucket", "s3:ListBucketVersions"):
+        actions = set(as_list(st["Action"]))
+        if not actions & {"s3:ListBucket", "s3:ListBucketVersions"}:
             continue
-        listings += st["Action"] == "s3:ListBucketVersions"
+        assert actions <= {"s3:ListBucket", "s3:ListBucketVersions"}, lid  # never beside other actions
+        listings += "s3:ListBucketVersions" in actions
         (bucket,) = as_list(st["Resource"])
         if bucket == "arn:aws:s3:::src-whole":  # configured without a prefix: the whole bucket
             assert "Condition" not in st, lid
@@ -444,6 +447,7 @@ def test_each_role_gets_what_its_code_does(built: SimpleNamespace) -> None:
         "s3:GetObjectTagging",
         "s3:GetObjectVersionTagging",
         "s3:GetObjectAttributes",
+        "s3:GetObjectVersionAttributes",  # GetObjectAttributes with a VersionId (resume_parts.py)
         "s3:RestoreObject",
     }
     write = {
@@ -458,6 +462,8 @@ def test_each_role_gets_what_its_code_does(built: SimpleNamespace) -> None:
         # exactly the version it wrote, with VersionId (server_side._written_size, discard_copy).
         "s3:GetObjectVersion",
         "s3:DeleteObjectVersion",
+        # ... and reads back the tags of that version (streaming.check_tags_kept).
+        "s3:GetObjectVersionTagging",
     }
     dest_buckets = {f"arn:aws:s3:::{loc.bucket}" for loc in built.settings.destinations}
     for role in ("CopyBatchRole", "CopyTaskRole"):

@@ -52,6 +52,7 @@ SOURCE_READ = [
     "s3:GetObjectTagging",
     "s3:GetObjectVersionTagging",
     "s3:GetObjectAttributes",
+    "s3:GetObjectVersionAttributes",
     "s3:RestoreObject",
 ]
 DESTINATION_WRITE = [
@@ -64,6 +65,7 @@ DESTINATION_WRITE = [
     "s3:DeleteObject",
     "s3:GetObjectVersion",
     "s3:DeleteObjectVersion",
+    "s3:GetObjectVersionTagging",
 ]
 # Upload marks in each destination bucket (engine/upload_marks.py), and finding the upload a
 # crashed copy left (ListMultipartUploads, a bucket action), so the next run resumes it.
