@@ -159,3 +159,54 @@ def test_a_version_that_needs_a_restore_holds_back_every_newer_version(motoserve
     assert history(motoserver, dst, "k") == []
     newer = json.loads(report.read_text().splitlines()[1])
     assert newer["status"] == "skipped" and newer["reason"].startswith("held back: the older version"), newer
+
+
+class _AsIfKmsWithoutChecksum:
+    """The source's client, its HEADs answered as S3 answers for an SSE-KMS version written
+    before S3 stored checksums: encrypted (so the ETag is no MD5) and no checksum. Everything
+    else, the bytes included, is the real server's."""
+
+    def __init__(self, client):
+        self._client = client
+
+    def head_object(self, **kwargs):
+        head = {k: v for k, v in self._client.head_object(**kwargs).items() if not k.startswith("Checksum")}
+        return {**head, "ServerSideEncryption": "aws:kms", "SSEKMSKeyId": "arn:aws:kms:us-east-1:1:key/k"}
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
+@pytest.mark.parametrize("server_name", ["versitygw", "minio"])
+def test_a_version_without_comparable_evidence_is_proved_by_the_destinations_checksum_over_its_bytes(
+    request, server_name
+):
+    """A re-run matches what is already there by content. Where the source version's HEAD
+    carries nothing the copy's can be compared with (SSE-KMS without a checksum), the copy's
+    own full-object checksum is computed over the source version's bytes: the same bytes
+    match, other bytes of the same size do not."""
+    from dataclasses import replace
+
+    from ferry.engine.version_copy import UNPROVED, same_bytes
+    from ferry.s3.version_listing import key_history
+
+    server: S3Server = request.getfixturevalue(server_name)
+    src, dst = versioned(server, "src"), versioned(server, "dst")
+    write(server, src, [("k", b"first"), ("k", b"other")])  # two versions of one size
+    code, out, err = call(
+        "copy", f"s3://{src}", f"s3://{dst}", "--endpoint-url", server.url, "--all-versions"
+    )
+    assert code == 0, out + err
+    # As listed: an SSE-KMS version's ETag is no MD5 of its bytes, and its copy's is another.
+    ours = [replace(v, etag=f"{n:032x}") for n, v in enumerate(key_history(server.client, src, "k").versions)]
+    theirs = key_history(server.client, dst, "k").versions
+    same = same_bytes(_AsIfKmsWithoutChecksum(server.client), server.client, src, dst)
+    held = same(ours[0], theirs[0])
+    assert held.same and held.evidence == "checksum", held
+    other = same(ours[0], theirs[1])
+    assert not other.same and other.evidence == "checksum", other
+    # A copy with no checksum of its own either (another writer's): nothing can prove it, and
+    # the verdict says so rather than that the bytes differ.
+    kms = _AsIfKmsWithoutChecksum(server.client)
+    unproved = same_bytes(kms, kms, src, dst)(ours[0], theirs[0])
+    assert not unproved.same and unproved.evidence == UNPROVED, unproved

@@ -24,13 +24,18 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.engine.comparison import compare_heads
+from ferry.engine import checksums
+from ferry.engine.checksums import Checksum, from_response
+from ferry.engine.comparison import Sameness, compare_heads
 from ferry.engine.copier import Copier
 from ferry.engine.outcome import WOULD_COPY, WOULD_MARK
+from ferry.engine.streaming import READ_ERRORS
 from ferry.errors import describe
 from ferry.models import CopyResult, SourceObject, Status, Target
 from ferry.s3.version_listing import History, Version
 
+READ_CHUNK = 1024 * 1024  # bytes of a source version read at a time to prove its copy
+UNPROVED = "unproved"  # Sameness.evidence where nothing on either side could decide
 DELETE_MARKER = "delete-marker"  # the strategy (and proof) named for a reproduced delete marker
 
 
@@ -45,7 +50,7 @@ class Match:
 
 
 def match_histories(
-    source: History, destination: History, heads: Callable[[Version, Version], bool]
+    source: History, destination: History, heads: Callable[[Version, Version], Sameness]
 ) -> Match:
     """The longest start of the source's history that the destination's history is."""
     held: list[tuple[Version, Version]] = []
@@ -61,11 +66,13 @@ def match_histories(
             return Match(
                 held, f"the destination's version {position} is {what}, where the source has {_kind(ours)}"
             )
-        if not ours.delete_marker and not heads(ours, theirs):
+        verdict = None if ours.delete_marker else heads(ours, theirs)
+        if verdict is not None and not verdict.same:
+            holds = "cannot be proved to hold" if verdict.evidence == UNPROVED else "does not hold"
             return Match(
                 held,
-                f"the destination's version {position} ({theirs.version_id}) does not hold the source's "
-                f"version {ours.version_id}",
+                f"the destination's version {position} ({theirs.version_id}) {holds} the source's "
+                f"version {ours.version_id} ({verdict.detail})",
             )
         held.append((ours, theirs))
     return Match(held)
@@ -73,24 +80,53 @@ def match_histories(
 
 def same_bytes(
     source_client: Any, dest_client: Any, source_bucket: str, dest_bucket: str
-) -> Callable[[Version, Version], bool]:
+) -> Callable[[Version, Version], Sameness]:
     """The rule a version is matched by: sizes equal and an equal MD5 ETag from the listings,
-    or else the two HEADs' strongest shared evidence (a size alone proves nothing here)."""
+    or else the two HEADs' strongest shared evidence (a size alone proves nothing here), or
+    else the destination's own checksum over the source version's bytes."""
 
-    def same(ours: Version, theirs: Version) -> bool:
+    def same(ours: Version, theirs: Version) -> Sameness:
         if ours.size != theirs.size:
-            return False
+            return Sameness(False, "size", f"sizes {ours.size} and {theirs.size}")
         if ours.etag and ours.etag == theirs.etag:
-            return True
+            return Sameness(True, "etag", f"ETag {ours.etag} on both")
         head = dict(VersionId=ours.version_id, ChecksumMode="ENABLED")
         a = source_client.head_object(Bucket=source_bucket, Key=ours.key, **head)
         b = dest_client.head_object(
             Bucket=dest_bucket, Key=theirs.key, VersionId=theirs.version_id, ChecksumMode="ENABLED"
         )
         verdict = compare_heads(a, b)
-        return verdict.same and verdict.evidence != "size"
+        if verdict.evidence != "size":
+            return verdict
+        return _proved_by_reading(source_client, source_bucket, ours, from_response(b))
 
     return same
+
+
+def _proved_by_reading(client: Any, bucket: str, ours: Version, theirs: Checksum | None) -> Sameness:
+    """Neither HEAD carries evidence the other's can be compared with: typically an SSE-KMS
+    or SSE-C version written before S3 stored checksums (its ETag is no MD5 of its bytes),
+    whose copy carries the checksum Ferry had S3 store. That checksum is computed over the
+    source version's bytes, read once, a chunk at a time: the copy then proves itself as it
+    proved itself when it was written. A destination version with no full-object checksum
+    (another writer's, or a composite one) leaves nothing to prove it by."""
+    if theirs is None or not theirs.is_full_object:
+        return Sameness(
+            False,
+            UNPROVED,
+            "same size, but neither side carries a checksum or MD5 ETag the other can be compared with",
+        )
+    running = checksums.Running(theirs.algorithm)
+    body = client.get_object(Bucket=bucket, Key=ours.key, VersionId=ours.version_id)["Body"]
+    try:
+        for chunk in iter(lambda: body.read(READ_CHUNK), b""):
+            running.update(chunk)
+    finally:
+        body.close()
+    value, name = running.value(), theirs.algorithm.lower()
+    if value == theirs.value:
+        return Sameness(True, "checksum", f"{name} {value} over the source's bytes and on the copy")
+    return Sameness(False, "checksum", f"{name} {value} over the source's bytes, {theirs.value} on the copy")
 
 
 def copy_history(
@@ -111,8 +147,8 @@ def copy_history(
         match = match_histories(
             source, destination, same_bytes(ctx.source_client, ctx.dest_client, source_bucket, target.bucket)
         )
-    except (ClientError, BotoCoreError) as error:
-        reason = f"cannot compare the histories: {describe(error, side='source', action='s3:GetObjectVersion (HEAD)', bucket=source_bucket, key=source.key)}"
+    except (ClientError, BotoCoreError, *READ_ERRORS) as error:  # a HEAD, or a version read to prove its copy
+        reason = f"cannot compare the histories: {describe(error, side='source', action='s3:GetObjectVersion', bucket=source_bucket, key=source.key)}"
         yield from _all_failed(source.versions, source_bucket, target, reason)
         return
     for ours, theirs in match.held:
