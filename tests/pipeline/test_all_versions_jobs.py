@@ -325,6 +325,23 @@ def test_prepare_refuses_an_unversioned_destination_and_writes_no_manifest(
     assert minio.keys(reports) == [] and minio.keys(dst) == []
 
 
+def test_a_retried_prepare_lists_the_histories_again_and_another_execution_is_refused(
+    minio: S3Server, handlers_on: Any
+) -> None:
+    from handlers import prepare
+
+    handlers_on(minio)
+    src, dst = versioned(minio, "src"), versioned(minio, "dst")
+    write(minio, src, [("p/a", b"1"), ("p/a", b"2")])
+    event = {"spec": {**job_spec(src, dst), "job_id": "h"}, "execution_name": "h", "execution_arn": "arn:x:h"}
+
+    first = prepare.handler(event, FakeLambdaContext())
+    retried = prepare.handler(event, FakeLambdaContext())  # a Lambda service error, retried
+    assert "rejected" not in retried and retried["histories"] == first["histories"], retried
+    other = prepare.handler({**event, "execution_arn": "arn:x:other"}, FakeLambdaContext())
+    assert other["rejected"].startswith("job_id: a job 'h' already exists"), other
+
+
 def test_keys_a_pass_hands_over_at_its_deadline_are_copied_whole_by_the_next_and_counted_once(
     minio: S3Server, handlers_on: Any
 ) -> None:

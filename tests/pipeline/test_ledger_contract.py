@@ -67,6 +67,20 @@ def test_a_job_id_is_used_once_and_reads_back_its_spec(ledger: Ledger) -> None:
     assert ledger.job("other") is None
 
 
+def test_the_execution_that_created_a_job_may_create_it_again_and_no_other_may(ledger: Ledger) -> None:
+    """Step Functions retries Prepare after a Lambda service error, which may come after the
+    function ran: the job it created is that execution's own, not a job id taken twice."""
+    arn = "arn:aws:states:us-east-1:111122223333:execution:Ferry:j1"
+    ledger.create_job("j1", SPEC, execution_arn=arn)
+    started = ledger.job("j1")["started_at"]  # type: ignore[index]
+    ledger.create_job("j1", SPEC, execution_arn=arn)  # the retry
+    assert ledger.job("j1")["started_at"] == started  # type: ignore[index]
+    with pytest.raises(JobExists, match="j1"):
+        ledger.create_job("j1", SPEC, execution_arn=arn + "-other")
+    with pytest.raises(JobExists, match="j1"):
+        ledger.create_job("j1", SPEC)  # no execution: never the same one
+
+
 def test_a_batch_pass_counts_once_and_later_attempts_get_the_first_ones_hand_over(ledger: Ledger) -> None:
     ledger.create_job("j1", SPEC)
     first = ledger.record_batch(

@@ -119,6 +119,16 @@ def test_prepare_refuses_a_job_id_used_before(pipeline) -> None:
     assert "job_id: a job 'nightly' already exists" in again["rejected"]
 
 
+def test_a_retried_prepare_of_the_same_execution_gives_the_same_job_not_a_rejection(pipeline) -> None:
+    """Step Functions retries Prepare after a Lambda service error, which may come after the
+    function ran and recorded the job: the retry is the same execution, so the job is its own."""
+    first = start_job({**SPEC, "job_id": "nightly"})
+    retried = start_job({**SPEC, "job_id": "nightly"})
+    assert "rejected" not in retried, retried
+    assert retried == first
+    assert DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).job("nightly")["status"] == "RUNNING"
+
+
 def test_prepare_refuses_an_inventory_that_is_not_csv(pipeline) -> None:
     manifest = {"sourceBucket": "src", "fileFormat": "Parquet", "fileSchema": "message s3.inventory {...}"}
     pipeline.s3.put_object(Bucket="src", Key="inv/manifest.json", Body=json.dumps(manifest).encode())

@@ -57,7 +57,10 @@ def prepare(
         check_manifest(services.s3, spec.manifest.bucket, spec.manifest.key, spec.manifest.format)
     listed = None
     if spec.options.all_versions:
-        if services.ledger.job(spec.job_id) is not None:  # before its manifest is written over
+        existing = services.ledger.job(spec.job_id)  # before its manifest is written over
+        if existing is not None and (
+            event.get("execution_arn") is None or existing.get("execution_arn") != event.get("execution_arn")
+        ):  # (a retried Prepare of the same execution lists again, into its own manifest)
             raise JobExists(f"job_id: a job {spec.job_id!r} already exists in the ledger; give a new job_id")
         deadline = None
         if remaining_ms is not None:

@@ -81,6 +81,11 @@ class DynamoLedger:
             )
         except ClientError as error:
             if error_code(error) == "ConditionalCheckFailedException":
+                if (
+                    execution_arn is not None
+                    and (self.job(job_id) or {}).get("execution_arn") == execution_arn
+                ):
+                    return  # a retried Prepare of the execution that created it: its own job
                 raise JobExists(
                     f"job_id: a job {job_id!r} already exists in the ledger; give a new job_id (or omit it to use the execution name)"
                 ) from error

@@ -80,6 +80,8 @@ class SQLiteLedger:
             (job_id, json.dumps(spec), _now(), execution_arn),
         )
         if cursor.rowcount == 0:
+            if execution_arn is not None and (self.job(job_id) or {}).get("execution_arn") == execution_arn:
+                return  # a retried Prepare of the execution that created it: its own job
             raise JobExists(
                 f"job_id: a job {job_id!r} already exists in the ledger {str(self.path)!r}; give a new job_id (or omit it)"
             )
