@@ -488,8 +488,11 @@ def test_ferry_run_refuses_settings_out_of_range(
 
 
 def test_ferry_run_names_a_destination_endpoint_that_is_down(
-    versitygw: S3Server, loaded: tuple[str, str], tmp_path: Path
+    versitygw: S3Server, loaded: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Two attempts, not eight: the message is the point here; that the wait is bounded at the
+    # default attempts is test_a_destination_endpoint_that_is_down_is_named_quickly's.
+    monkeypatch.setattr("ferry.s3.clients.MAX_ATTEMPTS", 2)
     src, _ = loaded
     port = free_port()
     path = write_spec(tmp_path, {"source": {"bucket": src}, "destination": {"bucket": "some-bucket"}})
