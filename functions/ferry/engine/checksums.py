@@ -17,7 +17,7 @@ from awscrt import checksums as crt
 
 CRC_ALGORITHMS = ("CRC32", "CRC32C", "CRC64NVME")
 _WIDTH = {"CRC32": 4, "CRC32C": 4, "CRC64NVME": 8}
-_CRC: dict[str, Callable[[bytes], int]] = {
+_CRC: dict[str, Callable[..., int]] = {  # (data) or (data, previous)
     "CRC32": crt.crc32,
     "CRC32C": crt.crc32c,
     "CRC64NVME": crt.crc64nvme,
@@ -121,7 +121,7 @@ class Running:
         if self._hash is not None:
             self._hash.update(data)
         else:
-            self._crc = _CRC_CONTINUED[self.algorithm](data, self._crc)
+            self._crc = _CRC[self.algorithm](data, self._crc)  # awscrt's CRCs go on from a previous value
 
     def value(self) -> str:
         if self.algorithm == "MD5":
@@ -129,10 +129,3 @@ class Running:
         if self._hash is not None:
             return b64(self._hash.digest())
         return b64(self._crc.to_bytes(_WIDTH[self.algorithm], "big"))
-
-
-_CRC_CONTINUED: dict[str, Callable[[Any, int], int]] = {
-    "CRC32": crt.crc32,
-    "CRC32C": crt.crc32c,
-    "CRC64NVME": crt.crc64nvme,
-}

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ferry.engine.checksums import Checksum, from_response
+from ferry.engine.source import etag_is_md5
 
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
-_MD5_MULTIPART = re.compile(r"^[0-9a-f]{32}-\d+$")
 
 
 @dataclass(frozen=True)
@@ -82,13 +82,8 @@ def _by_etag(source: Mapping[str, Any], dest: Mapping[str, Any]) -> Sameness | N
 
 
 def _md5_etag(head: Mapping[str, Any]) -> bool:
-    """An ETag is the MD5 of the bytes (or of part MD5s) unless a KMS or customer key encrypts
-    the object; a listing entry does not say, and its ETag is taken as S3 gives it."""
-    encrypted = str(head.get("ServerSideEncryption") or "").startswith("aws:kms") or head.get(
-        "SSECustomerAlgorithm"
-    )
-    etag = _etag(head)
-    return not encrypted and bool(_MD5.match(etag) or _MD5_MULTIPART.match(etag))
+    """A listing entry does not say how it is encrypted: its ETag is taken as S3 gives it."""
+    return etag_is_md5(_etag(head), head)
 
 
 def _etag(head: Mapping[str, Any]) -> str:

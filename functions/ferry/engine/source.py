@@ -14,6 +14,7 @@ listing cannot settle still gets its HEAD first (`confirm`).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,6 +24,17 @@ from ferry.limits import Part, parts_from_sizes, uniform_parts
 from ferry.models import ARCHIVE_CLASSES, CopyPolicy, SourceObject
 
 _MD5_ETAG = re.compile(r"^[0-9a-f]{32}(-\d+)?$")
+
+
+def etag_is_md5(etag: str, head: Mapping[str, Any]) -> bool:
+    """The one ETag rule: an ETag (unquoted) is MD5-derived, of the bytes or of the part MD5s,
+    unless KMS or a customer key encrypts the object (as its HEAD says)."""
+    encrypted_by_key = str(head.get("ServerSideEncryption") or "").startswith("aws:kms") or head.get(
+        "SSECustomerAlgorithm"
+    )
+    return not encrypted_by_key and bool(_MD5_ETAG.match(etag))
+
+
 # Classes whose objects are always readable at once: no archive tier, no restore.
 NEVER_ARCHIVED = frozenset(
     {"STANDARD", "STANDARD_IA", "ONEZONE_IA", "REDUCED_REDUNDANCY", "GLACIER_IR", "EXPRESS_ONEZONE"}
@@ -69,11 +81,7 @@ class SourceInfo:
 
     @property
     def etag_is_md5(self) -> bool:
-        """ETags are MD5-derived unless KMS or a customer key encrypts the object."""
-        encrypted_by_key = (self.encryption or "").startswith("aws:kms") or self.head.get(
-            "SSECustomerAlgorithm"
-        )
-        return not encrypted_by_key and bool(_MD5_ETAG.match(self.etag))
+        return etag_is_md5(self.etag, self.head)
 
     @property
     def archive_state(self) -> str | None:

@@ -171,6 +171,28 @@ def send_part(
         ) from error
 
 
+def put_whole(
+    ctx: TransferContext, target: Target, data: memoryview, algorithm: str, value: str, args: dict[str, Any]
+) -> dict[str, Any]:
+    """PutObject of bytes in memory with their checksum (S3 refuses the object if they differ);
+    a refusal names the destination and the action, or the tags a store would not take."""
+    try:
+        return ctx.dest_client.put_object(  # type: ignore[no-any-return]
+            Bucket=target.bucket,
+            Key=target.key,
+            Body=request_body(data),
+            **{f"Checksum{algorithm}": value},
+            **args,
+        )
+    except Exception as error:
+        refused = tags_refused(ctx, error, args, "PutObject")
+        if refused is not None:
+            raise refused from error
+        raise CopyFailed(
+            describe(error, side="destination", action="s3:PutObject", bucket=target.bucket, key=target.key)
+        ) from error
+
+
 class OrderedMd5(InOrder):
     """MD5 of a whole object whose parts finish out of order."""
 
@@ -320,23 +342,7 @@ def _stream_single(ctx: TransferContext, info: SourceInfo, target: Target) -> Ou
                 [PartProof(1, len(data), sums)], multipart=False, layout_reproduced=False, whole_md5=whole_md5
             )
             verified_by = verify_stream(info, proof)
-            try:
-                response = ctx.dest_client.put_object(
-                    Bucket=target.bucket,
-                    Key=target.key,
-                    Body=request_body(data),
-                    **{f"Checksum{algorithm}": sums[algorithm]},
-                    **args,
-                )
-            except Exception as error:
-                refused = tags_refused(ctx, error, args, "PutObject")
-                if refused is not None:
-                    raise refused from error
-                raise CopyFailed(
-                    describe(
-                        error, side="destination", action="s3:PutObject", bucket=target.bucket, key=target.key
-                    )
-                ) from error
+            response = put_whole(ctx, target, data, algorithm, sums[algorithm], args)
     finally:
         ctx.buffers.give(buffer)
         ctx.memory.release(info.size)

@@ -34,7 +34,6 @@ from typing import Any
 
 from ferry.engine import checksums
 from ferry.engine.attributes import new_object_args
-from ferry.engine.buffers import request_body
 from ferry.engine.copier import Copier
 from ferry.engine.dest_listing import ABSENT, Listed
 from ferry.engine.local_proof import Proof, compute, compute_in_memory, proof_for
@@ -43,9 +42,9 @@ from ferry.engine.outcome import WOULD_COPY, Outcome
 from ferry.engine.resume_parts import part_check
 from ferry.engine.skip import head_destination
 from ferry.engine.source import SourceInfo, from_head
-from ferry.engine.streaming import check_tags_kept, discard_copy, send_part, tags_refused
+from ferry.engine.streaming import check_tags_kept, discard_copy, put_whole, send_part
 from ferry.engine.verify import PartProof, StreamProof
-from ferry.errors import CopyFailed, FerryError, VerificationFailed, describe
+from ferry.errors import CopyFailed, FerryError, VerificationFailed
 from ferry.limits import DEFAULT_STREAM_PART_SIZE, choose_part_size, uniform_parts
 from ferry.local.files import LocalFile
 from ferry.local.reading import LocalReader
@@ -162,27 +161,7 @@ class Uploader(Copier):
                 algorithm = self._algorithm()
                 value = checksums.b64(checksums.digest(algorithm, data))
                 args = self._object_args(file.path)
-                try:
-                    response = self.ctx.dest_client.put_object(
-                        Bucket=target.bucket,
-                        Key=target.key,
-                        Body=request_body(data),
-                        **{f"Checksum{algorithm}": value},
-                        **args,
-                    )
-                except Exception as error:
-                    refused = tags_refused(self.ctx, error, args, "PutObject")
-                    if refused is not None:
-                        raise refused from error
-                    raise CopyFailed(
-                        describe(
-                            error,
-                            side="destination",
-                            action="s3:PutObject",
-                            bucket=target.bucket,
-                            key=target.key,
-                        )
-                    ) from error
+                response = put_whole(self.ctx, target, data, algorithm, value, args)
                 verified_by = self._prove_written(
                     target, algorithm, response, full=value, composite=None, data=data
                 )
