@@ -23,15 +23,13 @@ from ferry.cli.copy_extension import CopySides, Pair
 from ferry.cli.report import ReportWriter, Summary
 from ferry.engine.copier import Copier
 from ferry.engine.side_listing import side_by_side
-from ferry.engine.version_copy import copy_history
+from ferry.engine.version_copy import KEYS_AT_ONCE, copy_history
 from ferry.errors import ConfigError
 from ferry.filters import is_ferrys_own, marks_prefixes
 from ferry.jobspec import as_folder
 from ferry.models import CopyResult, Target
 from ferry.s3.listing import object_target_key, single_object
 from ferry.s3.version_listing import History, Wording, check_versioning, histories, key_history
-
-KEYS_AT_ONCE = 16  # keys whose histories are copied side by side (each one's in order)
 
 
 def run_copy_all_versions(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:

@@ -34,6 +34,7 @@ from ferry.errors import describe
 from ferry.models import CopyResult, SourceObject, Status, Target
 from ferry.s3.version_listing import History, Version
 
+KEYS_AT_ONCE = 16  # keys whose histories are copied side by side (each one's in order)
 READ_CHUNK = 1024 * 1024  # bytes of a source version read at a time to prove its copy
 UNPROVED = "unproved"  # Sameness.evidence where nothing on either side could decide
 DELETE_MARKER = "delete-marker"  # the strategy (and proof) named for a reproduced delete marker

@@ -33,7 +33,6 @@ from ferry.errors import FerryError
 from ferry.jobspec import JobSpec, parse_job_spec
 from ferry.limits import MiB
 from ferry.models import CopyPolicy, CopyResult, Endpoint, Status
-from ferry.pipeline.history_copy import copy_history_to_the_end, copy_key_histories
 from ferry.pipeline.items import Planned, plan_item
 from ferry.pipeline.ledger.contract import BatchCounts
 from ferry.pipeline.ledger.dynamodb import DynamoCopyRecords
@@ -261,6 +260,10 @@ def _copy_histories_pass(
     in_lambda = [p for p in to_copy if p not in large]
     remaining: list[Any] = []
     if in_lambda:
+        # Loaded here, not with the module: only all_versions jobs copy histories, and every
+        # CopyBatch cold start and Fargate task would otherwise pay for the version engine.
+        from ferry.pipeline.history_copy import copy_key_histories
+
         with history_copier(services, spec) as copier:
             outcomes = copy_key_histories(
                 copier,
@@ -421,6 +424,8 @@ def _copy_large_history(
 ) -> CopyResult | None:
     """A key whose history is over the Lambda threshold, copied whole by the Fargate task and
     recorded as one item; returns its newest version's result (None: stopped, to be resumed)."""
+    from ferry.pipeline.history_copy import copy_history_to_the_end  # (see _copy_histories_pass)
+
     spec = job_spec(services, job_id)
     with history_copier(services, spec) as copier:
         results = copy_history_to_the_end(

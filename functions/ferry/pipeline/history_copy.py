@@ -11,14 +11,12 @@ from dataclasses import dataclass
 
 from ferry.engine.copier import Copier
 from ferry.engine.deadlines import deadline_in, due
-from ferry.engine.version_copy import copy_history
+from ferry.engine.version_copy import KEYS_AT_ONCE, copy_history
 from ferry.errors import ConfigError
 from ferry.models import CopyResult, Status
 from ferry.pipeline.items import Planned
 from ferry.pipeline.recording import result_of
 from ferry.s3.version_listing import key_history
-
-KEYS_AT_ONCE = 16  # keys whose histories a pass copies side by side (each one's in order)
 
 
 @dataclass

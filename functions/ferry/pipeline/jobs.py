@@ -31,7 +31,7 @@ from ferry.pipeline.count_check import (
 from ferry.pipeline.history_keys import check_versioning, histories_key, list_histories
 from ferry.pipeline.job_reports import job_prefix
 from ferry.pipeline.job_stats import first_failures, job_stats
-from ferry.pipeline.ledger.contract import JobExists
+from ferry.pipeline.ledger.contract import JobExists, recorded_by
 from ferry.pipeline.manifest_check import check_manifest
 from ferry.pipeline.map_runs import MapRunRecord, job_map_runs
 from ferry.pipeline.reach import reached_otherwise
@@ -58,9 +58,7 @@ def prepare(
     listed = None
     if spec.options.all_versions:
         existing = services.ledger.job(spec.job_id)  # before its manifest is written over
-        if existing is not None and (
-            event.get("execution_arn") is None or existing.get("execution_arn") != event.get("execution_arn")
-        ):  # (a retried Prepare of the same execution lists again, into its own manifest)
+        if existing is not None and not recorded_by(existing, event.get("execution_arn")):
             raise JobExists(f"job_id: a job {spec.job_id!r} already exists in the ledger; give a new job_id")
         deadline = None
         if remaining_ms is not None:

@@ -31,6 +31,12 @@ class JobExists(ConfigError):
     """A job id is used once: a second execution with it would mix two jobs' counts."""
 
 
+def recorded_by(job: Mapping[str, Any] | None, execution_arn: str | None) -> bool:
+    """The job was recorded by this execution: a retried Prepare (Step Functions retries it
+    after a Lambda service error, which may come after the function ran) finds its own job."""
+    return execution_arn is not None and (job or {}).get("execution_arn") == execution_arn
+
+
 @dataclass
 class BatchCounts(Counts):
     """What one batch adds to the job: every object it was given, in exactly one counter.

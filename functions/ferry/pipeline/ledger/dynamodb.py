@@ -48,6 +48,7 @@ from ferry.pipeline.ledger.contract import (
     JobExists,
     Recorded,
     Tally,
+    recorded_by,
 )
 from ferry.pipeline.ledger.copy_records import CopyRecord, record_id
 
@@ -81,10 +82,7 @@ class DynamoLedger:
             )
         except ClientError as error:
             if error_code(error) == "ConditionalCheckFailedException":
-                if (
-                    execution_arn is not None
-                    and (self.job(job_id) or {}).get("execution_arn") == execution_arn
-                ):
+                if recorded_by(self.job(job_id), execution_arn):
                     return  # a retried Prepare of the execution that created it: its own job
                 raise JobExists(
                     f"job_id: a job {job_id!r} already exists in the ledger; give a new job_id (or omit it to use the execution name)"

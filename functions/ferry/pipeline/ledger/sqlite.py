@@ -23,7 +23,7 @@ from typing import Any
 
 from ferry.engine.checkpoints import Checkpoint
 from ferry.errors import ConfigError
-from ferry.pipeline.ledger.contract import DAY, BatchCounts, Failure, JobExists, Recorded, Tally
+from ferry.pipeline.ledger.contract import DAY, BatchCounts, Failure, JobExists, Recorded, Tally, recorded_by
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -80,7 +80,7 @@ class SQLiteLedger:
             (job_id, json.dumps(spec), _now(), execution_arn),
         )
         if cursor.rowcount == 0:
-            if execution_arn is not None and (self.job(job_id) or {}).get("execution_arn") == execution_arn:
+            if recorded_by(self.job(job_id), execution_arn):
                 return  # a retried Prepare of the execution that created it: its own job
             raise JobExists(
                 f"job_id: a job {job_id!r} already exists in the ledger {str(self.path)!r}; give a new job_id (or omit it)"
