@@ -223,7 +223,7 @@ def add_run_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
         help="finish a job a run left unfinished (Ctrl-C, SIGTERM, a crash): what was recorded is not redone; "
         "give the same JOB.json, ledger and report folder (an interrupted run prints this command)",
     )
-    # The same endpoint and credential options as `ferry copy` (read by copy_command.endpoints).
+    # The same endpoint and credential options as `ferry copy` (read by sides.endpoints).
     where = run.add_argument_group("endpoints and credentials (as for ferry copy)")
     for side in ("", "source-", "dest-"):
         where.add_argument(f"--{side}endpoint-url")

@@ -27,10 +27,10 @@ from typing import IO, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.cli.copy_command import endpoints
 from ferry.cli.filter_options import filters_from
 from ferry.cli.local_check import local_sides
-from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_USAGE, open_for_writing
+from ferry.cli.sides import endpoints
 from ferry.counts import plural
 from ferry.engine.check import KeyCheck, Verdict, check_objects, check_sides
 from ferry.engine.side_listing import Entry, S3Side
@@ -153,8 +153,8 @@ def run_check(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
     summary = CheckSummary()
     out = stderr if args.json else stdout
     with ExitStack() as stack:
-        report = _open(stack, args.report, "the report") if args.report else None
-        html = _open(stack, args.report_html, "the HTML report") if args.report_html else None
+        report = open_for_writing(stack, args.report, "the report") if args.report else None
+        html = open_for_writing(stack, args.report_html, "the HTML report") if args.report_html else None
         try:
             for check in checks():
                 summary.add(check)
@@ -225,11 +225,3 @@ def _for_html(summary: CheckSummary, args: argparse.Namespace) -> dict[str, Any]
     if args.report:
         report["differences_report"] = args.report
     return report
-
-
-def _open(stack: ExitStack, path: str, what: str) -> IO[str]:
-    """Open an output file before listing anything, so a wrong path costs nothing."""
-    try:
-        return stack.enter_context(open(path, "w", encoding="utf-8"))  # noqa: SIM115
-    except OSError as error:
-        raise ConfigError(f"cannot write {what} {path!r}: {error.strerror}") from error

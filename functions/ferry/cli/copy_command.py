@@ -17,16 +17,17 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ferry.cli.arguments import add_copy_parser
 from ferry.cli.copy_extension import CopyExtension, CopySides
 from ferry.cli.filter_options import filters_from
-from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser
+from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, open_for_writing
 from ferry.cli.progress import Progress
 from ferry.cli.ranges import check_count, check_kms_region, memory_limit
 from ferry.cli.report import ReportWriter, Summary, report_for_html
+from ferry.cli.sides import endpoints
 from ferry.counts import plural
 from ferry.engine.copier import Copier, client_pool_size
 from ferry.errors import ConfigError, FerryError
 from ferry.filters import Filters
 from ferry.jobspec import JobOptions, parse_options
-from ferry.models import CopyResult, Endpoint, SourceObject, Status, Target
+from ferry.models import CopyResult, SourceObject, Status, Target
 from ferry.reports.report_html import render_report_html
 from ferry.s3.clients import make_client
 from ferry.s3.lean_s3 import LEAN_ENV
@@ -51,21 +52,6 @@ def parse_copy_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = Parser(prog="ferry")
     add_copy_parser(parser.add_subparsers(dest="command", required=True, parser_class=Parser))
     return parser.parse_args(["copy", *argv])
-
-
-def endpoints(args: argparse.Namespace) -> tuple[Endpoint, Endpoint]:
-    """Per-side options win over the shared --endpoint-url and --region."""
-
-    def side(name: str) -> Endpoint:
-        return Endpoint(
-            endpoint_url=getattr(args, f"{name}_endpoint_url") or args.endpoint_url,
-            region=getattr(args, f"{name}_region") or args.region,
-            profile=getattr(args, f"{name}_profile"),
-            role_arn=getattr(args, f"{name}_role_arn"),
-            requester_pays=getattr(args, f"{name}_requester_pays"),
-        )
-
-    return side("source"), side("dest")
 
 
 _FLAGS = {
@@ -142,16 +128,8 @@ def run_copy(
     )
     summary = Summary()
     with ExitStack() as stack:
-        report = None
-        if args.report:
-            try:
-                report_file = stack.enter_context(open(args.report, "w", encoding="utf-8"))  # noqa: SIM115
-            except OSError as error:
-                raise ConfigError(f"cannot write the report {args.report!r}: {error.strerror}") from error
-            report = ReportWriter(report_file)
-        html_file = (
-            _open_for_writing(stack, args.report_html, "the HTML report") if args.report_html else None
-        )
+        report = ReportWriter(open_for_writing(stack, args.report, "the report")) if args.report else None
+        html_file = open_for_writing(stack, args.report_html, "the HTML report") if args.report_html else None
         show = not args.quiet and stderr.isatty()
         progress = stack.enter_context(Progress(stderr, enabled=show))
         copier = stack.enter_context(
@@ -195,6 +173,14 @@ def run_copy(
         unwritten = finish_reports(args, summary, failures, report, html_file)  # also after a stop
         stopped = stopped or unwritten
     _print_summary(args, summary, failures, stdout, stderr)
+    return exit_code(args, summary, stopped, held, stderr)
+
+
+def exit_code(
+    args: argparse.Namespace, summary: Summary, stopped: str | None, held: str | None, stderr: IO[str]
+) -> int:
+    """A copy's exit code, the same for every door: a stop or what an extension held back (each
+    said in one line), then failures, then objects left pending."""
     if stopped:
         stderr.write(f"ferry: error: stopped after {plural(summary.total, 'object')}: {stopped}\n")
         return EXIT_FAILED
@@ -295,14 +281,6 @@ def _first_key(client: Any, bucket: str, prefix: str) -> str | None:
         return None  # only a hint: the one-line refusal stands without it
     contents = page.get("Contents") or []
     return str(contents[0]["Key"]) if contents else None
-
-
-def _open_for_writing(stack: ExitStack, path: str, what: str) -> IO[str]:
-    """Open an output file before copying anything, so a wrong path costs no copy."""
-    try:
-        return stack.enter_context(open(path, "w", encoding="utf-8"))  # noqa: SIM115
-    except OSError as error:
-        raise ConfigError(f"cannot write {what} {path!r}: {error.strerror}") from error
 
 
 def _print_summary(

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from ferry.cli.copy_command import endpoints
-from ferry.cli.local_copy import check_local_source
+from ferry.cli.sides import check_local_source, endpoints
 from ferry.engine.local_side import LocalSide
 from ferry.engine.side_listing import S3Side, Side
 from ferry.errors import ConfigError

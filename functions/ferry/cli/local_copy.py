@@ -20,13 +20,14 @@ from typing import IO, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.cli.copy_command import _open_for_writing, _print_summary, endpoints, finish_reports, options_from
+from ferry.cli.copy_command import _print_summary, exit_code, finish_reports, options_from
 from ferry.cli.copy_extension import CopyExtension
 from ferry.cli.filter_options import filters_from
-from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING
+from ferry.cli.parsing import open_for_writing
 from ferry.cli.progress import Progress
 from ferry.cli.ranges import check_count, memory_limit
 from ferry.cli.report import ReportWriter, Summary
+from ferry.cli.sides import check_local_source, endpoints
 from ferry.counts import plural
 from ferry.engine.copier import Copier, client_pool_size
 from ferry.engine.downloads import Downloader
@@ -133,35 +134,6 @@ def refuse_options(args: argparse.Namespace, upload: bool) -> None:
 # -- uploads ------------------------------------------------------------------------------------
 
 
-def check_local_source(path: str, what: str = "SRC") -> bool:
-    """True for a folder, False for one file; one clear line for anything else. `what` names
-    the argument (`ferry check` reads a local DST too)."""
-    try:
-        info = os.stat(path)
-    except FileNotFoundError as error:
-        raise ConfigError(
-            f"{what} {path!r} is not an S3 URL (s3://bucket/prefix), and no such local file or folder exists"
-        ) from error
-    except NotADirectoryError as error:
-        raise ConfigError(f"{what} {path!r} names a folder, but a file stands in its path") from error
-    except PermissionError as error:
-        raise ConfigError(f"cannot read {what} {path!r}: permission denied") from error
-    if stat.S_ISDIR(info.st_mode):
-        try:
-            with os.scandir(path):
-                pass
-        except PermissionError as error:
-            raise ConfigError(f"cannot read the folder {what} {path!r}: permission denied") from error
-        return True
-    if not stat.S_ISREG(info.st_mode):
-        raise ConfigError(f"{what} {path!r} is neither a regular file nor a folder")
-    try:
-        os.close(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
-    except PermissionError as error:
-        raise ConfigError(f"cannot read {what} {path!r}: permission denied") from error
-    return False
-
-
 def upload_pairs(
     path: str, folder: bool, dst: S3Url, filters: Filters, follow_symlinks: bool
 ) -> Iterator[tuple[LocalFile, Target]]:
@@ -250,10 +222,8 @@ def copy_and_report(
     each result and does its work after the copies, as with run_copy."""
     summary = Summary()
     with ExitStack() as stack:
-        report = ReportWriter(_open_for_writing(stack, args.report, "the report")) if args.report else None
-        html_file = (
-            _open_for_writing(stack, args.report_html, "the HTML report") if args.report_html else None
-        )
+        report = ReportWriter(open_for_writing(stack, args.report, "the report")) if args.report else None
+        html_file = open_for_writing(stack, args.report_html, "the HTML report") if args.report_html else None
         stack.enter_context(copier)
         failures: list[CopyResult] = []
         links = Counter[str]()
@@ -287,14 +257,4 @@ def copy_and_report(
         (stderr if args.json else stdout).write(
             f"  skipped: {plural(links['skipped'], 'symbolic link')}, not followed (--follow-symlinks copies what they point to)\n"
         )
-    if stopped:
-        stderr.write(f"ferry: error: stopped after {plural(summary.total, 'object')}: {stopped}\n")
-        return EXIT_FAILED
-    if held:
-        stderr.write(f"ferry: error: {held}\n")
-        return EXIT_FAILED
-    if summary.failed:
-        return EXIT_FAILED
-    if summary.pending and not args.dry_run:
-        return EXIT_PENDING
-    return EXIT_OK
+    return exit_code(args, summary, stopped, held, stderr)

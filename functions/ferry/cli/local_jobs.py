@@ -13,7 +13,7 @@ from typing import IO, Any
 
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING
 from ferry.cli.report import report_text
-from ferry.cli.run_command import ledger_path
+from ferry.cli.state_dir import ledger_path
 from ferry.counts import plural
 from ferry.errors import ConfigError
 from ferry.pipeline.ledger.contract import INTERRUPTED, RUNNING

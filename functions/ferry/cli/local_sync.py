@@ -19,15 +19,14 @@ import argparse
 from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
-from ferry.cli.copy_command import endpoints
 from ferry.cli.local_copy import (
     check_local_folder,
-    check_local_source,
     copy_and_report,
     listed_pairs,
     local_setup,
     upload_pairs,
 )
+from ferry.cli.sides import check_local_source, endpoints
 from ferry.cli.sync_command import SyncDeletes, check_delete_options
 from ferry.engine.copier import Copier
 from ferry.engine.downloads import Downloader

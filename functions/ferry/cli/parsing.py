@@ -7,7 +7,8 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from contextlib import ExitStack
+from typing import IO, Any, NoReturn
 
 from ferry.errors import ConfigError
 
@@ -154,3 +155,12 @@ def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _no_constant(name: str) -> Any:
     """NaN and Infinity are not JSON (RFC 8259), though Python reads them."""
     raise _Ambiguous(f"{name} is not a JSON value; write a number or a string")
+
+
+def open_for_writing(stack: ExitStack, path: str, what: str) -> IO[str]:
+    """Open an output file (a report, a page) before anything is copied or listed, so a wrong
+    path costs nothing; closed with `stack`."""
+    try:
+        return stack.enter_context(open(path, "w", encoding="utf-8"))  # noqa: SIM115
+    except OSError as error:
+        raise ConfigError(f"cannot write {what} {path!r}: {error.strerror}") from error

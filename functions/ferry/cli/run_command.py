@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import shlex
 import signal
 import sys
@@ -26,11 +25,12 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.arguments import add_run_parser
-from ferry.cli.copy_command import endpoints
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, job_id_of, read_json_file
 from ferry.cli.progress import Progress
 from ferry.cli.ranges import check_kms_region, memory_limit
 from ferry.cli.report import Summary, failure_line
+from ferry.cli.sides import endpoints
+from ferry.cli.state_dir import default_state_dir, ledger_path
 from ferry.counts import plural
 from ferry.engine.deadlines import stop_all, stop_cleared
 from ferry.errors import ConfigError, error_code
@@ -48,12 +48,6 @@ from ferry.s3.clients import make_client
 SHOWN_FAILURES = 20
 # A pass hands over as a CopyBatch Lambda does, before its timeout (the parser shows 810 s).
 DEFAULT_PASS_SECONDS = LAMBDA_SECONDS - 90
-
-
-def default_state_dir() -> Path:
-    """~/.cache/ferry (or $XDG_CACHE_HOME/ferry): the default ledger and the job reports."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ferry"
 
 
 def parse_run_args(argv: list[str]) -> argparse.Namespace:
@@ -214,11 +208,6 @@ def pass_seconds(args: argparse.Namespace) -> float:
     if seconds <= 0:
         raise ConfigError("--pass-seconds must be more than 0")
     return float(seconds)
-
-
-def ledger_path(args: argparse.Namespace) -> Path:
-    """The SQLite ledger's file: --ledger, else the default folder's ledger.sqlite."""
-    return Path(args.ledger).expanduser() if args.ledger else default_state_dir() / "ledger.sqlite"
 
 
 def run_report(

@@ -1,0 +1,59 @@
+"""The two sides of a command as the command line names them: each side's endpoint and
+identity (`endpoints`), and a local path checked before anything moves (`check_local_source`).
+
+Kept apart from copy_command and local_copy, which load the copy engine: `ferry check` and
+`ferry run` need these, not the engine's copy paths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import stat
+
+from ferry.errors import ConfigError
+from ferry.models import Endpoint
+
+
+def endpoints(args: argparse.Namespace) -> tuple[Endpoint, Endpoint]:
+    """Per-side options win over the shared --endpoint-url and --region."""
+
+    def side(name: str) -> Endpoint:
+        return Endpoint(
+            endpoint_url=getattr(args, f"{name}_endpoint_url") or args.endpoint_url,
+            region=getattr(args, f"{name}_region") or args.region,
+            profile=getattr(args, f"{name}_profile"),
+            role_arn=getattr(args, f"{name}_role_arn"),
+            requester_pays=getattr(args, f"{name}_requester_pays"),
+        )
+
+    return side("source"), side("dest")
+
+
+def check_local_source(path: str, what: str = "SRC") -> bool:
+    """True for a folder, False for one file; one clear line for anything else. `what` names
+    the argument (`ferry check` reads a local DST too)."""
+    try:
+        info = os.stat(path)
+    except FileNotFoundError as error:
+        raise ConfigError(
+            f"{what} {path!r} is not an S3 URL (s3://bucket/prefix), and no such local file or folder exists"
+        ) from error
+    except NotADirectoryError as error:
+        raise ConfigError(f"{what} {path!r} names a folder, but a file stands in its path") from error
+    except PermissionError as error:
+        raise ConfigError(f"cannot read {what} {path!r}: permission denied") from error
+    if stat.S_ISDIR(info.st_mode):
+        try:
+            with os.scandir(path):
+                pass
+        except PermissionError as error:
+            raise ConfigError(f"cannot read the folder {what} {path!r}: permission denied") from error
+        return True
+    if not stat.S_ISREG(info.st_mode):
+        raise ConfigError(f"{what} {path!r} is neither a regular file nor a folder")
+    try:
+        os.close(os.open(path, os.O_RDONLY | os.O_CLOEXEC))
+    except PermissionError as error:
+        raise ConfigError(f"cannot read {what} {path!r}: permission denied") from error
+    return False
