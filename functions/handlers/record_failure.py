@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ferry.pipeline.batches import pass_event, record_failure
+from ferry.pipeline.passes import pass_event, record_failure
 
 from .runtime import logger, metrics, publish_counts, services, tag_logs, tracer
 

@@ -779,7 +779,7 @@ def estimate(
     marker_wru = math.ceil(MARKER_BYTES / 1024)
     wru = passes * marker_wru + multipart_copies + checkpoint_saves_wru + large_objects * marker_wru + 3
     tally_rru = math.ceil((passes + large_objects) * MARKER_BYTES / 4096)
-    # The job's spec is read once per worker process (batches.job_spec keeps it): about one read
+    # The job's spec is read once per worker process (passes.job_spec keeps it): about one read
     # per Lambda container, max_concurrency of them at most; one per Fargate task.
     job_reads = min(passes, shape.max_concurrency)
     # A ResumeHandOver reads the marker of the pass that handed over (strongly consistent).

@@ -16,8 +16,6 @@ from the hand-over its ledger marker holds, and the pass loop goes round as befo
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -30,12 +28,13 @@ from ferry.counts import plural
 from ferry.engine.copier import Copier
 from ferry.engine.deadlines import deadline_in
 from ferry.errors import FerryError
-from ferry.jobspec import JobSpec, parse_job_spec
+from ferry.jobspec import JobSpec
 from ferry.limits import MiB
 from ferry.models import CopyPolicy, CopyResult, Endpoint, Status
 from ferry.pipeline.items import Planned, plan_item
 from ferry.pipeline.ledger.contract import BatchCounts
 from ferry.pipeline.ledger.dynamodb import DynamoCopyRecords
+from ferry.pipeline.passes import job_spec, large_key, notify, pass_event, pass_result
 from ferry.pipeline.recording import batch_id_for, record, result_of, settled_result
 from ferry.pipeline.replication.deletes import record_copies
 from ferry.pipeline.replication.event_keys import EVENT_KEY_FIELD, KEY_FORMS_FIELD, listed
@@ -73,18 +72,6 @@ def job_copier(
         single_request_rate=services.settings.copy_object_mib_per_second * MiB,
         on_part=services.on_part,
     )
-
-
-def pass_event(event: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A pass's event in one shape. The Distributed Map starts the child workflow with
-    `{"Items": [...], "BatchInput": {"job": ...}}` and CopyBatch takes that as it comes (a Pass
-    state reshaping it cost one more state transition per batch); later passes, and the Catch
-    of a first pass, give `{"job", "items", "pass", ...}`. Anything else in the event (the
-    Catch's `error`) is kept."""
-    if "Items" not in event or "items" in event:
-        return event
-    rest = {k: v for k, v in event.items() if k not in ("Items", "BatchInput")}
-    return {**rest, "job": event["BatchInput"]["job"], "items": event["Items"], "pass": 1}
 
 
 # Where the child's Catch puts a FerryHandOver error in the pass's input (its ResultPath):
@@ -130,7 +117,7 @@ def resume_hand_over(event: Mapping[str, Any], services: Services) -> dict[str, 
     if marker is None:
         raise RuntimeError(f"pass {pass_no} of batch {batch_id} handed over but has no record in the ledger")
     handover = marker.get("handover") or {}
-    return _pass_result(
+    return pass_result(
         event,
         batch_id,
         BatchCounts.from_dict(marker.get("counts") or {}),
@@ -147,28 +134,6 @@ def _pass_of(event: Mapping[str, Any], services: Services) -> tuple[JobSpec, lis
     return spec, items, int(event.get("pass", 1)), event.get("batch_id") or batch_id_for(spec.job_id, items)
 
 
-def _pass_result(
-    event: Mapping[str, Any],
-    batch_id: str,
-    recorded: BatchCounts,
-    *,
-    remaining: list[Any],
-    large: list[Any],
-) -> dict[str, Any]:
-    """What a pass hands the state machine: the batch's counts so far, what goes round again
-    and what goes to Fargate (the earlier passes' large objects too)."""
-    pass_no = int(event.get("pass", 1))
-    return {
-        "job": event["job"],
-        "batch_id": batch_id,
-        "pass": pass_no,
-        "next_pass": pass_no + 1,
-        "counts": _sum(event.get("counts"), recorded),
-        "remaining": remaining,
-        "large": list(event.get("large") or []) + large,
-    }
-
-
 def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) -> dict[str, Any]:
     event = pass_event(event)
     spec, items, pass_no, batch_id = _pass_of(event, services)
@@ -179,7 +144,7 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
 
     planned = _with_sizes([plan_item(item, spec) for item in items], services)
     settled: list[CopyResult] = [settled_result(p) for p in planned if p.skip or p.fail]
-    _notify(services, settled)
+    notify(services, settled)
     to_copy = [p for p in planned if not (p.skip or p.fail)]
     large = [p for p in to_copy if (p.obj.size or 0) > settings.large_object_threshold]  # type: ignore[union-attr]
     in_lambda = [p for p in to_copy if p not in large]
@@ -195,7 +160,7 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
                 remaining.append(plan.item)
             elif result.handed_over:
                 settled.append(_gave_up(result, settings.max_passes))
-                _notify(services, settled[-1:])
+                notify(services, settled[-1:])
             else:
                 settled.append(result)
         lags = replication_lags((plan.item, result) for plan, result in zip(in_lambda, results, strict=True))
@@ -236,7 +201,7 @@ def _finish_pass(
         "" if recorded.first else " (as recorded by an earlier attempt)",
     )
     return {
-        **_pass_result(event, batch_id, recorded.counts, remaining=remaining, large=large_items),
+        **pass_result(event, batch_id, recorded.counts, remaining=remaining, large=large_items),
         "pass_counts": recorded.counts.to_dict() if recorded.first else BatchCounts().to_dict(),
         # Popped by the handler (EMF), never returned to the state machine; a pass an earlier
         # attempt recorded already measured its copies.
@@ -253,7 +218,7 @@ def _copy_histories_pass(
     settings, pass_no = services.settings, int(event.get("pass", 1))
     planned = [plan_item(item, spec) for item in items]
     settled: list[CopyResult] = [settled_result(p) for p in planned if p.skip or p.fail]
-    _notify(services, settled)
+    notify(services, settled)
     keys = len(settled)
     to_copy = [p for p in planned if not (p.skip or p.fail)]
     large = [p for p in to_copy if (p.obj.size or 0) > settings.large_object_threshold]  # type: ignore[union-attr]
@@ -284,7 +249,7 @@ def _copy_histories_pass(
                     "large_object_threshold so the Fargate task copies such histories, or raise max_passes"
                 )
                 settled.append(result_of(plan, Status.FAILED, reason))
-                _notify(services, settled[-1:])
+                notify(services, settled[-1:])
             keys += 1
     return _finish_pass(event, services, spec, settled, remaining, [p.item for p in large], keys=keys)
 
@@ -299,14 +264,6 @@ def history_copier(services: Services, spec: JobSpec) -> Copier:
         services.endpoint("destination", spec.destination_bucket, spec.destination_prefix),
         job_id=spec.job_id,
     )
-
-
-def _notify(services: Services, results: Sequence[CopyResult]) -> None:
-    """Results settled without the copier (which calls the hook itself), for `ferry run`'s
-    progress; no hook on AWS."""
-    if services.on_result:
-        for result in results:
-            services.on_result(result)
 
 
 def _copy_in_lambda(
@@ -340,44 +297,6 @@ def _positions(items: Sequence[Any], chosen: Sequence[Any]) -> list[int]:
     return [index for index, item in enumerate(items) if id(item) in wanted]
 
 
-def record_failure(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
-    """A pass (or one large object) failed for good: record its objects as failed, with the
-    error, unless that pass had already been recorded before it failed; then the pass's
-    recorded hand-over still goes on (see below)."""
-    event = pass_event(event)
-    job = event["job"]
-    spec = job_spec(services, job["job_id"])
-    error = event.get("error") or {}
-    reason = _error_reason(error)
-    if "large_item" in event:
-        items, batch_key = [event["large_item"]], _large_key(event["batch_id"], event["large_item"])
-    else:
-        items = list(event.get("items") or [])
-        batch_id = event.get("batch_id") or batch_id_for(spec.job_id, items)
-        batch_key = f"{batch_id}-p{int(event.get('pass', 1))}"
-    results = []
-    for plan in (plan_item(item, spec) for item in items):
-        if plan.skip or plan.fail:
-            results.append(settled_result(plan))
-        else:
-            results.append(result_of(plan, Status.FAILED, reason))
-    _notify(services, results)
-    recorded = record(services, spec.job_id, batch_key, results)
-    # A pass recorded before it failed keeps its hand-over: what it handed over goes round again
-    # (NextPass) or to Fargate, as after a retried pass, instead of vanishing from the counts.
-    handover = {} if recorded.first or "large_item" in event else recorded.handover
-    return {
-        **_pass_result(
-            event,
-            event.get("batch_id") or batch_key.rsplit("-p", 1)[0],
-            recorded.counts,
-            remaining=[items[i] for i in handover.get("remaining", [])],
-            large=[items[i] for i in handover.get("large", [])],
-        ),
-        "pass_counts": recorded.counts.to_dict() if recorded.first else BatchCounts().to_dict(),
-    }
-
-
 def copy_large_object(
     job_id: str,
     batch_id: str,
@@ -408,8 +327,8 @@ def copy_large_object(
                     return None
         result = _vanished_since_event(services, [plan], [result])[0]
         _record_copies(services, spec, [(item, result)])
-    _notify(services, [result])
-    record(services, job_id, _large_key(batch_id, item), [result])
+    notify(services, [result])
+    record(services, job_id, large_key(batch_id, item), [result])
     return result
 
 
@@ -437,8 +356,8 @@ def _copy_large_history(
         )
     if results is None:
         return None
-    _notify(services, results)
-    record(services, job_id, _large_key(batch_id, item), results, items=1)
+    notify(services, results)
+    record(services, job_id, large_key(batch_id, item), results, items=1)
     return results[-1]
 
 
@@ -496,21 +415,6 @@ def _record_copies(services: Services, spec: JobSpec, copies: list[tuple[Any, Co
     )
 
 
-def job_spec(services: Services, job_id: str) -> JobSpec:
-    """The job's spec, read from the ledger once per process and job. The state machine carries
-    only the job id (and small limits) from batch to batch, so no state's payload grows with the
-    spec: every state stays under Step Functions' 256 KiB whatever the job says. A spec never
-    changes once Prepare wrote it, so a Lambda container running pass after pass of one job
-    reads it once (a GetItem per pass saved)."""
-    spec = services._specs.get(job_id)
-    if spec is None:
-        job = services.ledger.job(job_id)
-        if job is None:
-            raise RuntimeError(f"job {job_id!r} has no record in the ledger")
-        spec = services._specs[job_id] = parse_job_spec(job["spec"])
-    return spec
-
-
 def _with_sizes(planned: list[Planned], services: Services) -> list[Planned]:
     """Manifest rows often carry no size; one HEAD each tells which need Fargate."""
     unknown = [i for i, p in enumerate(planned) if p.obj and p.obj.size is None and not (p.skip or p.fail)]
@@ -540,11 +444,6 @@ def _with_sizes(planned: list[Planned], services: Services) -> list[Planned]:
     return planned
 
 
-def _large_key(batch_id: str, item: Mapping[str, Any]) -> str:
-    digest = hashlib.sha256(json.dumps(item, sort_keys=True, default=str).encode()).hexdigest()[:16]
-    return f"{batch_id}-large-{digest}"
-
-
 def _gave_up(result: CopyResult, passes: int) -> CopyResult:
     return replace(
         result,
@@ -554,24 +453,6 @@ def _gave_up(result: CopyResult, passes: int) -> CopyResult:
     )
 
 
-def _error_reason(error: Mapping[str, Any]) -> str:
-    name = error.get("Error") or "error"
-    cause = error.get("Cause") or ""
-    try:  # Lambda errors arrive as a JSON document in Cause
-        details = json.loads(cause)
-        cause = details.get("errorMessage") or cause
-    except (TypeError, ValueError):
-        pass
-    return f"batch failed after retries: {name}: {str(cause)[:500]}"
-
-
-def _sum(previous: Mapping[str, int] | None, counts: BatchCounts) -> dict[str, int]:
-    total = counts.to_dict()
-    for name, value in (previous or {}).items():
-        total[name] = total.get(name, 0) + int(value)
-    return total
-
-
 def large_object_recorded(services: Services, job_id: str, batch_id: str, item: Mapping[str, Any]) -> bool:
     """Whether a large object's task already settled it (a resumed run does not copy it again)."""
-    return services.ledger.batch(job_id, _large_key(batch_id, item)) is not None
+    return services.ledger.batch(job_id, large_key(batch_id, item)) is not None

@@ -8,7 +8,7 @@ calling the very functions the Lambda and Fargate workers call.
                        from the ledger (batches.resume_hand_over: ResumeHandOver, which the
                        Lambda's FerryHandOver leads to) and the next pass gets what it
                        handed over (NextPass); retried like the CopyBatch task, else
-                       batches.record_failure (RecordFailedBatch); then
+                       passes.record_failure (RecordFailedBatch); then
                        batches.copy_large_object per large object
                        (the Fargate task), else record_failure with the object (RecordFailedLargeObject)
     Finalize           `finalize_local`: the ledger's tally checked against the items read,
@@ -42,12 +42,12 @@ from ferry.pipeline.batches import (
     copy_large_object,
     hands_work_over,
     large_object_recorded,
-    record_failure,
     resume_hand_over,
 )
 from ferry.pipeline.item_reader import batches, read_items
 from ferry.pipeline.jobs import job_input, prepare, settle_job
 from ferry.pipeline.ledger.contract import INTERRUPTED, RUNNING
+from ferry.pipeline.passes import record_failure
 from ferry.pipeline.run_journal import RunJournal
 from ferry.pipeline.services import Services
 from ferry.pipeline.settings import PipelineSettings, WorkerSettings

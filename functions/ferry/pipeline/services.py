@@ -49,7 +49,7 @@ class Services:
     # S3 clients kept for the life of the process (see `client`).
     _clients: dict[Endpoint, Any] = field(default_factory=dict, repr=False, compare=False)
     _clients_lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-    # Each job's spec, read from the ledger once per process (see `batches.job_spec`).
+    # Each job's spec, read from the ledger once per process (see `passes.job_spec`).
     _specs: dict[str, JobSpec] = field(default_factory=dict, repr=False, compare=False)
 
     @property
