@@ -19,6 +19,8 @@ ARCHIVE_CLASSES = frozenset({"GLACIER", "DEEP_ARCHIVE"})
 RESTORE_TIERS = {"bulk": "Bulk", "standard": "Standard", "expedited": "Expedited"}
 # Where Ferry marks its own multipart uploads in each destination bucket (engine/upload_marks.py).
 DEFAULT_MARKS_PREFIX = ".ferry/uploads/"
+# Why a local symbolic link was not copied: a local source reports it, every door counts it.
+SYMLINK_SKIPPED = "a symbolic link: not followed (--follow-symlinks copies what it points to)"
 
 
 class Mode(StrEnum):

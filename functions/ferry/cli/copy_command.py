@@ -7,7 +7,7 @@ import argparse
 import itertools
 import json
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import replace
 from typing import IO, Any
@@ -27,7 +27,7 @@ from ferry.engine.copier import Copier, client_pool_size
 from ferry.errors import ConfigError, FerryError
 from ferry.filters import Filters
 from ferry.jobspec import JobOptions, parse_options
-from ferry.models import CopyResult, SourceObject, Status, Target
+from ferry.models import SYMLINK_SKIPPED, CopyResult, SourceObject, Status, Target
 from ferry.reports.report_html import render_report_html
 from ferry.s3.clients import make_client
 from ferry.s3.lean_s3 import LEAN_ENV
@@ -126,44 +126,67 @@ def run_copy(
         if extension
         else matched_pairs(source_client, src, dst, options, filters)
     )
+    pairs = extension.pairs(planned) if extension else planned
+
+    def make_copier(on_part: Callable[[int], None] | None) -> Copier:
+        return Copier(
+            source,
+            destination,
+            options.policy,
+            concurrency=args.concurrency,
+            part_concurrency=args.part_concurrency,
+            memory_limit=memory,
+            source_client=source_client,
+            dest_client=dest_client,
+            on_part=on_part,
+        )
+
+    return copy_and_report(args, make_copier, pairs, stdout, stderr, extension)
+
+
+def copy_and_report(
+    args: argparse.Namespace,
+    make_copier: Callable[[Callable[[int], None] | None], Copier],
+    pairs: Iterator[Any],
+    stdout: IO[str],
+    stderr: IO[str],
+    extension: CopyExtension | None = None,
+) -> int:
+    """Copy `pairs` with the copier `make_copier` makes (given the progress bar's byte hook,
+    or None), for every door (S3 to S3, a folder's upload, a prefix's download): results into
+    the summary, the report, the HTML page and the progress bar; the first failures named; the
+    extension (sync's deletes, --all-versions' histories) sees each result and does its work
+    after the copies."""
     summary = Summary()
     with ExitStack() as stack:
         report = ReportWriter(open_for_writing(stack, args.report, "the report")) if args.report else None
         html_file = open_for_writing(stack, args.report_html, "the HTML report") if args.report_html else None
         show = not args.quiet and stderr.isatty()
         progress = stack.enter_context(Progress(stderr, enabled=show))
-        copier = stack.enter_context(
-            Copier(
-                source,
-                destination,
-                options.policy,
-                concurrency=args.concurrency,
-                part_concurrency=args.part_concurrency,
-                memory_limit=memory,
-                source_client=source_client,
-                dest_client=dest_client,
-                on_part=progress.part_done if progress.enabled else None,
-            )
-        )
+        copier = stack.enter_context(make_copier(progress.part_done if progress.enabled else None))
         failures: list[CopyResult] = []
+        links = 0  # local symbolic links not followed (only a folder's upload meets them)
 
         def on_result(result: CopyResult) -> None:
+            nonlocal links
             summary.add(result)
             progress.add(result)
             if report:
                 report.write(result)
             if result.status == Status.FAILED and len(failures) < 20:
                 failures.append(result)
+            elif result.reason == SYMLINK_SKIPPED:
+                links += 1
             if extension:
                 extension.on_result(result)
 
-        pairs = progress.counting(extension.pairs(planned) if extension else planned)
+        counted = progress.counting(pairs)
         stopped: str | None = None
         try:
             if extension:
-                extension.copy(copier, pairs, on_result)
+                extension.copy(copier, counted, on_result)
             else:
-                copier.copy_batch(pairs, on_result=on_result, collect=False)
+                copier.copy_batch(counted, on_result=on_result, collect=False)
         except (FerryError, ClientError, BotoCoreError, OSError) as error:
             # The listing or the report broke mid-way: what was done is still summarised.
             stopped = str(error)
@@ -173,6 +196,11 @@ def run_copy(
         unwritten = finish_reports(args, summary, failures, report, html_file)  # also after a stop
         stopped = stopped or unwritten
     _print_summary(args, summary, failures, stdout, stderr)
+    if links:
+        # Each one is in the report; the summary says how many, and how to copy them.
+        (stderr if args.json else stdout).write(
+            f"  skipped: {plural(links, 'symbolic link')}, not followed (--follow-symlinks copies what they point to)\n"
+        )
     return exit_code(args, summary, stopped, held, stderr)
 
 

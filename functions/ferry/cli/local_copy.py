@@ -13,31 +13,22 @@ from __future__ import annotations
 import argparse
 import os
 import stat
-from collections import Counter
 from collections.abc import Iterator
-from contextlib import ExitStack
 from typing import IO, Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from ferry.cli.copy_command import _print_summary, exit_code, finish_reports, options_from
-from ferry.cli.copy_extension import CopyExtension
+from ferry.cli.copy_command import copy_and_report, options_from
 from ferry.cli.filter_options import filters_from
-from ferry.cli.parsing import open_for_writing
-from ferry.cli.progress import Progress
 from ferry.cli.ranges import check_count, memory_limit
-from ferry.cli.report import ReportWriter, Summary
 from ferry.cli.sides import check_local_source, endpoints
-from ferry.counts import plural
 from ferry.engine.copier import Copier, client_pool_size
 from ferry.engine.downloads import Downloader
 from ferry.engine.uploads import Uploader
-from ferry.errors import ConfigError, FerryError
+from ferry.errors import ConfigError
 from ferry.filters import Filters
 from ferry.jobspec import JobOptions, as_folder
-from ferry.local.files import SYMLINK_SKIPPED, LocalFile, admits_file, local_files, one_file
+from ferry.local.files import LocalFile, admits_file, local_files, one_file
 from ferry.local.paths import LocalTarget, is_local, name_max, target_for
-from ferry.models import CopyResult, SourceObject, Status, Target
+from ferry.models import SourceObject, Target
 from ferry.s3.clients import make_client
 from ferry.s3.lean_s3 import LEAN_ENV
 from ferry.s3.listing import S3Url, check_bucket, list_objects, parse_s3_url, single_object
@@ -98,7 +89,7 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
         check_bucket(client, src.bucket, "source")
         pairs = _download_pairs(client, src, args.dst, filters)
         copier = Downloader(source, options.policy, source_client=client, **copier_options)
-    return copy_and_report(args, copier, pairs, stdout, stderr)
+    return copy_and_report(args, lambda _: copier, pairs, stdout, stderr)  # (no byte hook: as before)
 
 
 def local_setup(args: argparse.Namespace, upload: bool) -> tuple[JobOptions, Filters, int, dict[str, Any]]:
@@ -204,57 +195,3 @@ def check_local_folder(folder: str, dst: str) -> None:
         raise ConfigError(f"DST {dst!r} needs a folder where the file {existing!r} stands")
     if not os.access(existing, os.W_OK | os.X_OK):
         raise ConfigError(f"cannot write into DST {dst!r}: permission denied on {existing!r}")
-
-
-# -- the run ------------------------------------------------------------------------------------
-
-
-def copy_and_report(
-    args: argparse.Namespace,
-    copier: Copier,
-    pairs: Pairs,
-    stdout: IO[str],
-    stderr: IO[str],
-    extension: CopyExtension | None = None,
-) -> int:
-    """As `ferry copy` between buckets: results into the summary, the report, the HTML page and
-    the progress bar; the first failures named. An extension (`ferry sync`'s deletes) sees
-    each result and does its work after the copies, as with run_copy."""
-    summary = Summary()
-    with ExitStack() as stack:
-        report = ReportWriter(open_for_writing(stack, args.report, "the report")) if args.report else None
-        html_file = open_for_writing(stack, args.report_html, "the HTML report") if args.report_html else None
-        stack.enter_context(copier)
-        failures: list[CopyResult] = []
-        links = Counter[str]()
-        progress = stack.enter_context(Progress(stderr, enabled=not args.quiet and stderr.isatty()))
-
-        def on_result(result: CopyResult) -> None:
-            summary.add(result)
-            progress.add(result)
-            if report:
-                report.write(result)
-            if result.status == Status.FAILED and len(failures) < 20:
-                failures.append(result)
-            elif result.reason == SYMLINK_SKIPPED:
-                links["skipped"] += 1
-            if extension:
-                extension.on_result(result)
-
-        stopped: str | None = None
-        try:
-            copier.copy_batch(progress.counting(pairs), on_result=on_result, collect=False)
-        except (FerryError, ClientError, BotoCoreError, OSError) as error:
-            stopped = str(error)  # the listing or the report broke mid-way: what was done is summarised
-        held = extension.after_copy(summary, report, failures, stopped) if extension else None
-        summary.degradations = copier.degradations
-        summary.finish()
-        unwritten = finish_reports(args, summary, failures, report, html_file)  # also after a stop
-        stopped = stopped or unwritten
-    _print_summary(args, summary, failures, stdout, stderr)
-    if links["skipped"]:
-        # Each one is in the report; the summary says how many, and how to copy them.
-        (stderr if args.json else stdout).write(
-            f"  skipped: {plural(links['skipped'], 'symbolic link')}, not followed (--follow-symlinks copies what they point to)\n"
-        )
-    return exit_code(args, summary, stopped, held, stderr)

@@ -19,9 +19,9 @@ import argparse
 from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
+from ferry.cli.copy_command import copy_and_report
 from ferry.cli.local_copy import (
     check_local_folder,
-    copy_and_report,
     listed_pairs,
     local_setup,
     upload_pairs,
@@ -58,7 +58,7 @@ def run_local_sync(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
         copier, pairs = _up(args, options, filters, deletes, pool, copier_options)
     else:
         copier, pairs = _down(args, options, filters, deletes, pool, copier_options)
-    return copy_and_report(args, copier, pairs, stdout, stderr, extension=deletes)
+    return copy_and_report(args, lambda _: copier, pairs, stdout, stderr, extension=deletes)
 
 
 def _up(

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from ferry.filters import Filters
 from ferry.local.writing import is_partial_name
-from ferry.models import Status
+from ferry.models import SYMLINK_SKIPPED, Status
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,6 @@ class LocalFile:
         return dt.datetime.fromtimestamp(self.mtime_ns / 1e9, dt.UTC)
 
 
-SYMLINK_SKIPPED = "a symbolic link: not followed (--follow-symlinks copies what it points to)"
 _KINDS = {
     stat.S_IFIFO: "a FIFO",
     stat.S_IFSOCK: "a socket",
