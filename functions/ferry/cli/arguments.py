@@ -149,6 +149,18 @@ def add_sync_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPa
     return sync
 
 
+def _add_endpoint_arguments(parser: argparse.ArgumentParser) -> None:
+    """The same endpoint and credential options as `ferry copy` (read by sides.endpoints)."""
+    where = parser.add_argument_group("endpoints and credentials (as for ferry copy)")
+    for side in ("", "source-", "dest-"):
+        where.add_argument(f"--{side}endpoint-url")
+        where.add_argument(f"--{side}region")
+    for side in ("source", "dest"):
+        where.add_argument(f"--{side}-profile")
+        where.add_argument(f"--{side}-role-arn")
+        where.add_argument(f"--{side}-requester-pays", action="store_true")
+
+
 def add_check_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
     """`ferry check`'s arguments: two locations, how to reach them, which keys, what to write."""
     check = commands.add_parser(
@@ -160,20 +172,14 @@ def add_check_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentP
     )
     check.add_argument("src", metavar="SRC", help="s3://bucket/prefix, or a local folder")
     check.add_argument("dst", metavar="DST", help="s3://bucket/prefix, or a local folder")
-    where = check.add_argument_group("endpoints and credentials (as for ferry copy)")
-    for side in ("", "source-", "dest-"):
-        where.add_argument(f"--{side}endpoint-url")
-        where.add_argument(f"--{side}region")
-    for side in ("source", "dest"):
-        where.add_argument(f"--{side}-profile")
-        where.add_argument(f"--{side}-role-arn")
-        where.add_argument(f"--{side}-requester-pays", action="store_true")
+    _add_endpoint_arguments(check)
     what = check.add_argument_group("what to compare (both sides alike)")
     what.add_argument("--include", action="append", default=[], metavar="GLOB")
     what.add_argument("--exclude", action="append", default=[], metavar="GLOB")
     add_filter_arguments(what)
     what.add_argument(
-        "--marks-prefix", help="Ferry's upload marks, left out of both sides (default .ferry/uploads/)"
+        "--marks-prefix",
+        help=f"Ferry's upload marks, left out of both sides (default {DEFAULT_MARKS_PREFIX})",
     )
     what.add_argument(
         "-L",
@@ -223,15 +229,7 @@ def add_run_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
         help="finish a job a run left unfinished (Ctrl-C, SIGTERM, a crash): what was recorded is not redone; "
         "give the same JOB.json, ledger and report folder (an interrupted run prints this command)",
     )
-    # The same endpoint and credential options as `ferry copy` (read by sides.endpoints).
-    where = run.add_argument_group("endpoints and credentials (as for ferry copy)")
-    for side in ("", "source-", "dest-"):
-        where.add_argument(f"--{side}endpoint-url")
-        where.add_argument(f"--{side}region")
-    for side in ("source", "dest"):
-        where.add_argument(f"--{side}-profile")
-        where.add_argument(f"--{side}-role-arn")
-        where.add_argument(f"--{side}-requester-pays", action="store_true")
+    _add_endpoint_arguments(run)
     how = run.add_argument_group("how the job runs (the pipeline's settings)")
     how.add_argument("--batch-concurrency", type=int, default=4, help="batches at once (default 4)")
     how.add_argument("--max-items-per-batch", type=int, help="objects per batch (default 10,000)")
