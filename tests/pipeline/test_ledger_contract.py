@@ -238,3 +238,66 @@ def test_racing_attempts_of_one_pass_record_it_exactly_once(ledger: Ledger) -> N
     winner = next(r for r in results if r.first)
     assert all(r.counts.copied == winner.counts.copied for r in results)
     assert ledger.tally("j1").counts.copied == winner.counts.copied
+
+
+# -- checkpoints at S3's limits: 10,000 parts (a 5 TiB object needs parts of at least 525 MiB) --
+
+MAX_PARTS = 10_000
+
+
+def _full_checkpoint(copy_id: str, upload_id: str, sizes: list[int], algorithm: str = "SHA256") -> Checkpoint:
+    """A checkpoint of every part done, each with the longest record a part can have: an ETag,
+    an MD5 apart from it (an SSE-KMS destination's ETag is not one) and a SHA-256 checksum."""
+    bounds, start = [], 0
+    for size in sizes:
+        bounds.append((start, start + size))
+        start += size
+    parts = {
+        n: {
+            "etag": f'"{n:032x}"',
+            "size": size,
+            "checksums": {algorithm: "x" * 43 + "="},
+            "md5": f"{n + 7:032x}",
+        }
+        for n, size in enumerate(sizes, start=1)
+    }
+    return Checkpoint(copy_id, upload_id, "stream", "e" * 32 + "-10000", start, algorithm, bounds, parts)
+
+
+def test_a_checkpoint_of_10000_parts_is_saved_and_loaded_whole(ledger: Ledger) -> None:
+    """A 5 TiB object in S3's 10,000 parts: DynamoDB refuses an item over 400 KB (moto too),
+    and 10,000 part records take about 2 MB."""
+    part = 549_755_814  # 5 TiB / 10,000, rounded up
+    sizes = [part] * (MAX_PARTS - 1) + [5 * 1024**4 - part * (MAX_PARTS - 1)]
+    store = ledger.checkpoints(ttl_days=1)
+    checkpoint = _full_checkpoint("c-5tib", "upload-1", sizes)
+    store.save(checkpoint)
+    loaded = store.load("c-5tib")
+    assert loaded == checkpoint
+    store.delete("c-5tib")
+    assert store.load("c-5tib") is None
+
+
+def test_a_checkpoint_of_10000_parts_of_10000_sizes_is_saved(ledger: Ledger) -> None:
+    """A reproduced source layout may have a different size for every part."""
+    sizes = [5 * 1024**2 + 7 * n for n in range(MAX_PARTS)]
+    store = ledger.checkpoints(ttl_days=1)
+    checkpoint = _full_checkpoint("c-sizes", "upload-1", sizes)
+    store.save(checkpoint)
+    assert store.load("c-sizes") == checkpoint
+
+
+def test_a_checkpoint_grows_pass_by_pass_and_a_new_upload_never_inherits_old_parts(ledger: Ledger) -> None:
+    """Parts are saved as they land over many passes; a checkpoint of another upload of the
+    same copy (the first was discarded) holds only its own parts, never the old upload's."""
+    sizes = [5 * 1024**2] * MAX_PARTS
+    store = ledger.checkpoints(ttl_days=1)
+    full = _full_checkpoint("c-grow", "upload-1", sizes)
+    growing = Checkpoint(**{**full.__dict__, "parts": {}})
+    for done in (1, 999, 1000, 1001, 4321, MAX_PARTS):
+        growing.parts = {n: full.parts[n] for n in range(1, done + 1)}
+        store.save(growing)
+        assert store.load("c-grow") == growing
+    fresh = Checkpoint(**{**full.__dict__, "upload_id": "upload-2", "parts": {1: full.parts[1]}})
+    store.save(fresh)
+    assert store.load("c-grow") == fresh

@@ -19,7 +19,8 @@ Table layout (partition key `pk`, sort key `sk`, TTL attribute `expires_at`):
     JOB#<id>   BATCH#<key>      attempt, report key, counts, hand-over, failures_recorded,
                                 recorded_at, batch_stats (for the HTML report's charts)
     JOB#<id>   FAIL#<hash>      bucket, key, version id, destination key, reason
-    CKPT#<id>  CKPT             a multipart checkpoint (expires)
+    CKPT#<id>  CKPT, PARTS#<n>  a multipart checkpoint, split by part range (expires; see
+                                dynamodb_checkpoints.py)
     COPY#<h>   COPY             what a replication job with deletes on wrote at one
                                 destination key (h: hash of bucket and key; no TTL: a source
                                 may be deleted years after its copy; replaced by the next copy,
@@ -37,7 +38,6 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from ferry.engine.checkpoints import Checkpoint
 from ferry.errors import FerryError, error_code
 from ferry.pipeline.ledger.contract import (
     DAY,
@@ -51,6 +51,7 @@ from ferry.pipeline.ledger.contract import (
     recorded_by,
 )
 from ferry.pipeline.ledger.copy_records import CopyRecord, record_id
+from ferry.pipeline.ledger.dynamodb_checkpoints import DynamoCheckpointStore
 
 _serialize = TypeSerializer().serialize
 _deserialize = TypeDeserializer().deserialize
@@ -264,34 +265,6 @@ class DynamoLedger:
     def checkpoints(self, *, ttl_days: int = 7) -> DynamoCheckpointStore:
         """The engine's checkpoint store on the same table."""
         return DynamoCheckpointStore(self.client, self.table, ttl_days=ttl_days)
-
-
-class DynamoCheckpointStore:
-    """Multipart checkpoints for the engine, kept until they expire (TTL) or the copy ends."""
-
-    def __init__(self, client: Any, table: str, *, ttl_days: int = 7) -> None:
-        self.client, self.table, self.ttl_days = client, table, ttl_days
-
-    def _key(self, copy_id: str) -> dict[str, Any]:
-        return _item({"pk": f"CKPT#{copy_id}", "sk": "CKPT"})
-
-    def load(self, copy_id: str) -> Checkpoint | None:
-        response = self.client.get_item(TableName=self.table, Key=self._key(copy_id), ConsistentRead=True)
-        if "Item" not in response:
-            return None
-        return Checkpoint.from_dict(json.loads(_plain(response["Item"])["data"]))
-
-    def save(self, checkpoint: Checkpoint) -> None:
-        item = {
-            "pk": f"CKPT#{checkpoint.copy_id}",
-            "sk": "CKPT",
-            "data": json.dumps(checkpoint.to_dict()),
-            "expires_at": int(time.time()) + self.ttl_days * DAY,
-        }
-        self.client.put_item(TableName=self.table, Item=_item(item))
-
-    def delete(self, copy_id: str) -> None:
-        self.client.delete_item(TableName=self.table, Key=self._key(copy_id))
 
 
 class DynamoCopyRecords:
