@@ -307,3 +307,53 @@ def test_a_copy_object_is_budgeted_at_a_cross_region_rate_not_100_mib_per_second
         started = copier.copy(listed, Target(dst, "k"), deadline=deadline_in(200))
     assert started.reason != "not started: would not finish before the deadline", started
     assert not started.handed_over
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_checkpoint_that_cannot_be_saved_stops_the_copy_and_leaves_no_upload(
+    versitygw, vgw_buckets, motoserver, monkeypatch, mode
+) -> None:
+    """The ledger refuses the checkpoint (here its table is deleted mid-copy, as a deleted
+    stack's is): nothing could resume the upload, so the copy fails saying why and the upload
+    and its mark go, whatever the strategy."""
+    import boto3
+
+    from ferry.pipeline.ledger.dynamodb import DynamoCheckpointStore
+
+    src, dst = vgw_buckets
+    make_source(versitygw, src, mode)
+    dynamodb = boto3.client(
+        "dynamodb",
+        endpoint_url=motoserver.url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
+    table = f"ledger-{mode}"
+    dynamodb.create_table(
+        TableName=table,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+    store = DynamoCheckpointStore(dynamodb, table)
+    deleted = []
+
+    def delete_the_table(**_: Any) -> None:
+        if not deleted:
+            deleted.append(dynamodb.delete_table(TableName=table))
+
+    dynamodb.meta.events.register("before-call.dynamodb.PutItem", delete_the_table)
+    clock_runs_out_after(monkeypatch, 2)
+    with copier_for(versitygw, mode, store) as copier:
+        result = copier.copy(SourceObject(src, "obj"), Target(dst, "obj"), deadline=time.monotonic() + 600)
+
+    assert result.status == Status.FAILED, result.reason
+    assert result.reason.startswith("the checkpoint of 2 of 4 parts could not be saved"), result.reason
+    assert "ResourceNotFoundException" in result.reason
+    assert "the upload was aborted" in result.reason
+    assert versitygw.open_uploads(dst) == []
+    assert versitygw.keys(dst) == []

@@ -34,7 +34,7 @@ from ferry.engine.upload_marks import (
     write_mark,
 )
 from ferry.engine.verify import PartProof
-from ferry.errors import CopyFailed, describe
+from ferry.errors import CopyFailed, describe, error_code, is_client_error
 from ferry.limits import Part
 from ferry.models import Target
 
@@ -47,6 +47,14 @@ def _root_cause(failures: list[BaseException]) -> BaseException:
         if not getattr(error, "is_cancellation", False):
             return error
     return failures[0]
+
+
+def _store_error(error: BaseException) -> str:
+    """The store's refusal in a few words (a DynamoDB error code and message, or the error)."""
+    if is_client_error(error):
+        message = error.response.get("Error", {}).get("Message", "")  # type: ignore[attr-defined]
+        return f"{error_code(error)}: {message}" if message else error_code(error)
+    return f"{type(error).__name__}: {error}"
 
 
 class Gate(Protocol):
@@ -342,26 +350,34 @@ class MultipartUpload:
             raise CopyFailed(
                 "deadline reached before the copy finished and no checkpoint store is configured"
             )
-        self.store.save(
-            Checkpoint(
-                copy_id=self.copy_id,
-                upload_id=self.upload_id or "",
-                strategy=self.strategy,
-                source_etag=self.source_etag,
-                source_size=self.source_size,
-                algorithm=self.algorithm,
-                part_bounds=[(p.start, p.end) for p in self.plan],
-                parts={
-                    n: {
-                        "etag": p.etag,
-                        "size": p.size,
-                        "checksums": p.checksums,
-                        "md5": p.md5.hex() if p.md5 else None,
-                    }
-                    for n, p in self.done.items()
-                },
-            )
+        checkpoint = Checkpoint(
+            copy_id=self.copy_id,
+            upload_id=self.upload_id or "",
+            strategy=self.strategy,
+            source_etag=self.source_etag,
+            source_size=self.source_size,
+            algorithm=self.algorithm,
+            part_bounds=[(p.start, p.end) for p in self.plan],
+            parts={
+                n: {
+                    "etag": p.etag,
+                    "size": p.size,
+                    "checksums": p.checksums,
+                    "md5": p.md5.hex() if p.md5 else None,
+                }
+                for n, p in self.done.items()
+            },
         )
+        try:
+            self.store.save(checkpoint)
+        except Exception as error:
+            # Nothing could resume this upload from a checkpoint that is not there, and a part
+            # record the store cannot hold would fail every retry the same way: stop here.
+            self.abort()
+            raise CopyFailed(
+                f"the checkpoint of {len(self.done)} of {len(self.plan)} parts could not be saved "
+                f"({_store_error(error)}); the upload was aborted"
+            ) from error
 
     def ordered_proofs(self) -> list[PartProof]:
         return [self.done[p.number] for p in self.plan]
@@ -403,10 +419,13 @@ class MultipartUpload:
         self._forget()
 
     def _forget(self) -> None:
-        if self.store:
-            self.store.delete(self.copy_id)
         if self.upload_id:
             self._delete_mark(self.upload_id)
+        if self.store:
+            try:
+                self.store.delete(self.copy_id)
+            except Exception as error:  # it names an upload that is gone: it expires, or is discarded
+                log.warning("could not delete the checkpoint of upload %s: %s", self.upload_id, error)
 
     def _delete_mark(self, upload_id: str) -> None:
         """The upload ended: its mark goes. One left behind is removed by `ferry clean-uploads`."""
