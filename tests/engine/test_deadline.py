@@ -357,3 +357,26 @@ def test_a_checkpoint_that_cannot_be_saved_stops_the_copy_and_leaves_no_upload(
     assert "the upload was aborted" in result.reason
     assert versitygw.open_uploads(dst) == []
     assert versitygw.keys(dst) == []
+
+
+def test_a_server_side_copy_over_5_gib_starts_when_one_part_fits_before_the_deadline(
+    virtual_s3, monkeypatch
+) -> None:
+    """Above 5 GiB a server-side copy is UploadPartCopy in parts checkpointed as they land: its
+    longest request is one part (here 512 MiB, 33 s at the cautious 16 MiB/s), not a 5 GiB
+    CopyObject (321 s), so with 90 s left it starts and checkpoints what it finished."""
+    src, dst = virtual_s3.bucket("src"), virtual_s3.bucket("dst")
+    virtual_s3.make(src, "obj", "seed-6gib", [512 * MiB] * 12)
+    clock_runs_out_after(monkeypatch, 3)
+    store = MemoryCheckpointStore()
+    with Copier(
+        virtual_s3.endpoint,
+        virtual_s3.endpoint,
+        CopyPolicy(mode="server-side"),
+        part_concurrency=1,
+        checkpoints=store,
+    ) as copier:
+        result = copier.copy(SourceObject(src, "obj"), Target(dst, "obj"), deadline=time.monotonic() + 90)
+    assert result.status == Status.PENDING, result.reason
+    assert result.reason == "deadline: checkpointed 3 of 12 parts"
+    assert sorted(store.load(copy_id(src, "obj", None, dst, "obj")).parts) == [1, 2, 3]

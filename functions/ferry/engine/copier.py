@@ -31,9 +31,11 @@ from ferry.engine.source import SourceInfo, confirm, from_listing, inspect
 from ferry.engine.streaming import single_put_limit, stream_copy
 from ferry.errors import CopySourceDenied, FerryError, ListingWasStale
 from ferry.limits import (
+    DEFAULT_COPY_PART_SIZE,
     DEFAULT_MEMORY_LIMIT,
     DEFAULT_STREAM_PART_SIZE,
     MAX_OBJECT_SIZE,
+    MAX_PART_SIZE,
     MAX_REPRODUCED_STREAM_PART,
     MAX_SINGLE_COPY,
     MiB,
@@ -103,11 +105,13 @@ class Copier:
         source_client: Any = None,
         dest_client: Any = None,
         reusable_kms_keys: Collection[str] | None = None,
-        single_request_rate: int = DEFAULT_SINGLE_REQUEST_RATE,
+        single_request_rate: int | None = DEFAULT_SINGLE_REQUEST_RATE,
         job_id: str | None = None,
         on_part: Callable[[Target, int], None] | None = None,
     ) -> None:
-        if single_request_rate <= 0:
+        # None: no time limit on one request (a Fargate task, whose deadlines only mark where
+        # to checkpoint): an object is started whatever its longest request.
+        if single_request_rate is not None and single_request_rate <= 0:
             raise ValueError(
                 f"single_request_rate must be positive bytes per second, not {single_request_rate}"
             )
@@ -234,7 +238,7 @@ class Copier:
         archived = archived_outcome(self.ctx.source_client, info, self.policy)
         if archived is not None:
             return archived
-        if due(deadline, _seconds_needed(self._longest_request(info, server_side), self.single_request_rate)):
+        if due(deadline, self._seconds_needed(info, server_side)):
             # One request cannot be interrupted: start the object only if its longest can finish.
             return Outcome(
                 Status.PENDING,
@@ -297,14 +301,31 @@ class Copier:
                 return provisional
         return inspect(self.ctx.source_client, obj)
 
+    def _seconds_needed(self, info: SourceInfo, server_side: bool) -> float:
+        if self.single_request_rate is None:
+            return 0.0
+        return _seconds_needed(self._longest_request(info, server_side), self.single_request_rate)
+
     def _longest_request(self, info: SourceInfo, server_side: bool) -> int:
         """Bytes moved by the longest single request of this copy: a CopyObject of up to 5 GiB
         server-side; for a stream above the multipart threshold, one part (checkpointed after)."""
-        if server_side or info.size <= single_put_limit(self.ctx, info):
+        if server_side:
+            return info.size if info.size <= MAX_SINGLE_COPY else self._largest_copy_part(info)
+        if info.size <= single_put_limit(self.ctx, info):
             return min(info.size, MAX_SINGLE_COPY)
         if self.policy.part_size is None and info.is_multipart:
             return min(info.size, MAX_REPRODUCED_STREAM_PART)  # the source's own layout, if kept
         return choose_part_size(info.size, self.policy.part_size or DEFAULT_STREAM_PART_SIZE)
+
+    def _largest_copy_part(self, info: SourceInfo) -> int:
+        """The largest UploadPartCopy of a server-side copy above 5 GiB (each part is
+        checkpointed as it lands): the source's own parts where its layout may be reproduced
+        (n parts of which n-1 are whole are each at most size/(n-1)), else the planned size."""
+        planned = choose_part_size(info.size, self.policy.part_size or DEFAULT_COPY_PART_SIZE)
+        count = info.parts_count or 0
+        if self.policy.part_size is None and count > 1:
+            return min(max(planned, -(-info.size // (count - 1))), MAX_PART_SIZE)
+        return planned
 
     def _use_server_side(self) -> bool:
         if self.policy.mode == Mode.SERVER_SIDE:

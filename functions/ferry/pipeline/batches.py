@@ -52,9 +52,14 @@ def job_copier(
     destination: Endpoint | None = None,
     *,
     job_id: str | None = None,
+    time_limited: bool = True,
 ) -> Copier:
     """A Copier for one job: its uploads' marks name `job_id`, so the job's Finalize can
-    tell the uploads a crash left for it from any other job's (abandoned_uploads.py)."""
+    tell the uploads a crash left for it from any other job's (abandoned_uploads.py).
+
+    `time_limited=False` for the Fargate task: it has no timeout, its passes only mark where
+    to checkpoint, so an object whose longest request outlasts a pass (a 5 GiB part at the
+    cautious rate) must start anyway; a Lambda pass must not start one its timeout would cut."""
     checkpoints = services.ledger.checkpoints(ttl_days=services.settings.checkpoint_ttl_days)
     source, destination = source or services.source, destination or services.destination
     return Copier(
@@ -69,7 +74,7 @@ def job_copier(
         # The workers hold only kms:Decrypt on source keys: a source key is reused only
         # where the stack lets them encrypt with it too.
         reusable_kms_keys=services.settings.destination_kms_key_arns,
-        single_request_rate=services.settings.copy_object_mib_per_second * MiB,
+        single_request_rate=services.settings.copy_object_mib_per_second * MiB if time_limited else None,
         on_part=services.on_part,
     )
 
@@ -254,7 +259,7 @@ def _copy_histories_pass(
     return _finish_pass(event, services, spec, settled, remaining, [p.item for p in large], keys=keys)
 
 
-def history_copier(services: Services, spec: JobSpec) -> Copier:
+def history_copier(services: Services, spec: JobSpec, *, time_limited: bool = True) -> Copier:
     """The Copier of an all_versions job: every version is written (what the destination's
     current object is says nothing of its history: the histories are matched instead)."""
     return job_copier(
@@ -263,6 +268,7 @@ def history_copier(services: Services, spec: JobSpec) -> Copier:
         services.endpoint("source", str(spec.source_bucket), spec.source_prefix),
         services.endpoint("destination", spec.destination_bucket, spec.destination_prefix),
         job_id=spec.job_id,
+        time_limited=time_limited,
     )
 
 
@@ -318,7 +324,9 @@ def copy_large_object(
     else:
         source = services.endpoint("source", plan.obj.bucket, plan.obj.key)  # type: ignore[union-attr]
         destination = services.endpoint("destination", spec.destination_bucket, spec.destination_prefix)
-        with job_copier(services, spec.options.policy, source, destination, job_id=spec.job_id) as copier:
+        with job_copier(
+            services, spec.options.policy, source, destination, job_id=spec.job_id, time_limited=False
+        ) as copier:
             while True:
                 result = copier.copy(plan.obj, plan.target, deadline=deadline_in(pass_seconds))  # type: ignore[arg-type]
                 if not result.handed_over:
@@ -346,7 +354,7 @@ def _copy_large_history(
     from ferry.pipeline.history_copy import copy_history_to_the_end  # (see _copy_histories_pass)
 
     spec = job_spec(services, job_id)
-    with history_copier(services, spec) as copier:
+    with history_copier(services, spec, time_limited=False) as copier:
         results = copy_history_to_the_end(
             copier,
             plan,
