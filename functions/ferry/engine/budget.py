@@ -46,3 +46,26 @@ class SlotGate:
 
     def release(self, n: int) -> None:
         self._sem.release()
+
+
+class SlotsAndBytes:
+    """A part slot of this transfer, then its bytes from the shared budget: a streamed copy's
+    gate. Bytes alone would let small parts queue far beyond the workers (a budget of 160 MiB
+    holds 40,000 parts of 4 KiB), and a queued part is not checked against the deadline again:
+    a pass would run on past its deadline until the whole queue drained."""
+
+    def __init__(self, slots: int, budget: ByteBudget) -> None:
+        self._slots = SlotGate(slots)
+        self._budget = budget
+
+    def acquire(self, n: int) -> None:
+        self._slots.acquire(n)  # first, so no bytes are held while waiting for a slot
+        try:
+            self._budget.acquire(n)
+        except BaseException:
+            self._slots.release(n)
+            raise
+
+    def release(self, n: int) -> None:
+        self._budget.release(n)
+        self._slots.release(n)

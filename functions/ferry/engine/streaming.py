@@ -27,6 +27,7 @@ from urllib3.exceptions import ProtocolError
 from ferry.counts import plural
 from ferry.engine import checksums
 from ferry.engine.attributes import new_object_args, tagging_string
+from ferry.engine.budget import SlotsAndBytes
 from ferry.engine.buffers import request_body
 from ferry.engine.context import TransferContext
 from ferry.engine.degradations import is_not_implemented
@@ -427,7 +428,8 @@ def _stream_multipart(
         finally:
             ctx.buffers.give(buffer)
 
-    if not upload.run(copy_part, ctx.part_executor, ctx.memory, deadline):
+    gate = SlotsAndBytes(max(1, ctx.part_concurrency), ctx.memory)
+    if not upload.run(copy_part, ctx.part_executor, gate, deadline):
         return Outcome(
             Status.PENDING,
             Strategy.STREAM_MULTIPART,
