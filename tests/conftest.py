@@ -14,9 +14,11 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -294,6 +296,40 @@ def motoserver() -> Iterator[S3Server]:
         yield S3Server("moto", f"http://127.0.0.1:{port}")
     finally:
         server.stop()
+
+
+class VirtualS3(S3Server):
+    """tests/virtual_s3.py as a process: objects up to 5 TiB whose bytes are never stored."""
+
+    def make(self, bucket: str, key: str, seed: str, part_sizes: list[int]) -> dict[str, Any]:
+        """A virtual multipart source object with these part sizes; returns its ETag and Size."""
+        body = json.dumps({"bucket": bucket, "key": key, "seed": seed, "part_sizes": part_sizes})
+        with urllib.request.urlopen(f"{self.url}/_virtual/object", data=body.encode()) as answer:
+            return json.loads(answer.read())
+
+    def part_requests(self) -> list[dict[str, Any]]:
+        """Every UploadPart and UploadPartCopy the server received, in order."""
+        with urllib.request.urlopen(f"{self.url}/_virtual/log") as answer:
+            return json.loads(answer.read())
+
+
+@pytest.fixture
+def virtual_s3(request: pytest.FixtureRequest) -> Iterator[VirtualS3]:
+    """A fresh virtual S3 server; `@pytest.mark.parametrize("virtual_s3", [N], indirect=True)`
+    lowers its smallest part to N bytes for tests whose bytes are simulated (default S3's 5 MiB)."""
+    min_part = getattr(request, "param", 5 * 1024 * 1024)
+    port = free_port()
+    server = Path(__file__).with_name("virtual_s3.py")
+    process = subprocess.Popen(
+        [sys.executable, str(server), "--port", str(port), "--min-part-size", str(min_part)],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port)
+        yield VirtualS3("virtual", f"http://127.0.0.1:{port}")
+    finally:
+        process.kill()
+        process.wait()
 
 
 @pytest.fixture
