@@ -591,7 +591,9 @@ def test_a_batch_throttled_while_passes_hold_every_slot_waits_and_copies_every_o
 
     assert described["status"] == "SUCCEEDED", described
     assert clock.now >= PASS_HOLDS_SLOT and len(throttled) == len(clock.waits), (clock.now, len(throttled))
-    assert [name for name, _ in child.calls] == ["copy-batch"], "copied once the slot freed, never recorded failed"
+    assert [name for name, _ in child.calls] == ["copy-batch"], (
+        "copied once the slot freed, never recorded failed"
+    )
     counts = json.loads(described["output"])["counts"]
     assert (counts["objects"], counts["copied"], counts["failed"], counts["pending"]) == (5, 5, 0, 0), counts
     ledger = DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE)
