@@ -416,6 +416,7 @@ def pipeline(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     _atomic_moto_dynamodb(monkeypatch)
+    serve_lambda_account_settings(monkeypatch, DEFAULT_LAMBDA_QUOTA)  # Prepare reads it
     config = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
     with mock_aws(config=config):
         s3 = boto3.client("s3", region_name="us-east-1")
@@ -437,8 +438,55 @@ def pipeline(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         from handlers import runtime
 
         runtime.services.cache_clear()
-        yield SimpleNamespace(s3=s3, dynamodb=dynamodb, settings=settings, env=env, services=runtime.services)
+        yield SimpleNamespace(
+            s3=s3,
+            dynamodb=dynamodb,
+            settings=settings,
+            env=env,
+            services=runtime.services,
+            lambda_quota=lambda quota: monkeypatch.setenv(LAMBDA_QUOTA_ENV, str(quota)),
+        )
         runtime.services.cache_clear()
+
+
+# moto 5.2.5 enforces AWS's rule that reservations leave 100 unreserved against this quota
+# (PutFunctionConcurrency), but has no GetAccountSettings: `serve_lambda_account_settings`
+# answers it from the same quota and the reservations moto holds.
+LAMBDA_QUOTA_ENV = "MOTO_LAMBDA_CONCURRENCY_QUOTA"
+DEFAULT_LAMBDA_QUOTA = 1_000  # most accounts'; new ones get less (the Lambda quotas page)
+ACCOUNT_SETTINGS_PATH = r"{0}/(?P<api_version>[^/]+)/account-settings/?$"
+
+
+def serve_lambda_account_settings(monkeypatch: pytest.MonkeyPatch, quota: int) -> None:
+    """Lambda GetAccountSettings in moto: AccountLimit.ConcurrentExecutions is the quota
+    (MOTO_LAMBDA_CONCURRENCY_QUOTA, which a test may change), UnreservedConcurrentExecutions
+    the quota less every function's reserved concurrency, as Lambda counts them."""
+    import re
+
+    from moto.awslambda import urls
+    from moto.awslambda.utils import get_backend
+    from moto.core import DEFAULT_ACCOUNT_ID
+
+    monkeypatch.setenv(LAMBDA_QUOTA_ENV, str(quota))
+
+    def account_settings(request: Any, full_url: str, headers: Any) -> tuple[int, dict[str, str], str]:
+        region = re.search(r"lambda\.([a-z0-9-]+)\.amazonaws", full_url)
+        backend = get_backend(DEFAULT_ACCOUNT_ID, region.group(1) if region else "us-east-1")
+        limit = int(os.environ[LAMBDA_QUOTA_ENV])
+        reserved = sum(int(f.reserved_concurrency or 0) for f in backend.list_functions())
+        body = {
+            "AccountLimit": {
+                "TotalCodeSize": 80_530_636_800,
+                "CodeSizeUnzipped": 262_144_000,
+                "CodeSizeZipped": 52_428_800,
+                "ConcurrentExecutions": limit,
+                "UnreservedConcurrentExecutions": limit - reserved,
+            },
+            "AccountUsage": {"TotalCodeSize": 0, "FunctionCount": len(list(backend.list_functions()))},
+        }
+        return 200, {"Content-Type": "application/json"}, json.dumps(body)
+
+    monkeypatch.setitem(urls.url_paths, ACCOUNT_SETTINGS_PATH, account_settings)
 
 
 def _atomic_moto_dynamodb(monkeypatch: pytest.MonkeyPatch) -> None:

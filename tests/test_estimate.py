@@ -412,7 +412,9 @@ def test_the_limit_that_binds_at_a_billion_objects_a_day_follows_the_jobs_shape(
     assert limits.binding is by_name["S3 writes to one destination prefix"]
     per_worker = 1_000_000 / (_server_side_seconds(1_000_000, 500_000) + 998 * 0.5)
     assert by_name["Map Run children at once"].objects_per_second == pytest.approx(100 * per_worker)
-    assert by_name["Lambda concurrency"].objects_per_second == pytest.approx(1_000 * per_worker)
+    # The default quota of 1,000, less the tenth Prepare's cap leaves to RecordFailure, Finalize
+    # and the account's other functions.
+    assert by_name["Lambda concurrency"].objects_per_second == pytest.approx(900 * per_worker)
     # Fewer workers than the rate needs: the Map Run's concurrency binds instead.
     few = estimate(Workload.uniform(1_000_000, 500_000), PipelineShape(max_concurrency=10))
     assert few.rate_limits is not None and few.rate_limits.binding.what.startswith("Map Run children")
@@ -421,3 +423,53 @@ def test_the_limit_that_binds_at_a_billion_objects_a_day_follows_the_jobs_shape(
     assert streamed.rate_limits is not None
     assert streamed.rate_limits.binding.what.startswith("Map Run children")
     assert streamed.rate_limits.binding.objects_per_second < 100 * math.sqrt(15 * 50)  # + 0.5 s a pass
+
+
+def test_the_estimate_is_made_for_the_accounts_real_lambda_quota() -> None:
+    """An account of 10 concurrent Lambdas (a new account's reduced quota): Prepare would run 8
+    children at once, not the setting's 100, and so does the estimate, in its limits and its
+    duration; it says where the quota came from and why fewer children run."""
+    from ferry.costs.estimate import LambdaQuota
+    from ferry.lambda_concurrency import AccountConcurrency
+
+    work = Workload.uniform(1_000_000, 500_000)
+    small = LambdaQuota(AccountConcurrency(10, 10), source="account", where="eu-west-1")
+    result = estimate(work, lambda_quota=small)
+    default = estimate(work)
+
+    assert result.lambda_concurrency == {
+        "concurrent_executions": 10,
+        "unreserved_concurrent_executions": 10,
+        "source": "account",
+        "max_concurrency": 8,
+        "asked": 100,
+    }
+    assert default.lambda_concurrency is not None and default.lambda_concurrency["max_concurrency"] == 100
+    assert result.rate_limits is not None
+    by_name = {x.what.split(" (")[0]: x for x in result.rate_limits.limits}
+    per_worker = 1_000_000 / (_server_side_seconds(1_000_000, 500_000) + 998 * 0.5)
+    assert by_name["Map Run children at once"].objects_per_second == pytest.approx(8 * per_worker)
+    assert by_name["Lambda concurrency"].objects_per_second == pytest.approx(8 * per_worker)
+    assert "10, the account's quota; 8 for the copies" in by_name["Lambda concurrency"].what
+    # 8 workers, not 100 (each duration adds 30 s for Prepare, the Map's start and Finalize).
+    assert result.duration_seconds[0] - 30 == pytest.approx((default.duration_seconds[0] - 30) * 100 / 8)
+    assert any("account's quota in eu-west-1, 10 (10 unreserved)" in n for n in result.assumptions)
+    assert any("max_concurrency 100 lowered to 8" in n for n in result.assumptions)
+    assert any("default quota, 1,000, assumed" in n for n in default.assumptions)
+
+
+def test_reservations_the_account_cannot_take_are_said_and_a_reservation_caps_the_children() -> None:
+    from ferry.costs.estimate import LambdaQuota
+    from ferry.lambda_concurrency import AccountConcurrency
+
+    shape = PipelineShape(copy_reserved_concurrency=50, record_failure_reserved_concurrency=5)
+    small = estimate(
+        Workload.uniform(1_000, 500_000),
+        shape,
+        lambda_quota=LambdaQuota(AccountConcurrency(10, 10), source="account"),
+    )
+    assert any("cannot deploy in this account" in n and "at least 155" in n for n in small.assumptions)
+    large = LambdaQuota(AccountConcurrency(1_000, 945), source="given")
+    reserved = estimate(Workload.uniform(1_000, 500_000), shape, lambda_quota=large)
+    assert reserved.lambda_concurrency is not None and reserved.lambda_concurrency["max_concurrency"] == 50
+    assert not any("cannot deploy" in n for n in reserved.assumptions)

@@ -62,6 +62,7 @@ UNSCOPABLE_ACTIONS = {
     "logs:DescribeResourcePolicies": "Step Functions log delivery to CloudWatch Logs",
     "logs:DescribeLogGroups": "Step Functions log delivery to CloudWatch Logs",
     "ecr:GetAuthorizationToken": "pulling the task image from ECR (the login token is account-wide)",
+    "lambda:GetAccountSettings": "Prepare reading the account's Lambda concurrency quota",
 }
 
 

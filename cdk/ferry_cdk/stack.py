@@ -24,6 +24,7 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from ferry.errors import ConfigError
+from ferry.lambda_concurrency import MIN_UNRESERVED
 from ferry.pipeline.locations import Location
 from ferry.pipeline.settings import STACK_ROLE_TAG, PipelineSettings
 
@@ -164,6 +165,8 @@ class FerryStack(cdk.Stack):
             "RecordFailure": ("record_failure", 512, 5, "Records every object of a failed step as failed"),
             "Finalize": ("finalize", 1024, 15, "Writes a job's report and sets its final status"),
         }
+        reserved = reserved_concurrency(s)
+        self._say_what_reservations_need(reserved)
         functions = {}
         for name, (module, memory, minutes, description) in specs.items():
             log_group = logs.LogGroup(self, f"{name}Logs", retention=self.retention)
@@ -189,9 +192,25 @@ class FerryStack(cdk.Stack):
                 tracing=lambda_.Tracing.ACTIVE,
                 log_group=log_group,
                 role=role,
+                reserved_concurrent_executions=reserved.get(name),
             )
         self._grant_functions(functions)
         return functions
+
+    def _say_what_reservations_need(self, reserved: dict[str, int]) -> None:
+        """A reservation's deploy fails in an account whose quota it would leave with fewer than
+        100 unreserved, and the account's quota is not known here (new accounts get as little
+        as 10): said at synth, beside the numbers `ferry estimate` checks against the account."""
+        total = sum(reserved.values())
+        if total:
+            cdk.Annotations.of(self).add_warning_v2(
+                "ferry:reserved-concurrency",
+                f"{' and '.join(f'{n} reserves {c}' for n, c in reserved.items())}: the deploy needs an "
+                f"account whose Lambda concurrency quota leaves at least {MIN_UNRESERVED} unreserved after "
+                f"every reservation, so at least {total + MIN_UNRESERVED}; an account with less fails with "
+                "'decreases account's UnreservedConcurrentExecution below its minimum value'. "
+                "`ferry estimate --settings cdk.json` compares them with the account's quota",
+            )
 
     @property
     def execution_arn_pattern(self) -> str:
@@ -220,6 +239,8 @@ class FerryStack(cdk.Stack):
         sources, destinations = access.object_arns(s.sources), access.object_arns(s.destinations)
 
         prepare = functions["Prepare"]
+        # The account's Lambda concurrency, to which Prepare lowers the Map's MaxConcurrency.
+        prepare.add_to_role_policy(statement("ReadLambdaQuota", ["lambda:GetAccountSettings"], ["*"]))
         for st in access.list_bucket_statements((*s.sources, *s.destinations), sid="ListConfiguredPrefixes"):
             prepare.add_to_role_policy(st)
         if s.manifests:
@@ -550,6 +571,17 @@ class FerryStack(cdk.Stack):
         if s.manifest_kms_key_arns:
             statements.append(statement("ItemReaderDecrypt", ["kms:Decrypt"], s.manifest_kms_key_arns))
         return statements
+
+
+def reserved_concurrency(settings: PipelineSettings) -> dict[str, int]:
+    """The functions given reserved concurrency by the settings: CopyBatch (the copies then draw
+    on it alone and Prepare caps the Map at it) and RecordFailure (its calls then never wait
+    for slots the copies or the account's other functions hold)."""
+    wanted = {
+        "CopyBatch": settings.copy_reserved_concurrency,
+        "RecordFailure": settings.record_failure_reserved_concurrency,
+    }
+    return {name: count for name, count in wanted.items() if count > 0}
 
 
 def _retention(days: int) -> logs.RetentionDays:

@@ -690,3 +690,29 @@ def test_prepare_may_read_a_retry_manifest_in_the_report_bucket(built: SimpleNam
     assert found == {"s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"}
     prepare = function_by_name(built.template, "Prepare")
     assert prepare["Timeout"] == 15 * 60  # the listing of versions runs within it
+
+
+def test_only_prepare_reads_the_accounts_lambda_quota_and_nothing_is_reserved_by_default(
+    built: SimpleNamespace,
+) -> None:
+    """Prepare lowers the Maps' MaxConcurrency to the account's Lambda concurrency
+    (GetAccountSettings, which takes no resource). No function reserves concurrency unless the
+    settings ask: a reservation cannot deploy in an account whose quota is 100 or less."""
+    readers = {
+        lid.split("Role")[0]
+        for lid, st in statements(built.template)
+        if "lambda:GetAccountSettings" in as_list(st["Action"])
+    }
+    assert readers == {"Prepare"}
+    (st,) = [
+        st for lid, st in statements(built.template) if "lambda:GetAccountSettings" in as_list(st["Action"])
+    ]
+    assert as_list(st["Action"]) == ["lambda:GetAccountSettings"] and as_list(st["Resource"]) == ["*"]
+    for name in FUNCTIONS:
+        assert "ReservedConcurrentExecutions" not in function_by_name(built.template, name), name
+    assert (
+        function_by_name(built.template, "Prepare")["Environment"]["Variables"][
+            "FERRY_COPY_RESERVED_CONCURRENCY"
+        ]
+        == "0"
+    )

@@ -521,3 +521,113 @@ def test_every_state_payload_stays_under_256_kib_at_the_batch_limit(pipeline, ch
     assert too_big == [], f"{len(too_big)} payloads at or over 262,144 bytes: {too_big[:5]}"
     largest = max(sizes)
     assert largest[0] > limit + len(cause), f"the test did not reach the limit: {largest}"
+
+
+# -- throttled invokes -----------------------------------------------------------------------
+
+PASS_HOLDS_SLOT = 15 * 60  # seconds: Lambda's longest invocation, the CopyBatch function's timeout
+
+
+def too_many_requests() -> Exception:
+    """What Lambda answers an invoke that finds no free slot: HTTP 429 TooManyRequestsException,
+    which a Step Functions lambda:invoke task raises as `Lambda.TooManyRequestsException`."""
+    from moto.core.exceptions import JsonRESTError
+
+    error = JsonRESTError("TooManyRequestsException", "Rate Exceeded.")
+    error.code = 429
+    return error
+
+
+class RetryClock:
+    """Step Functions' retry waits, recorded instead of slept (moto sleeps for real), each the
+    average a FULL jitter draws (half the computed backoff): `now` is the time the execution
+    has spent waiting, as it would on AWS on average."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from types import SimpleNamespace
+
+        from moto.stepfunctions.parser.asl.component.common.retry import jitter_strategy_decl, retrier_decl
+
+        self.waits: list[float] = []
+        monkeypatch.setattr(retrier_decl, "time", SimpleNamespace(sleep=self.waits.append))
+        monkeypatch.setattr(jitter_strategy_decl, "random", SimpleNamespace(uniform=lambda a, b: (a + b) / 2))
+
+    @property
+    def now(self) -> float:
+        return sum(self.waits)
+
+
+def throttle_until(child: RoutedLambdas, clock: RetryClock, functions: set[str], seconds: float) -> list[str]:
+    """Make Lambda refuse every invoke of `functions` (TooManyRequestsException) until the
+    execution has waited `seconds`, as when passes of other batches hold every slot for that
+    long. Returns the list the throttled invokes are noted in."""
+    throttled: list[str] = []
+    real_invoke = child.invoke
+
+    def invoke(backend, function_name, qualifier, body, headers, response_headers):  # type: ignore[no-untyped-def]
+        name = function_name.rsplit(":", 1)[-1]
+        if name in functions and clock.now < seconds:
+            throttled.append(name)
+            raise too_many_requests()
+        return real_invoke(backend, function_name, qualifier, body, headers, response_headers)
+
+    child.invoke = invoke  # type: ignore[method-assign]
+    return throttled
+
+
+def test_a_batch_throttled_while_passes_hold_every_slot_waits_and_copies_every_object(
+    pipeline, child, monkeypatch
+) -> None:
+    """Every CopyBatch invoke is throttled until 15 minutes have passed (another batch's pass
+    holding the last slot for the whole Lambda timeout). The child waits it out and copies the
+    batch: nothing is recorded failed, RecordFailure is never called."""
+    for n in range(5):
+        pipeline.s3.put_object(Bucket="src", Key=f"w/{n}", Body=b"w" * (n + 1))
+    job = start_job({"source": {"bucket": "src", "prefix": "w/"}, "destination": {"bucket": "dst"}})
+    clock = RetryClock(monkeypatch)
+    throttled = throttle_until(child, clock, {"copy-batch"}, PASS_HOLDS_SLOT)
+
+    described = child.run(items_of(pipeline.s3, "src", "w/"), job)
+
+    assert described["status"] == "SUCCEEDED", described
+    assert clock.now >= PASS_HOLDS_SLOT and len(throttled) == len(clock.waits), (clock.now, len(throttled))
+    assert [name for name, _ in child.calls] == ["copy-batch"], (
+        "copied once the slot freed, never recorded failed"
+    )
+    counts = json.loads(described["output"])["counts"]
+    assert (counts["objects"], counts["copied"], counts["failed"], counts["pending"]) == (5, 5, 0, 0), counts
+    ledger = DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE)
+    tally = ledger.tally("job-1").to_dict()
+    assert (tally["objects"], tally["copied"], tally["failed"], tally["batches"]) == (5, 5, 0, 1)
+    assert list(ledger.failures("job-1")) == []
+    keys = {o["Key"] for o in pipeline.s3.list_objects_v2(Bucket="dst")["Contents"]}
+    assert keys == {str(n) for n in range(5)}
+
+
+def test_record_failure_throttled_while_copies_hold_every_slot_still_records_the_batch(
+    pipeline, child, monkeypatch
+) -> None:
+    """CopyBatch fails for good; RecordFailure, in the same pool as the copies, is throttled for
+    15 minutes. It waits, then records every object of the batch as failed with the error:
+    none is lost."""
+    for n in range(3):
+        pipeline.s3.put_object(Bucket="src", Key=f"r/{n}", Body=b"r")
+    job = start_job({"source": {"bucket": "src", "prefix": "r/"}, "destination": {"bucket": "dst"}})
+
+    def broken(event: Any, context: Any) -> Any:
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setitem(HANDLERS, "copy-batch", broken)
+    clock = RetryClock(monkeypatch)
+    throttled = throttle_until(child, clock, {"record-failure"}, PASS_HOLDS_SLOT)
+
+    described = child.run(items_of(pipeline.s3, "src", "r/"), job)
+
+    assert described["status"] == "SUCCEEDED", described
+    assert clock.now >= PASS_HOLDS_SLOT and throttled and set(throttled) == {"record-failure"}
+    assert [name for name, _ in child.calls] == ["copy-batch", "record-failure"]
+    counts = json.loads(described["output"])["counts"]
+    assert (counts["objects"], counts["failed"]) == (3, 3), counts
+    failures = list(DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).failures("job-1"))
+    assert sorted(f.key for f in failures) == ["r/0", "r/1", "r/2"]
+    assert all("disk on fire" in f.reason for f in failures), failures[0].reason

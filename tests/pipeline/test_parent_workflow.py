@@ -876,3 +876,52 @@ def test_an_all_versions_job_with_no_history_to_copy_goes_straight_to_finalize(p
     output = json.loads(described["output"])
     assert (output["objects"], output["keys"], output["batches"]) == (0, 0, 0)
     assert parent.harness.map_runs == [] and parent.harness.lambdas.called("copy-batch") == []
+
+
+def test_on_an_account_of_ten_lambdas_the_map_runs_eight_children_and_the_report_says_why(
+    parent, monkeypatch
+) -> None:
+    """A new account's reduced Lambda quota (10) under the default max_concurrency (100):
+    Prepare lowers the Maps' MaxConcurrency to 8, the Map Run never runs more children at
+    once, every object is copied, and the report says why fewer ran than the setting asks."""
+    import threading
+
+    parent.pipeline.lambda_quota(10)
+    monkeypatch.setenv("FERRY_MAX_CONCURRENCY", "100")
+    monkeypatch.setenv("FERRY_MAX_ITEMS_PER_BATCH", "2")
+    parent.pipeline.services.cache_clear()
+    sources = put_sources(parent.pipeline.s3, "ten/", 20)
+    running, most, lock = [0], [0], threading.Lock()
+    copy = parent.harness.lambdas.handlers["copy-batch"]
+
+    def counted(event: Any, context: Any) -> Any:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            return copy(event, context)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    parent.harness.lambdas.handlers["copy-batch"] = counted
+
+    described = parent.run(
+        {"source": {"bucket": "src", "prefix": "ten/"}, "destination": {"bucket": "dst"}}, "ten"
+    )
+
+    output = assert_job_succeeded(parent, described, "ten", len(sources))
+    assert_copied(parent.pipeline.s3, sources, "ten/", "")
+    run = parent.harness.map_runs[-1]
+    assert run.max_concurrency == 8 and len(run.children) == 13
+    assert 1 <= most[0] <= 8, most[0]
+    concurrency = output["concurrency"]
+    assert (concurrency["asked"], concurrency["max_concurrency"]) == (100, 8)
+    assert "max_concurrency 100 lowered to 8" in concurrency["note"]
+    assert parent.report("ten")["concurrency"] == concurrency
+    from ferry.cli.report import report_text
+
+    text = report_text({"summary": output, **output}, "ten", every_failure=False)
+    assert f"note: {concurrency['note']}" in text  # `ferry job report`
+    page = parent.pipeline.s3.get_object(Bucket=PIPELINE_REPORTS, Key="jobs/ten/report.html")["Body"].read()
+    assert b"max_concurrency 100 lowered to 8" in page

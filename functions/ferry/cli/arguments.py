@@ -304,6 +304,13 @@ def add_estimate_parser(commands: argparse._SubParsersAction) -> argparse.Argume
     parser.add_argument(
         "--settings", metavar="CDK_JSON", help="read batch sizes and concurrency from this cdk.json"
     )
+    parser.add_argument(
+        "--lambda-concurrency",
+        type=int,
+        metavar="N",
+        help="the account's Lambda concurrency quota (default: read with GetAccountSettings, with "
+        "--profile in --region; 1,000 assumed, and said, where it cannot be read)",
+    )
     where = parser.add_argument_group("endpoint and credentials (with SRC)")
     where.add_argument("--endpoint-url", help="S3 endpoint (an S3-compatible server)")
     where.add_argument("--region", help="the source bucket's region")

@@ -15,12 +15,14 @@ import json
 from dataclasses import dataclass
 from typing import IO, Any
 
-from botocore.exceptions import ClientError
+from botocore.config import Config
+from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.parsing import EXIT_OK, read_json_file
 from ferry.costs.estimate import (
     Assumptions,
     Estimate,
+    LambdaQuota,
     PipelineShape,
     Workload,
     estimate,
@@ -28,9 +30,10 @@ from ferry.costs.estimate import (
 from ferry.counts import plural
 from ferry.errors import ConfigError, describe
 from ferry.jobspec import JobSpec, parse_job_spec
+from ferry.lambda_concurrency import AccountConcurrency, read_account_concurrency
 from ferry.limits import format_size, parse_size
 from ferry.models import CopyPolicy, Endpoint
-from ferry.s3.clients import make_client
+from ferry.s3.clients import make_client, session_for
 from ferry.s3.listing import check_bucket, matches, parse_s3_url
 
 
@@ -51,7 +54,8 @@ def run_estimate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> 
         work = _numbered_workload(args, spec)
     if args.per_day <= 0:
         raise ConfigError(f"--per-day {args.per_day}: must be 1 or more")
-    result = estimate(work, shape, assumptions, objects_per_day=args.per_day)
+    quota = lambda_quota(args)
+    result = estimate(work, shape, assumptions, objects_per_day=args.per_day, lambda_quota=quota)
     if args.json:
         where = {"source": _source_text(spec), "destination": _destination_text(spec)} if spec else {}
         stdout.write(json.dumps({**result.to_dict(), **where}, indent=2) + "\n")
@@ -60,6 +64,33 @@ def run_estimate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> 
             stdout.write(f"job {args.spec}: {_source_text(spec)} to {_destination_text(spec)}\n")
         stdout.write(render(result))
     return EXIT_OK
+
+
+# One quick try: the estimate is made offline too, with the default quota and a note saying so.
+_QUOTA_CALL = Config(connect_timeout=5, read_timeout=10, retries={"total_max_attempts": 1})
+
+
+def lambda_quota(args: argparse.Namespace) -> LambdaQuota:
+    """The account's Lambda concurrency (GetAccountSettings with the user's own credentials:
+    --profile, in --region or the profile's region), which Prepare caps each job's Map by;
+    `--lambda-concurrency N` instead of asking. Where the account cannot be asked (offline, no
+    credentials, not allowed), the default quota, and the estimate says why."""
+    if args.lambda_concurrency is not None:
+        if args.lambda_concurrency < 1:
+            raise ConfigError(f"--lambda-concurrency {args.lambda_concurrency}: must be 1 or more")
+        given = args.lambda_concurrency
+        return LambdaQuota(AccountConcurrency(given, given), source="given")
+    try:
+        client = session_for(Endpoint(profile=args.profile, region=args.region)).create_client(
+            "lambda", config=_QUOTA_CALL
+        )
+        account = read_account_concurrency(client)
+    except ClientError as error:
+        message = error.response.get("Error", {}).get("Message") or "no message"
+        return LambdaQuota(why_not=f"{error.response.get('Error', {}).get('Code')}: {message}"[:300])
+    except (BotoCoreError, KeyError, TypeError, ValueError) as error:
+        return LambdaQuota(why_not=str(error)[:300])
+    return LambdaQuota(account, source="account", where=client.meta.region_name)
 
 
 def _read_spec(path: str) -> JobSpec:

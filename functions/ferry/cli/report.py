@@ -279,6 +279,8 @@ def report_text(report: Mapping[str, Any], job_id: str, *, every_failure: bool) 
         lines.append(
             f"  note: the Distributed Map stopped: {s['map_error'].get('error')}: {s['map_error'].get('cause')}"
         )
+    if (s.get("concurrency") or {}).get("note"):
+        lines.append(f"  note: {s['concurrency']['note']}")
     read = s.get("objects_read_by_map")
     if read is not None and read != s.get("objects"):
         lines.append(

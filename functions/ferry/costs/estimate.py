@@ -44,6 +44,12 @@ from typing import Any
 from ferry.costs import prices
 from ferry.counts import plural
 from ferry.errors import ConfigError
+from ferry.lambda_concurrency import (
+    DEFAULT_ACCOUNT_CONCURRENCY,
+    AccountConcurrency,
+    cap_max_concurrency,
+    reservations_refused,
+)
 from ferry.limits import (
     DEFAULT_MULTIPART_THRESHOLD,
     DEFAULT_OBJECTS_PER_DAY,
@@ -106,7 +112,8 @@ DEST_LISTING_MIN_WINDOW = 8  # engine/dest_listing.MIN_WINDOW (a test keeps them
 S3_WRITES_PER_PREFIX = 3_500  # PUT/COPY/POST/DELETE per second per partitioned prefix (S3)
 S3_READS_PER_PREFIX = 5_500  # GET/HEAD per second per partitioned prefix (S3)
 MAP_RUN_MAX_CHILDREN = 10_000  # child executions a Distributed Map runs at once, at most
-LAMBDA_ACCOUNT_CONCURRENCY = 1_000  # a region's default; a quota AWS raises on request
+# Lambda's concurrency is the account's quota (`LambdaQuota`): the default where it is not
+# known; new accounts get less, and AWS raises it on request.
 # DynamoDB: 1,000 write units per second per partition; a job's markers share its partition
 # key (JOB#<id>), so the ledger is counted as one partition (adaptive capacity may split it).
 LEDGER_PARTITION_WRU = 1_000
@@ -144,6 +151,8 @@ class PipelineShape:
     max_items_per_batch: int = 10_000
     max_input_bytes_per_batch: int = 150 * KiB
     max_concurrency: int = 100
+    copy_reserved_concurrency: int = 0
+    record_failure_reserved_concurrency: int = 0
     lambda_memory_mb: int = 1769
     lambda_architecture: str = "arm64"
     large_object_threshold: int = 10 * GiB
@@ -181,6 +190,44 @@ class PipelineShape:
     @property
     def usable_pass_seconds(self) -> float:
         return LAMBDA_TIMEOUT_SECONDS - self.deadline_margin_seconds
+
+
+@dataclass(frozen=True)
+class LambdaQuota:
+    """The account's Lambda concurrency the estimate is made for, and where it comes from:
+    read from the account (GetAccountSettings), given by the user, or the default assumed
+    (`why_not` says why the account's could not be read)."""
+
+    account: AccountConcurrency = AccountConcurrency(DEFAULT_ACCOUNT_CONCURRENCY, DEFAULT_ACCOUNT_CONCURRENCY)
+    source: str = "default"  # "account", "given" or "default"
+    where: str = ""  # the region it was read in
+    why_not: str | None = None
+
+    @property
+    def label(self) -> str:
+        said = {"account": "the account's quota", "given": "as given"}.get(self.source, "the account default")
+        return f"{self.account.limit:,}, {said}"
+
+    @property
+    def note(self) -> str:
+        limit, unreserved = self.account.limit, self.account.unreserved
+        if self.source == "account":
+            where = f" in {self.where}" if self.where else ""
+            return (
+                f"Lambda concurrency: the account's quota{where}, {limit:,} ({unreserved:,} unreserved), "
+                "read with Lambda GetAccountSettings"
+            )
+        if self.source == "given":
+            return f"Lambda concurrency: {limit:,}, as given (--lambda-concurrency)"
+        why = (
+            f"the account's could not be read ({self.why_not})"
+            if self.why_not
+            else "the account's was not read"
+        )
+        return (
+            f"Lambda concurrency: the default quota, {limit:,}, assumed: {why}; new accounts get as little "
+            "as 10 (give --lambda-concurrency N)"
+        )
 
 
 @dataclass(frozen=True)
@@ -522,6 +569,8 @@ class Estimate:
     duration_seconds: tuple[float, float]
     assumptions: list[str]
     rate_limits: RateLimits | None = None
+    # The account's Lambda concurrency, where it came from, and the Map's concurrency under it.
+    lambda_concurrency: dict[str, Any] | None = None
 
     @property
     def total(self) -> float:
@@ -559,6 +608,7 @@ class Estimate:
             "orchestration_usd": round(self.orchestration, 6),
             "orchestration_usd_per_million_objects": round(self.orchestration_per_million, 6),
             "rate_limits": self.rate_limits.to_dict() if self.rate_limits else None,
+            "lambda_concurrency": self.lambda_concurrency,
             "alternatives": {
                 name: {"lines": [asdict(x) for x in lines], "total_usd": round(sum(x.usd for x in lines), 6)}
                 for name, lines in self.alternatives.items()
@@ -603,10 +653,19 @@ def estimate(
     a: Assumptions | None = None,
     rates: Rates | None = None,
     objects_per_day: int = DEFAULT_OBJECTS_PER_DAY,
+    lambda_quota: LambdaQuota | None = None,
 ) -> Estimate:
-    shape = shape or PipelineShape()
+    """What `work` costs and how long it takes on a pipeline of `shape`, in an account whose
+    Lambda concurrency is `lambda_quota` (the default quota if not known): Prepare lowers the
+    Map's concurrency to what that quota allows, and so does the estimate."""
     a = a or Assumptions()
     rates = rates or Rates()
+    quota = lambda_quota or LambdaQuota()
+    asked = shape or PipelineShape()
+    cap = cap_max_concurrency(
+        asked.max_concurrency, quota.account, copy_reserved=asked.copy_reserved_concurrency
+    )
+    shape = replace(asked, max_concurrency=cap.max_concurrency)
     requests: Counter[str] = Counter()
     large_objects = skipped = 0
     lambda_seconds = [0.0, 0.0, 0.0]  # slow, fast, expected
@@ -874,6 +933,13 @@ def estimate(
         notes.append(
             f"{plural(skipped, 'archived object')} (GLACIER, DEEP_ARCHIVE) would be skipped: needs restore (--restore TIER)"
         )
+    notes.append(quota.note)
+    if cap.note:
+        notes.append(cap.note)
+    reserved = shape.copy_reserved_concurrency + shape.record_failure_reserved_concurrency
+    refused = reservations_refused(reserved, quota.account.limit) if quota.source != "default" else None
+    if refused:
+        notes.append(f"the settings cannot deploy in this account: {refused}")
     for entry in lines:
         if entry.service in ORCHESTRATION_SERVICES:
             entry.orchestration = True
@@ -882,12 +948,19 @@ def estimate(
     rate_limits = rate_limits_at(
         objects_per_day,
         shape,
+        lambda_quota=quota,
         requests_per_object={op: n / objects for op, n in requests.items()} if objects else {},
         worker_objects_per_second=in_lambda / lambda_busy if lambda_busy and in_lambda > 0 else None,
         ledger_wru_per_object=wru / objects if objects else 0.0,
     )
     return Estimate(
         rate_limits=rate_limits,
+        lambda_concurrency={
+            **quota.account.to_dict(),
+            "source": quota.source,
+            "max_concurrency": cap.max_concurrency,
+            "asked": cap.asked,
+        },
         objects=objects,
         bytes=work.bytes,
         batches=batches,
@@ -913,6 +986,7 @@ def rate_limits_at(
     requests_per_object: Mapping[str, float],
     worker_objects_per_second: float | None,
     ledger_wru_per_object: float,
+    lambda_quota: LambdaQuota | None = None,
 ) -> RateLimits:
     """How many objects a second each limit lets one stack copy, for this job's requests per
     object and one worker's rate (the estimate's expected one), against `objects_per_day`.
@@ -921,7 +995,9 @@ def rate_limits_at(
     (S3 partitions a busy prefix over time; that is not counted on). A server-side copy is
     counted as a read of its source besides the write (assumed: S3 documents the rates per
     request, not how a copy's source read counts). The Map Run's children and Lambda's
-    concurrency bound the workers; the ledger's markers share one partition key."""
+    concurrency bound the workers (the copies take at most what Prepare's cap leaves them of
+    the account's quota); the ledger's markers share one partition key."""
+    quota = lambda_quota or LambdaQuota()
     rate = objects_per_day / 86_400
     writes = sum(n for op, n in requests_per_object.items() if op in DESTINATION_WRITES)
     reads = sum(n for op, n in requests_per_object.items() if op in GET_CLASS)
@@ -956,9 +1032,12 @@ def rate_limits_at(
             f"children at {worker_objects_per_second:,.0f} objects/s each",
             worker_objects_per_second,
         )
+        copies = cap_max_concurrency(
+            MAP_RUN_MAX_CHILDREN, quota.account, copy_reserved=shape.copy_reserved_concurrency
+        ).max_concurrency
         add(
-            f"Lambda concurrency ({LAMBDA_ACCOUNT_CONCURRENCY:,}, the account default)",
-            LAMBDA_ACCOUNT_CONCURRENCY * worker_objects_per_second,
+            f"Lambda concurrency ({quota.label}; {copies:,} for the copies)",
+            copies * worker_objects_per_second,
             "concurrent CopyBatch workers",
             worker_objects_per_second,
         )

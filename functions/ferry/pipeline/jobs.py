@@ -20,6 +20,7 @@ from ferry.counts import plural
 from ferry.engine.deadlines import deadline_in
 from ferry.errors import ConfigError, describe, error_code, explain_bare
 from ferry.jobspec import JobSpec, SpecError, parse_job_spec, validate_job_spec
+from ferry.lambda_concurrency import AccountConcurrency, ConcurrencyCap, cap_max_concurrency, unknown_account
 from ferry.pipeline.abandoned_uploads import AbandonedUploads, abort_abandoned_uploads
 from ferry.pipeline.count_check import (
     CountCheck,
@@ -37,6 +38,7 @@ from ferry.pipeline.map_runs import MapRunRecord, job_map_runs
 from ferry.pipeline.reach import reached_otherwise
 from ferry.pipeline.recording import record_lost_batch
 from ferry.pipeline.services import Services
+from ferry.pipeline.settings import WorkerSettings
 from ferry.reports.report_html import render_report_html
 from ferry.s3.clients import make_client
 
@@ -46,10 +48,16 @@ class AccessCheckFailed(ConfigError):
 
 
 def prepare(
-    event: Mapping[str, Any], services: Services, *, remaining_ms: int | None = None
+    event: Mapping[str, Any],
+    services: Services,
+    *,
+    remaining_ms: int | None = None,
+    account: Callable[[], AccountConcurrency] | None = None,
 ) -> dict[str, Any]:
     """Check the job, record it, and say where the Map reads its items. `remaining_ms`: the
-    Lambda's time left, within which an all_versions job's listing must end (none on a machine)."""
+    Lambda's time left, within which an all_versions job's listing must end (none on a machine).
+    `account` reads the account's Lambda concurrency, to which the Map's MaxConcurrency is
+    lowered (`concurrency_cap`); none on a machine, where no Lambda runs."""
     spec = validate_job_spec(event.get("spec"), default_job_id=event.get("execution_name"))
     check_reader_region(spec, services)
     check_access(spec, services)
@@ -68,7 +76,25 @@ def prepare(
     job = job_input(spec, services)
     if listed is not None:
         job["histories"] = listed.to_dict()
+    if account is not None:
+        cap = concurrency_cap(services.settings, account)
+        job["limits"]["max_concurrency"] = cap.max_concurrency  # the Maps' MaxConcurrencyPath
+        job["concurrency"] = cap.to_dict()
     return job
+
+
+def concurrency_cap(settings: WorkerSettings, account: Callable[[], AccountConcurrency]) -> ConcurrencyCap:
+    """The Map's MaxConcurrency for this job: the max_concurrency setting lowered to what the
+    account's Lambda concurrency lets the copies take and still leave slots to RecordFailure,
+    Finalize and the account's other functions (ferry.lambda_concurrency). An account that
+    cannot be asked leaves the setting as it is, said in the job's report; the state machine's
+    throttle retries then wait for slots."""
+    asked = settings.max_concurrency
+    try:
+        known = account()
+    except (ClientError, BotoCoreError, KeyError, TypeError, ValueError) as error:
+        return unknown_account(asked, f"lambda:GetAccountSettings: {error}")
+    return cap_max_concurrency(asked, known, copy_reserved=settings.copy_reserved_concurrency)
 
 
 def job_input(spec: JobSpec, services: Services) -> dict[str, Any]:
@@ -353,6 +379,7 @@ def finalize(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
         lost=lost,
         map_error=event.get("map_error"),
         map_run=event.get("map"),
+        concurrency=(event.get("job") or {}).get("concurrency"),
     )
 
 
@@ -365,10 +392,12 @@ def settle_job(
     lost: int = 0,
     map_error: Mapping[str, Any] | None = None,
     map_run: Any = None,
+    concurrency: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The end of every Finalize (the state machine's and `ferry run`'s): the ledger's tally
     checked (`check`, given the ledger's objects; else against the `read` items), the report
-    files, the job's status and its cause."""
+    files, the job's status and its cause. `concurrency`: Prepare's cap of the Map's
+    MaxConcurrency; the report says it when it lowered the setting, or could not decide."""
     job_id = job["job_id"]
     ledger, reports = services.ledger, services.reports
     cleanup = _abort_abandoned_uploads(job, services)
@@ -406,6 +435,8 @@ def settle_job(
         summary["map_error"] = {"error": map_error.get("Error"), "cause": str(map_error.get("Cause"))[:1000]}
     if map_run:
         summary["map_run"] = map_run
+    if concurrency and concurrency.get("note"):
+        summary["concurrency"] = dict(concurrency)
     summary_key, failures_key = reports.put_final(job_id, summary, ledger.failures(job_id))
     summary["report"] = reports.url(summary_key)
     summary["failures_report"] = reports.url(failures_key)

@@ -70,7 +70,12 @@ class PipelineSettings:
     # batch; the byte cap decides how many items (MAX_BATCH_INPUT_BYTES above), not a count.
     max_items_per_batch: int = 10_000
     max_input_bytes_per_batch: int = MAX_BATCH_INPUT_BYTES
-    max_concurrency: int = 100
+    max_concurrency: int = 100  # Prepare lowers it to what the account's Lambda concurrency allows
+    # Reserved concurrency for the CopyBatch and RecordFailure functions (0: none, they share
+    # the account's unreserved pool). AWS refuses a reservation that leaves fewer than 100
+    # unreserved, so accounts whose quota is 100 or less can reserve nothing (docs/aws/deploy.md).
+    copy_reserved_concurrency: int = 0
+    record_failure_reserved_concurrency: int = 0
     tolerated_failure_percentage: int = 5
     large_object_threshold: int = 10 * GiB
     deadline_margin_seconds: int = 90
@@ -107,6 +112,10 @@ class PipelineSettings:
                 "Step Functions' 256 KiB state payload limit"
             )
         _check_range("max_concurrency", self.max_concurrency, 1, 10_000)
+        _check_range("copy_reserved_concurrency", self.copy_reserved_concurrency, 0, 10_000)
+        _check_range(
+            "record_failure_reserved_concurrency", self.record_failure_reserved_concurrency, 0, 1_000
+        )
         _check_range("tolerated_failure_percentage", self.tolerated_failure_percentage, 0, 100)
         _check_range("large_object_threshold", self.large_object_threshold, 16 * MiB, 5 * 1024 * GiB)
         _check_range("deadline_margin_seconds", self.deadline_margin_seconds, 10, 600)
@@ -238,6 +247,7 @@ class PipelineSettings:
             "FERRY_MAX_ITEMS_PER_BATCH": str(self.max_items_per_batch),
             "FERRY_MAX_INPUT_BYTES_PER_BATCH": str(self.max_input_bytes_per_batch),
             "FERRY_MAX_CONCURRENCY": str(self.max_concurrency),
+            "FERRY_COPY_RESERVED_CONCURRENCY": str(self.copy_reserved_concurrency),
             "FERRY_TOLERATED_FAILURE_PERCENTAGE": str(self.tolerated_failure_percentage),
             "FERRY_LARGE_OBJECT_CONCURRENCY": str(self.fargate_max_concurrency),
             "FERRY_LARGE_OBJECT_THRESHOLD": str(self.large_object_threshold),
@@ -313,6 +323,7 @@ class WorkerSettings:
     checkpoint_ttl_days: int
     memory_limit: int
     copy_object_mib_per_second: int
+    copy_reserved_concurrency: int = 0  # the CopyBatch function's reservation (Prepare's cap)
     bucket_owners: dict[str, str] = field(default_factory=dict)  # bucket -> ExpectedBucketOwner
     destination_kms_key_arns: tuple[str, ...] = ()
     locations: tuple[dict[str, str], ...] = ()  # PipelineSettings.reached_locations

@@ -236,6 +236,8 @@ def _summary(report: Mapping[str, Any]) -> str:
         for o, c in outcomes.items()
     )
     notes = [str(n) for n in report.get("degradations") or []]
+    if (report.get("concurrency") or {}).get("note"):  # Prepare lowered the Map's MaxConcurrency
+        notes.insert(0, str(report["concurrency"]["note"]))
     if report.get("map_error"):
         error = report["map_error"]
         said = ": ".join(str(error.get(k)) for k in ("error", "cause") if error.get(k))
