@@ -159,8 +159,10 @@ class FerryStack(cdk.Stack):
         self.lambda_runtime, self.lambda_architecture = runtime, architecture
         environment = {**self.worker_env, **s.worker_environment()}
         specs = {  # name: (handler module, memory MB, timeout minutes, description)
-            # 15 minutes: an all_versions job's Prepare lists the source's versions (history_keys.py).
+            # 15 minutes: Prepare reads a manifest through once (manifest_check.py).
             "Prepare": ("prepare", 512, 15, "Checks a job spec and its access, creates the job record"),
+            # One run of an all_versions job's listing lists until its deadline (history_keys.py).
+            "ListVersions": ("list_versions", 1024, 15, "Lists a source's versions, one run of the loop"),
             "CopyBatch": ("copy_batch", s.lambda_memory_mb, 15, "Copies one batch of objects, verified"),
             "RecordFailure": ("record_failure", 512, 5, "Records every object of a failed step as failed"),
             "Finalize": ("finalize", 1024, 15, "Writes a job's report and sets its final status"),
@@ -264,8 +266,7 @@ class FerryStack(cdk.Stack):
             prepare.add_to_role_policy(
                 statement("ProbeDestinationKeys", ["kms:GenerateDataKey"], s.destination_kms_key_arns)
             )
-        # An all_versions job: both buckets' versioning read, the source's versions listed, and
-        # the keys with a history written to jobs/<id>/histories.jsonl for the Map to read.
+        # An all_versions job: both buckets' versioning read, and the source's versions listable.
         prepare.add_to_role_policy(
             statement(
                 "ReadVersioning",
@@ -277,14 +278,25 @@ class FerryStack(cdk.Stack):
             s.sources, sid="ListSourceVersions", actions=access.LIST_VERSIONS
         ):
             prepare.add_to_role_policy(st)
-        prepare.add_to_role_policy(
-            statement("WriteHistories", ["s3:PutObject", "s3:AbortMultipartUpload"], reports)
-        )
         prepare.add_to_role_policy(statement("CreateJob", ["dynamodb:GetItem", "dynamodb:PutItem"], table))
         for st in reach_statements(self, s):  # the destination check writes as the workers will
             prepare.add_to_role_policy(st)
         # `ferry job retry` starts a job over a manifest of failed objects under jobs/ (cli/job_retry.py).
         prepare.add_to_role_policy(statement("ReadRetryManifests", ["s3:GetObject"], reports))
+
+        # The ListVersions loop lists the source's versions (as the workers reach the source) and
+        # writes the keys with a history under jobs/<id>/histories/, reading back the manifest
+        # the run before wrote.
+        list_versions = functions["ListVersions"]
+        for st in access.list_bucket_statements(
+            s.sources, sid="ListSourceVersions", actions=access.LIST_VERSIONS
+        ):
+            list_versions.add_to_role_policy(st)
+        list_versions.add_to_role_policy(
+            statement("WriteHistories", ["s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload"], reports)
+        )
+        for st in reach_statements(self, s):
+            list_versions.add_to_role_policy(st)
 
         copy_batch = functions["CopyBatch"]
         for st in self._copy_statements(sources, destinations, table, reports):
@@ -455,6 +467,7 @@ class FerryStack(cdk.Stack):
         name = self.state_machine_name = f"{self.stack_name}-jobs"
         values = {
             "PrepareFunctionArn": self.functions["Prepare"].function_arn,
+            "ListVersionsFunctionArn": self.functions["ListVersions"].function_arn,
             "CopyBatchFunctionArn": self.functions["CopyBatch"].function_arn,
             "RecordFailureFunctionArn": self.functions["RecordFailure"].function_arn,
             "FinalizeFunctionArn": self.functions["Finalize"].function_arn,
@@ -534,7 +547,8 @@ class FerryStack(cdk.Stack):
                 ["s3:PutObject", "s3:GetObject", "s3:ListMultipartUploadParts", "s3:AbortMultipartUpload"],
                 [f"{self.report_bucket.bucket_arn}/{REPORTS_PREFIX}*"],
             ),
-            # An all_versions job's keys, the JSON Lines Prepare writes under jobs/ (history_keys.py).
+            # An all_versions job's keys: the manifest and the JSON Lines parts it names, which the
+            # ListVersions loop writes under jobs/ (history_keys.py).
             statement(
                 "ItemReaderHistories",
                 ["s3:GetObject"],

@@ -114,7 +114,8 @@ class JobSpec:
     @property
     def reader(self) -> str:
         """Which Distributed Map reads the items: `listing`, the manifest's format, or
-        `versions` (the keys with a history, which Prepare lists: options.all_versions)."""
+        `versions` (the keys with a history, which the ListVersions loop lists:
+        options.all_versions)."""
         if self.options.all_versions:
             return "versions"
         return self.manifest.format if self.manifest else "listing"

@@ -16,12 +16,7 @@ from .runtime import logger, services, tracer
 @tracer.capture_lambda_handler
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     try:
-        job = prepare(
-            event,
-            services(),
-            remaining_ms=context.get_remaining_time_in_millis(),
-            account=account_concurrency,
-        )
+        job = prepare(event, services(), account=account_concurrency)
     except ConfigError as error:  # a clear sentence for the execution's cause, not a traceback
         logger.warning("job rejected: %s", error)
         return {"rejected": str(error)}

@@ -26,7 +26,7 @@ from cdk_support import (
 
 from ferry.pipeline.settings import PipelineSettings, WorkerSettings
 
-FUNCTIONS = ("Prepare", "CopyBatch", "RecordFailure", "Finalize")
+FUNCTIONS = ("Prepare", "ListVersions", "CopyBatch", "RecordFailure", "Finalize")
 
 
 @pytest.fixture(scope="module")
@@ -89,13 +89,18 @@ def test_distributed_maps_read_batch_and_write_results(built: SimpleNamespace) -
     assert readers == [
         ("arn:aws:states:::s3:getObject", "CSV"),
         ("arn:aws:states:::s3:getObject", "JSONL"),
-        ("arn:aws:states:::s3:getObject", "JSONL"),  # an all_versions job's keys, from Prepare
+        ("arn:aws:states:::s3:getObject", "JSONL"),  # an all_versions job's keys, listed in parts
         ("arn:aws:states:::s3:getObject", "MANIFEST"),
         ("arn:aws:states:::s3:listObjectsV2", None),
     ]
-    # The keys Prepare lists for an all_versions job are read from the stack's own bucket.
+    # The keys the ListVersions loop lists for an all_versions job are read from the stack's
+    # own bucket: the parts the last run's manifest names (an Athena data manifest).
     histories = distributed["CopyVersionHistories"]["ItemReader"]["Parameters"]
-    assert histories["Key.$"] == "$.job.histories.key"
+    assert histories["Key.$"] == "$.job.histories.manifest"
+    assert distributed["CopyVersionHistories"]["ItemReader"]["ReaderConfig"] == {
+        "ManifestType": "ATHENA_DATA",
+        "InputType": "JSONL",
+    }
     bucket_lid, _ = only(built.template, "AWS::S3::Bucket")
     for name, state in distributed.items():
         assert state["ItemProcessor"]["ProcessorConfig"]["ExecutionType"] == "STANDARD", name
@@ -235,6 +240,7 @@ def test_lambdas_are_arm64_on_the_configured_runtime_with_the_layer(built: Simpl
         assert group["RetentionInDays"] == 14, name
     assert handlers == {
         "Prepare": "handlers.prepare.handler",
+        "ListVersions": "handlers.list_versions.handler",
         "CopyBatch": "handlers.copy_batch.handler",
         "RecordFailure": "handlers.record_failure.handler",
         "Finalize": "handlers.finalize.handler",
@@ -474,8 +480,10 @@ def test_each_role_gets_what_its_code_does(built: SimpleNamespace) -> None:
         assert "s3:ListBucketMultipartUploads" in actions_on(role, dest_buckets), role
         assert actions_on(role, arns["reports"]) == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}, role
     assert actions_on("PrepareRole", arns["sources"]) == set()  # lists them, reads no object
-    # all_versions: each key's history listed on both sides by the workers; Prepare lists the
-    # source's versions and reads both buckets' versioning, and nothing else does either.
+    assert actions_on("ListVersionsRole", arns["sources"] | arns["destinations"]) == set()
+    # all_versions: each key's history listed on both sides by the workers; Prepare checks the
+    # source's versions can be listed and reads both buckets' versioning; the ListVersions loop
+    # lists the source's versions; nothing else does either.
     src_buckets = {f"arn:aws:s3:::{loc.bucket}" for loc in built.settings.sources}
     for role in ("CopyBatchRole", "CopyTaskRole"):
         assert "s3:ListBucketVersions" in actions_on(role, src_buckets), role
@@ -484,6 +492,8 @@ def test_each_role_gets_what_its_code_does(built: SimpleNamespace) -> None:
     assert {"s3:ListBucketVersions", "s3:GetBucketVersioning"} <= actions_on("PrepareRole", src_buckets)
     assert "s3:GetBucketVersioning" in actions_on("PrepareRole", dest_buckets)
     assert "s3:ListBucketVersions" not in actions_on("PrepareRole", dest_buckets - src_buckets)
+    assert actions_on("ListVersionsRole", src_buckets | dest_buckets) == {"s3:ListBucketVersions"}
+    assert "s3:ListBucketVersions" not in actions_on("ListVersionsRole", dest_buckets - src_buckets)
     for role in ("RecordFailureRole", "FinalizeRole", "StateMachineRole"):
         assert not {"s3:ListBucketVersions", "s3:GetBucketVersioning"} & actions_on(
             role, src_buckets | dest_buckets
@@ -679,17 +689,24 @@ def test_outputs_name_what_the_job_commands_need(built: SimpleNamespace) -> None
 
 
 def test_prepare_may_read_a_retry_manifest_in_the_report_bucket(built: SimpleNamespace) -> None:
-    """`ferry job retry` writes the failed objects' manifest under jobs/; Prepare HEADs it. An
-    all_versions job's Prepare writes its keys there (jobs/<id>/histories.jsonl, streamed as a
-    multipart upload): the only other thing it may do there."""
+    """`ferry job retry` writes the failed objects' manifest under jobs/; Prepare HEADs it and
+    does nothing else there. The ListVersions loop writes an all_versions job's keys there
+    (jobs/<id>/histories/: parts streamed as multipart uploads, and manifests, each run reading
+    back the one before)."""
     reports = allowed_arns(built)["reports"]
-    found = set()
-    for st in role_statements(built.template, "PrepareRole"):
-        if set(as_list(st["Resource"])) & reports:
-            found |= set(as_list(st["Action"]))
-    assert found == {"s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"}
-    prepare = function_by_name(built.template, "Prepare")
-    assert prepare["Timeout"] == 15 * 60  # the listing of versions runs within it
+
+    def found(role: str) -> set[str]:
+        actions: set[str] = set()
+        for st in role_statements(built.template, role):
+            if set(as_list(st["Resource"])) & reports:
+                actions |= set(as_list(st["Action"]))
+        return actions
+
+    assert found("PrepareRole") == {"s3:GetObject"}
+    assert found("ListVersionsRole") == {"s3:GetObject", "s3:PutObject", "s3:AbortMultipartUpload"}
+    assert (
+        function_by_name(built.template, "ListVersions")["Timeout"] == 15 * 60
+    )  # a run lists until its deadline
 
 
 def test_only_prepare_reads_the_accounts_lambda_quota_and_nothing_is_reserved_by_default(

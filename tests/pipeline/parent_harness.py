@@ -36,9 +36,14 @@ Functions reports for a `.sync` task whose container exits non-zero.
    (input-output-itemreader.html). moto: only CSV and JSON (`InputType("JSONL")` raises
    ValueError at CreateStateMachine), no gzip. Here: ReaderConfig is taken out of the
    definition before moto parses it and `ItemReader._eval_body` is replaced by a reader that
-   does the above. Inventory keys are left URL-encoded, as S3 Inventory writes them. Reader
-   errors surface as `States.ItemReaderFailed`. Not supported (raise at CreateStateMachine,
-   never silently): PARQUET, ManifestType, Transformation LOAD_AND_FLATTEN, ItemsPointer.
+   does the above. Inventory keys are left URL-encoded, as S3 Inventory writes them.
+   `ManifestType: ATHENA_DATA` with `InputType: JSONL` (AWS: "Athena manifest", the
+   `<query id>-manifest.csv` Athena writes beside an UNLOAD, naming the data files it wrote,
+   one S3 URI a line; supported data formats CSV, JSONL, Parquet): every file the manifest
+   names, in the manifest's order, each read as JSON Lines. Reader errors surface as
+   `States.ItemReaderFailed`. Not supported (raise at CreateStateMachine, never silently):
+   PARQUET, ManifestType S3_INVENTORY, an Athena manifest of CSV or Parquet files,
+   Transformation LOAD_AND_FLATTEN, ItemsPointer.
 3. s3:listObjectsV2 reader. AWS lists the whole prefix (every page) and gives each child
    `{"Etag": "\\"<md5>\\"", "Key": ..., "LastModified": 1668699881, "Size": 34910,
    "StorageClass": "STANDARD"}` -- `Etag` spelled so, quotes kept, LastModified in epoch
@@ -127,7 +132,8 @@ MOTO_VERSION = "5.2.5"
 MAX_BATCH_BYTES = 256 * 1024  # AWS: MaxInputBytesPerBatch "up to 256 KiB"
 _PARSER = "moto.stepfunctions.parser.asl"
 _CSV_DELIMITERS = {"COMMA": ",", "PIPE": "|", "SEMICOLON": ";", "SPACE": " ", "TAB": "\t"}
-_UNSUPPORTED_READER = ("ManifestType", "Transformation", "ItemsPointer")
+_UNSUPPORTED_READER = ("Transformation", "ItemsPointer")
+_ATHENA_DATA = {"ManifestType": "ATHENA_DATA", "InputType": "JSONL"}  # the one manifest type reproduced
 
 
 # -- what the definition pre-processing keeps for each Map state ---------------------------------
@@ -166,6 +172,8 @@ def _strip_definition(document: Any, found: dict[str, dict[str, Any]]) -> None:
                 if isinstance(reader, dict) and "ReaderConfig" in reader:
                     config = reader.pop("ReaderConfig")
                     bad = [k for k in _UNSUPPORTED_READER if k in config]
+                    if "ManifestType" in config and {k: config.get(k) for k in _ATHENA_DATA} != _ATHENA_DATA:
+                        bad.append("ManifestType")
                     if bad or config.get("InputType") not in (None, "CSV", "JSON", "JSONL", "MANIFEST"):
                         raise NotImplementedError(
                             f"parent_harness: ReaderConfig {config} of Map state {name!r} is not reproduced"
@@ -476,6 +484,8 @@ def _as_objects(header: list[str], rows: list[list[str]]) -> list[dict[str, str]
 def _get_object_items(s3: Any, parameters: Mapping[str, Any], config: Mapping[str, Any]) -> list[Any]:
     input_type = config.get("InputType", "JSON")
     delimiter = _CSV_DELIMITERS[config.get("CSVDelimiter", "COMMA")]
+    if config.get("ManifestType") == "ATHENA_DATA":
+        return _athena_data_items(s3, parameters)
     if input_type == "MANIFEST":
         return _inventory_items(s3, parameters, delimiter)
     text = _object_text(s3, parameters)
@@ -494,6 +504,21 @@ def _get_object_items(s3: Any, parameters: Mapping[str, Any], config: Mapping[st
     if len(set(header)) < len(header):
         raise ValueError("CSV headers cannot contain duplicates")
     return _as_objects(header, rows)
+
+
+def _athena_data_items(s3: Any, parameters: Mapping[str, Any]) -> list[Any]:
+    # AWS (input-output-itemreader.html, "Athena manifest"): the manifest names the data files,
+    # one S3 URI a line; each file's items, in the manifest's order (JSON Lines here).
+    items: list[Any] = []
+    for line in _object_text(s3, parameters).splitlines():
+        if not line.strip():
+            continue
+        if not line.startswith("s3://"):
+            raise ValueError(f"Athena manifest line {line!r} is not an S3 URI")
+        bucket, _, key = line[len("s3://") :].partition("/")
+        text = _object_text(s3, {"Bucket": bucket, "Key": key})
+        items.extend(json.loads(row) for row in text.split("\n") if row.strip())
+    return items
 
 
 def _inventory_items(s3: Any, parameters: Mapping[str, Any], delimiter: str) -> list[dict[str, str]]:

@@ -1,6 +1,6 @@
 """An all_versions job (`"options": {"all_versions": true}`) on real S3 servers (versitygw and
 MinIO, versioned buckets): through `ferry run` (the installed executable) and through the
-pipeline's own Lambda handlers (Prepare, CopyBatch, Finalize; the ledger in DynamoDB on moto's
+pipeline's own Lambda handlers (Prepare, the ListVersions loop, CopyBatch, Finalize; the ledger in DynamoDB on moto's
 server, the report bucket on the S3 server), as the state machine calls them.
 
 Each asserts the destination's history read back from the server without Ferry's code
@@ -23,7 +23,9 @@ import boto3
 import pytest
 
 from conftest import FakeLambdaContext, S3Server, copy_batch_pass
-from ferry.pipeline.item_reader import batches, jsonl_items
+from ferry.pipeline.history_keys import history_items
+from ferry.pipeline.item_reader import batches
+from ferry.pipeline.job_reports import JobReports
 from ferry.pipeline.ledger.sqlite import SQLiteLedger
 from version_histories import MARKER, history, versioned, write
 
@@ -195,7 +197,7 @@ def test_buckets_that_keep_no_history_are_refused_in_one_line_before_anything_is
     assert "versions" in run.stderr and "Traceback" not in run.stderr
     assert server.client.list_object_versions(Bucket=dst).get("Versions", []) == []
     assert not ledger.exists() or SQLiteLedger(ledger).job("anything") is None
-    assert not list((tmp_path).glob("**/histories.jsonl"))
+    assert not list((tmp_path).glob("**/histories/*"))
 
 
 # -- the pipeline's own handlers, as the state machine calls them --------------------------------
@@ -247,19 +249,30 @@ def handlers_on(monkeypatch: pytest.MonkeyPatch, motoserver: S3Server) -> Any:
     runtime.services.cache_clear()
 
 
-def run_handlers(server: S3Server, reports: str, spec: dict[str, Any], name: str) -> tuple[dict, dict]:
-    """Prepare, then the Map's reading of Prepare's manifest (JSON Lines, two keys a batch),
-    each batch's CopyBatch passes, then Finalize: (Prepare's output, Finalize's summary)."""
-    from handlers import finalize, prepare
+def listed_job(server: S3Server, reports: str, spec: dict[str, Any], name: str) -> tuple[dict, list]:
+    """Prepare, then the ListVersions loop until the listing is done: (the job, as the Map
+    gets it; the keys, as the Map reads them through the last run's manifest)."""
+    from handlers import list_versions, prepare
 
     job = prepare.handler({"spec": spec, "execution_name": name}, FakeLambdaContext())
     assert "rejected" not in job, job
     assert job["reader"] == "versions"
-    body = server.client.get_object(Bucket=reports, Key=job["histories"]["key"])["Body"].read().decode()
+    while not job["histories"]["done"]:
+        job = list_versions.handler({"job": job}, FakeLambdaContext())
+    manifest = job["histories"]["manifest"]
+    items = list(history_items(JobReports(server.client, reports), manifest)) if manifest else []
+    return job, items
+
+
+def run_handlers(server: S3Server, reports: str, spec: dict[str, Any], name: str) -> tuple[dict, dict]:
+    """Prepare, the ListVersions loop, then the Map's reading of the keys it listed (JSON
+    Lines, two keys a batch), each batch's CopyBatch passes, then Finalize: (the job the Map
+    got, Finalize's summary)."""
+    from handlers import finalize
+
+    job, keys = listed_job(server, reports, spec, name)
     batch_input = {"job": {"job_id": job["job_id"], "limits": {"large_object_concurrency": 1}}}
-    for items in batches(
-        jsonl_items(body, "histories"), max_items=2, max_bytes=256 * 1024, batch_input=batch_input
-    ):
+    for items in batches(keys, max_items=2, max_bytes=256 * 1024, batch_input=batch_input):
         result = copy_batch_pass({"Items": items, "BatchInput": batch_input}, FakeLambdaContext())
         assert not result["remaining"] and not result["large"], result
     return job, finalize.handler({"job": job}, FakeLambdaContext())
@@ -276,16 +289,15 @@ def test_the_pipeline_handlers_copy_every_history_from_prepares_manifest_and_a_r
 
     job, summary = run_handlers(server, reports, job_spec(src, dst), "versions-1")
 
-    # Prepare listed the keys with a history (p/b too, whose latest is a delete marker) into a
-    # JSON Lines manifest the Map reads, one item per key.
-    assert job["histories"] == {
-        "key": "jobs/versions-1/histories.jsonl",
-        "keys": 3,
-        "versions": 7,
-        "bytes": 10,
-    }
-    manifest = server.client.get_object(Bucket=reports, Key=job["histories"]["key"])["Body"].read()
-    assert [json.loads(line) for line in manifest.decode().splitlines()] == [
+    # The ListVersions loop listed the keys with a history (p/b too, whose latest is a delete
+    # marker) into JSON Lines the Map reads through a manifest, one item per key.
+    listed = job["histories"]
+    assert (listed["keys"], listed["versions"], listed["bytes"], listed["done"]) == (3, 7, 10, True)
+    manifest = server.client.get_object(Bucket=reports, Key=listed["manifest"])["Body"].read().decode()
+    (part,) = manifest.splitlines()  # an Athena data manifest: one S3 URI a line
+    assert part.startswith(f"s3://{reports}/jobs/versions-1/histories/") and part.endswith(".jsonl")
+    body = server.client.get_object(Bucket=reports, Key=part.split("/", 3)[3])["Body"].read().decode()
+    assert [json.loads(line) for line in body.splitlines()] == [
         {"k": "p/a", "n": 4, "s": 6},
         {"k": "p/b", "n": 2, "s": 2},
         {"k": "p/c", "n": 1, "s": 2},
@@ -325,7 +337,7 @@ def test_prepare_refuses_an_unversioned_destination_and_writes_no_manifest(
     assert minio.keys(reports) == [] and minio.keys(dst) == []
 
 
-def test_a_retried_prepare_lists_the_histories_again_and_another_execution_is_refused(
+def test_a_retried_prepare_starts_the_same_listing_and_another_execution_is_refused(
     minio: S3Server, handlers_on: Any
 ) -> None:
     from handlers import prepare
@@ -337,7 +349,8 @@ def test_a_retried_prepare_lists_the_histories_again_and_another_execution_is_re
 
     first = prepare.handler(event, FakeLambdaContext())
     retried = prepare.handler(event, FakeLambdaContext())  # a Lambda service error, retried
-    assert "rejected" not in retried and retried["histories"] == first["histories"], retried
+    assert "rejected" not in retried and retried == first, retried
+    assert (first["histories"]["runs"], first["histories"]["done"]) == (0, False)  # the loop lists
     other = prepare.handler({**event, "execution_arn": "arn:x:other"}, FakeLambdaContext())
     assert other["rejected"].startswith("job_id: a job 'h' already exists"), other
 
@@ -349,14 +362,12 @@ def test_keys_a_pass_hands_over_at_its_deadline_are_copied_whole_by_the_next_and
     starts no key: it hands every key over, the child's next pass copies them, and the keys
     and versions add up once."""
     from ferry.pipeline.batches import HAND_OVER_FIELD, FerryHandOver
-    from handlers import copy_batch, finalize, prepare
+    from handlers import copy_batch, finalize
 
     reports, settings = handlers_on(minio)
     src, dst = versioned(minio, "src"), versioned(minio, "dst")
     write(minio, src, [("p/a", b"a1"), ("p/a", b"a2"), ("p/b", b"b1"), ("p/b", None)])
-    job = prepare.handler({"spec": job_spec(src, dst), "execution_name": "handed"}, FakeLambdaContext())
-    body = minio.client.get_object(Bucket=reports, Key=job["histories"]["key"])["Body"].read().decode()
-    items = list(jsonl_items(body, "histories"))
+    job, items = listed_job(minio, reports, job_spec(src, dst), "handed")
     batch_input = {"job": {"job_id": "handed", "limits": {"large_object_concurrency": 1}}}
     short = FakeLambdaContext(remaining_ms=(settings.deadline_margin_seconds - 5) * 1000)
 

@@ -23,8 +23,8 @@ HANDLERS = sorted(
     for p in (ROOT / "functions" / "handlers").glob("*.py")
     if p.stem not in ("__init__", "runtime", "tracing")  # what the handlers share
 )
-# A handler that starts executions and never copies: it needs none of the copy engine.
-NOT_COPYING = ("start_scheduled",)
+# Handlers that never copy (one starts executions, one lists versions): they need none of the copy engine.
+NOT_COPYING = ("start_scheduled", "list_versions")
 
 PROBE = """
 import importlib, json, sys

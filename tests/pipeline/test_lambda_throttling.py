@@ -28,6 +28,7 @@ EVENTS_PER_RETRY = 3
 MAX_THROTTLE_EVENTS = 100  # per task: the child's history is bounded at 25,000 events
 VALUES = {
     "PrepareFunctionArn": "arn:aws:lambda:us-east-1:123456789012:function:prepare",
+    "ListVersionsFunctionArn": "arn:aws:lambda:us-east-1:123456789012:function:list-versions",
     "CopyBatchFunctionArn": "arn:aws:lambda:us-east-1:123456789012:function:copy-batch",
     "RecordFailureFunctionArn": "arn:aws:lambda:us-east-1:123456789012:function:record-failure",
     "FinalizeFunctionArn": "arn:aws:lambda:us-east-1:123456789012:function:finalize",
@@ -41,7 +42,13 @@ VALUES = {
     "AssignPublicIp": "ENABLED",
     "CapacityProvider": "FARGATE_SPOT",
 }
-PARENT_ONLY = ("PrepareFunctionArn", "FinalizeFunctionArn", "ReportBucket", "LedgerTable")
+PARENT_ONLY = (
+    "PrepareFunctionArn",
+    "ListVersionsFunctionArn",
+    "FinalizeFunctionArn",
+    "ReportBucket",
+    "LedgerTable",
+)
 CHILD_VALUES = {k: v for k, v in VALUES.items() if k not in PARENT_ONLY}
 
 

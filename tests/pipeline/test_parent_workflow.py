@@ -22,6 +22,16 @@ from urllib.parse import quote_plus
 
 import boto3
 import pytest
+from botocore.exceptions import ClientError
+from listing_support import (
+    assert_items_are_the_histories,
+    atomic_moto_s3,
+    dest_history,
+    fill_source,
+    install_clock,
+    pages_context,
+)
+from listing_support import spec as listing_spec
 from parent_harness import FargateTasks, LambdaRouter, ParentHarness
 
 from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext
@@ -29,10 +39,11 @@ from ferry.listed_items import expand
 from ferry.pipeline.batches import pass_event
 from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from ferry_cdk.definition import parent_definition
-from handlers import copy_batch, finalize, prepare, record_failure
+from handlers import copy_batch, finalize, list_versions, prepare, record_failure
 
 HANDLERS = {
     "prepare": prepare.handler,
+    "list-versions": list_versions.handler,
     "copy-batch": copy_batch.handler,
     "record-failure": record_failure.handler,
     "finalize": finalize.handler,
@@ -125,6 +136,7 @@ def parent(pipeline, monkeypatch) -> Parent:
     definition = parent_definition(
         {
             "PrepareFunctionArn": arns["prepare"],
+            "ListVersionsFunctionArn": arns["list-versions"],
             "CopyBatchFunctionArn": arns["copy-batch"],
             "RecordFailureFunctionArn": arns["record-failure"],
             "FinalizeFunctionArn": arns["finalize"],
@@ -820,9 +832,10 @@ def _history(s3: Any, bucket: str, key: str) -> list[str]:
     return bodies + ["<marker>" for m in markers if m["IsLatest"]]
 
 
-def test_an_all_versions_job_is_routed_to_its_own_map_over_the_keys_prepare_listed(parent) -> None:
-    """Prepare lists the keys with a history (one whose latest is a delete marker too) into a
-    JSON Lines manifest in the report bucket; CopyVersionHistories reads it, one item per key."""
+def test_an_all_versions_job_is_routed_to_its_own_map_over_the_keys_its_listing_wrote(parent) -> None:
+    """The ListVersions loop lists the keys with a history (one whose latest is a delete marker
+    too) into JSON Lines parts in the report bucket; CopyVersionHistories reads them through
+    the last run's manifest, one item per key."""
     s3 = parent.pipeline.s3
     _versioned_pair(s3)
     for key, body in [
@@ -925,3 +938,89 @@ def test_on_an_account_of_ten_lambdas_the_map_runs_eight_children_and_the_report
     assert f"note: {concurrency['note']}" in text  # `ferry job report`
     page = parent.pipeline.s3.get_object(Bucket=PIPELINE_REPORTS, Key="jobs/ten/report.html")["Body"].read()
     assert b"max_concurrency 100 lowered to 8" in page
+
+
+def test_an_all_versions_listing_longer_than_one_run_loops_in_the_parent_until_done(
+    parent, monkeypatch
+) -> None:
+    """ListVersions lists one page a run (the virtual clock of listing_support.py): the parent
+    sends it round (AllVersionsListed) until the listing is done, a run retried after a Lambda
+    service error that came after the function ran included, then reads the parts the last
+    run's manifest names. Each key reaches the Map once, whole (p/m's and p/t's versions span
+    two runs each), and every history is copied in order."""
+    s3 = parent.pipeline.s3
+    atomic_moto_s3(monkeypatch)
+    clock = install_clock(parent.pipeline, monkeypatch)
+    histories = fill_source(s3)
+    versions = sum(len(v) for v in histories.values())
+    # Prepare and ListVersions get the time of one page (Prepare lists nothing), the others 15 minutes.
+    parent.harness.lambdas.context = lambda name, call: (
+        pages_context(parent.pipeline) if name in ("prepare", "list-versions") else FakeLambdaContext()
+    )
+    service_error = type("Lambda.ServiceException", (Exception,), {})
+    runs: list[dict[str, Any]] = []
+
+    def answer_lost_once(event: dict[str, Any], context: Any) -> Any:
+        job = list_versions.handler(event, context)  # it ran, wrote its part and manifest
+        runs.append(job["histories"])
+        if len(runs) == 1:
+            raise service_error("the answer was lost on its way back")
+        return job
+
+    monkeypatch.setitem(parent.harness.lambdas.handlers, "list-versions", answer_lost_once)
+
+    described = parent.run(listing_spec("long-listing"), "long-listing")
+
+    assert described["status"] == "SUCCEEDED", described
+    output = json.loads(described["output"])
+    assert (output["objects"], output["copied"], output["failed"]) == (versions, versions, 0), output
+    assert output["keys"] == output["objects_read_by_map"] == len(histories), output
+    # Run 1 twice (its Retry), runs 2 and 3 once each: one page a run, run 1's page twice.
+    assert [r["runs"] for r in runs] == [1, 1, 2, 3] and clock.pages == 4, runs
+    assert len(parent.harness.retry_sleeps) == 1
+    (run,) = parent.harness.map_runs
+    items = [i for child in run.children for i in child.input["Items"]]
+    assert_items_are_the_histories(items, histories)
+    for key, history in histories.items():
+        assert dest_history(s3, "q/" + key[2:]) == history, key
+
+
+def test_an_all_versions_listing_that_fails_fails_the_job_with_its_reason(parent, monkeypatch) -> None:
+    """A run that fails for good (here: the source refusing its pages) goes through the Catch
+    to Finalize: the job ends FAILED, nothing copied, the listing's error in its cause."""
+    s3 = parent.pipeline.s3
+    _versioned_pair(s3)
+    s3.put_object(Bucket="src", Key="in/a", Body=b"a")
+    real = list_versions.handler
+
+    def refused(event: dict[str, Any], context: Any) -> Any:
+        client = list_versions.services().s3
+        original = client.list_object_versions
+
+        def deny(**params: Any) -> Any:
+            if "MaxKeys" not in params:
+                error = {"Error": {"Code": "AccessDenied", "Message": "Access Denied"}}
+                raise ClientError(error, "ListObjectVersions")
+            return original(**params)
+
+        client.list_object_versions = deny
+        try:
+            return real(event, context)
+        finally:
+            del client.list_object_versions
+
+    monkeypatch.setitem(parent.harness.lambdas.handlers, "list-versions", refused)
+    spec = {
+        "source": {"bucket": "src", "prefix": "in/"},
+        "destination": {"bucket": "dst"},
+        "options": {"all_versions": True},
+    }
+
+    described = parent.run(spec, "refused-listing")
+
+    assert (described["status"], described["error"]) == ("FAILED", "FerryJobIncomplete"), described
+    assert "listing the source's versions stopped: ConfigError: " in described["cause"], described["cause"]
+    assert "s3:ListBucketVersions" in described["cause"], described["cause"]
+    job = parent.ledger_job("refused-listing")
+    assert (job["status"], job["objects"], job["copied"]) == ("FAILED", 0, 0)
+    assert parent.harness.map_runs == [] and parent.harness.lambdas.called("copy-batch") == []

@@ -41,7 +41,7 @@ context = SimpleNamespace(
     memory_limit_in_mb=256,
     invoked_function_arn="arn:aws:lambda:us-east-1:123456789012:function:ferry-prepare",
     aws_request_id="1",
-    get_remaining_time_in_millis=lambda: 300_000,  # Prepare bounds an all_versions listing by it
+    get_remaining_time_in_millis=lambda: 300_000,
 )
 loaded = {}
 for step, header in (

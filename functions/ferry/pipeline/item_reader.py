@@ -31,6 +31,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.errors import ConfigError, describe
 from ferry.listed_items import select
+from ferry.pipeline.history_keys import history_items
 from ferry.pipeline.local_reports import ReportStore
 from ferry.s3.listing import list_objects
 
@@ -46,8 +47,9 @@ def read_items(
     reports: ReportStore | None = None,
 ) -> Iterator[Any]:
     """The items of a job as Prepare returned it (`listing`, `manifest` or `histories`, and
-    `reader`). An all_versions job's keys are the JSON Lines Prepare wrote into `reports`
-    (pipeline/history_keys.py), read as the Map reads them from the report bucket.
+    `reader`). An all_versions job's keys are the parts its listing wrote into `reports`, read
+    through the manifest naming them as the Map reads them from the report bucket
+    (pipeline/history_keys.py).
 
     `after`: (items already read, the last of them) when a run resumes: a listing goes on
     after that key (listings are in key order), a manifest after that many rows."""
@@ -55,7 +57,9 @@ def read_items(
     if reader == "versions":
         if reports is None:
             raise ConfigError("an all_versions job's keys are read from the job's report store")
-        yield from itertools.islice(reports.rows(job["histories"]["key"]), after[0] if after else 0, None)
+        manifest = job["histories"].get("manifest")  # none: no key has a history
+        keys = history_items(reports, manifest) if manifest else iter(())
+        yield from itertools.islice(keys, after[0] if after else 0, None)
         return
     if reader == "listing":  # then the CopyPrefix Map's ItemSelector, as on AWS
         start_after = str(after[1]["k"]) if after and isinstance(after[1], Mapping) else ""

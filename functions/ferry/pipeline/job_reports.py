@@ -5,7 +5,7 @@ then, at the end, `summary.json` and `failures.jsonl`.
     s3://<report bucket>/jobs/<job id>/summary.json
     s3://<report bucket>/jobs/<job id>/failures.jsonl
     s3://<report bucket>/jobs/<job id>/report.html      (the same, as a page: ferry.reports.report_html)
-    s3://<report bucket>/jobs/<job id>/histories.jsonl  (an all_versions job's keys: pipeline/history_keys.py)
+    s3://<report bucket>/jobs/<job id>/histories/...    (an all_versions job's keys: pipeline/history_keys.py)
     s3://<report bucket>/jobs/.map-runs/<Map Run id>/... (the Distributed Map's own results)
 """
 
@@ -79,8 +79,8 @@ class JobReports:
         return summary_key, failures_key
 
     def put_jsonl(self, key: str, values: Iterable[Any]) -> None:
-        """JSON Lines streamed into a multipart upload (failures.jsonl, an all_versions job's
-        histories.jsonl): a million lines need no more memory than one part."""
+        """JSON Lines streamed into a multipart upload (failures.jsonl, the parts of an
+        all_versions job's keys): a million lines need no more memory than one part."""
         lines = (json.dumps(v, ensure_ascii=False).encode() + b"\n" for v in values)
         self.s3.upload_fileobj(
             io.BufferedReader(_LinesReader(lines), buffer_size=1024 * 1024),
@@ -91,6 +91,13 @@ class JobReports:
             # read ahead by up to ten parts while uploads are in flight.
             Config=FAILURES_UPLOAD,
         )
+
+    def text(self, key: str) -> str:
+        """A small object's whole text (an all_versions job's manifest of parts)."""
+        return self.s3.get_object(Bucket=self.bucket, Key=key)["Body"].read().decode("utf-8")
+
+    def put_text(self, key: str, text: str) -> None:
+        self.s3.put_object(Bucket=self.bucket, Key=key, Body=text.encode(), ContentType="text/plain")
 
     def put_html(self, job_id: str, page: str) -> str:
         """The report as one self-contained page, beside summary.json; returns its key."""

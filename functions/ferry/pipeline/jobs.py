@@ -17,7 +17,6 @@ from urllib.parse import urlencode
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.counts import plural
-from ferry.engine.deadlines import deadline_in
 from ferry.errors import ConfigError, describe, error_code, explain_bare
 from ferry.jobspec import JobSpec, SpecError, parse_job_spec, validate_job_spec
 from ferry.lambda_concurrency import AccountConcurrency, ConcurrencyCap, cap_max_concurrency, unknown_account
@@ -29,12 +28,11 @@ from ferry.pipeline.count_check import (
     check_map_run,
     map_run_counts,
 )
-from ferry.pipeline.history_keys import check_versioning, histories_key, list_histories
+from ferry.pipeline.history_keys import VersionListing, check_versioning, source_client
 from ferry.pipeline.job_reports import job_prefix
 from ferry.pipeline.job_stats import first_failures, job_stats
-from ferry.pipeline.ledger.contract import JobExists, recorded_by
 from ferry.pipeline.manifest_check import check_manifest
-from ferry.pipeline.map_runs import MapRunRecord, job_map_runs
+from ferry.pipeline.map_runs import MapRunRecord, job_map_runs, lambda_error_message
 from ferry.pipeline.reach import reached_otherwise
 from ferry.pipeline.recording import record_lost_batch
 from ferry.pipeline.services import Services
@@ -51,31 +49,19 @@ def prepare(
     event: Mapping[str, Any],
     services: Services,
     *,
-    remaining_ms: int | None = None,
     account: Callable[[], AccountConcurrency] | None = None,
 ) -> dict[str, Any]:
-    """Check the job, record it, and say where the Map reads its items. `remaining_ms`: the
-    Lambda's time left, within which an all_versions job's listing must end (none on a machine).
-    `account` reads the account's Lambda concurrency, to which the Map's MaxConcurrency is
-    lowered (`concurrency_cap`); none on a machine, where no Lambda runs."""
+    """Check the job, record it, and say where the Map reads its items (an all_versions job's
+    keys are listed next, by the ListVersions loop: pipeline/history_keys.py). `account` reads
+    the account's Lambda concurrency, to which the Map's MaxConcurrency is lowered
+    (`concurrency_cap`); none on a machine, where no Lambda runs."""
     spec = validate_job_spec(event.get("spec"), default_job_id=event.get("execution_name"))
     check_reader_region(spec, services)
     check_access(spec, services)
     if spec.manifest:  # read through once, so a manifest the ItemReader would choke on is refused now
         check_manifest(services.s3, spec.manifest.bucket, spec.manifest.key, spec.manifest.format)
-    listed = None
-    if spec.options.all_versions:
-        existing = services.ledger.job(spec.job_id)  # before its manifest is written over
-        if existing is not None and not recorded_by(existing, event.get("execution_arn")):
-            raise JobExists(f"job_id: a job {spec.job_id!r} already exists in the ledger; give a new job_id")
-        deadline = None
-        if remaining_ms is not None:
-            deadline = deadline_in(remaining_ms / 1000 - services.settings.deadline_margin_seconds)
-        listed = list_histories(spec, source_client(spec, services), services.reports, deadline=deadline)
     services.ledger.create_job(spec.job_id, spec.to_dict(), execution_arn=event.get("execution_arn"))
     job = job_input(spec, services)
-    if listed is not None:
-        job["histories"] = listed.to_dict()
     if account is not None:
         cap = concurrency_cap(services.settings, account)
         job["limits"]["max_concurrency"] = cap.max_concurrency  # the Maps' MaxConcurrencyPath
@@ -107,8 +93,8 @@ def job_input(spec: JobSpec, services: Services) -> dict[str, Any]:
         "limits": services.settings.batching(),
         "report_prefix": job_prefix(spec.job_id),
     }
-    if spec.options.all_versions:  # the keys Prepare listed (pipeline/history_keys.py)
-        job["histories"] = {"key": histories_key(spec.job_id)}
+    if spec.options.all_versions:  # the keys the ListVersions loop lists (pipeline/history_keys.py)
+        job["histories"] = VersionListing().to_dict()
     elif spec.manifest:
         job["manifest"] = {"bucket": spec.manifest.bucket, "key": spec.manifest.key}
     else:
@@ -116,19 +102,13 @@ def job_input(spec: JobSpec, services: Services) -> dict[str, Any]:
     return job
 
 
-def source_client(spec: JobSpec, services: Services) -> Any:
-    """The client Prepare lists the source's versions with: the stack's own, or one for the
-    configured role, region, endpoint or secret, as the workers reach it."""
-    endpoint = services.endpoint("source", str(spec.source_bucket), spec.source_prefix)
-    return make_client(endpoint, pool_size=4) if reached_otherwise(endpoint) else services.s3
-
-
 def check_reader_region(spec: JobSpec, services: Services) -> None:
     """The Distributed Map's ItemReader reads only buckets in the state machine's own region,
     while botocore follows S3's redirect, so every other check here would pass. Refuse the job
     with where it can run. Only what the ItemReader reads must be local: the workers copy
     from and to any region. `ferry run` reads the items itself, from any region; an
-    all_versions job's items are the manifest Prepare writes in the stack's report bucket."""
+    all_versions job's items are the parts its ListVersions loop writes in the stack's report
+    bucket."""
     if services.reads_any_region or spec.options.all_versions:
         return
     stack = os.environ.get("AWS_REGION") or services.s3.meta.region_name
@@ -203,7 +183,7 @@ def check_access(spec: JobSpec, services: Services) -> None:
         )
         if m.format == "inventory":
             _check_inventory(s3, m.bucket, m.key)
-    if spec.options.all_versions:  # Prepare lists the versions, as the workers reach the source
+    if spec.options.all_versions:  # the versions are listed as the workers reach the source
         check_versioning(spec, source_client(spec, services), destination_client(spec, services))
     elif spec.source_bucket:
         bucket, prefix = spec.source_bucket, spec.source_prefix
@@ -378,6 +358,7 @@ def finalize(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
         check=lambda items: check_map_run(items, recorded, counts, noun=item_noun(spec)),
         lost=lost,
         map_error=event.get("map_error"),
+        listing_error=event.get("listing_error"),
         map_run=event.get("map"),
         concurrency=(event.get("job") or {}).get("concurrency"),
     )
@@ -391,13 +372,16 @@ def settle_job(
     check: Callable[[int], CountCheck] | None = None,
     lost: int = 0,
     map_error: Mapping[str, Any] | None = None,
+    listing_error: Mapping[str, Any] | None = None,
     map_run: Any = None,
     concurrency: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The end of every Finalize (the state machine's and `ferry run`'s): the ledger's tally
     checked (`check`, given the ledger's objects; else against the `read` items), the report
-    files, the job's status and its cause. `concurrency`: Prepare's cap of the Map's
-    MaxConcurrency; the report says it when it lowered the setting, or could not decide."""
+    files, the job's status and its cause. `listing_error`: an all_versions job's listing
+    failed (history_keys.py), so no Map ran: the job is FAILED with that error.
+    `concurrency`: Prepare's cap of the Map's MaxConcurrency; the report says it when it
+    lowered the setting, or could not decide."""
     job_id = job["job_id"]
     ledger, reports = services.ledger, services.reports
     cleanup = _abort_abandoned_uploads(job, services)
@@ -409,7 +393,7 @@ def settle_job(
     dry_run = bool(job["spec"].get("options", {}).get("dry_run"))
     summary: dict[str, Any] = {
         "job_id": job_id,
-        "status": _status(counts, map_error, bool(counted.problems), dry_run=dry_run),
+        "status": _status(counts, map_error or listing_error, bool(counted.problems), dry_run=dry_run),
         **counts,
         "batches": tally.batches,
         "lost_in_unfinished_batches": lost,
@@ -433,6 +417,11 @@ def settle_job(
         summary["count_problems"] = counted.problems
     if map_error:
         summary["map_error"] = {"error": map_error.get("Error"), "cause": str(map_error.get("Cause"))[:1000]}
+    if listing_error:
+        summary["listing_error"] = {
+            "error": listing_error.get("Error"),
+            "cause": lambda_error_message(listing_error.get("Cause")),
+        }
     if map_run:
         summary["map_run"] = map_run
     if concurrency and concurrency.get("note"):
@@ -498,6 +487,9 @@ def _status(counts: Mapping[str, int], map_error: Any, miscounted: bool, *, dry_
 def _cause(summary: Mapping[str, Any]) -> str:
     """One paragraph for the execution's failure: what went wrong first, then the counts."""
     parts = []
+    if summary.get("listing_error"):
+        error = summary["listing_error"]
+        parts.append(f"listing the source's versions stopped: {error['error']}: {error['cause']}")
     if summary.get("map_error"):
         parts.append(f"the Distributed Map stopped: {summary['map_error']['error']}")
     parts.extend(summary.get("count_problems") or [])

@@ -4,7 +4,7 @@ on this machine for `ferry run` (`LocalReports`), with the same keys and the sam
     <root>/jobs/<job id>/objects/<batch key>.<attempt>.jsonl
     <root>/jobs/<job id>/summary.json
     <root>/jobs/<job id>/failures.jsonl
-    <root>/jobs/<job id>/histories.jsonl     (an all_versions job's keys: pipeline/history_keys.py)
+    <root>/jobs/<job id>/histories/...       (an all_versions job's keys: pipeline/history_keys.py)
 """
 
 from __future__ import annotations
@@ -29,6 +29,8 @@ class ReportStore(Protocol):
     def delete(self, key: str) -> None: ...
     def rows(self, key: str) -> Iterator[dict[str, Any]]: ...
     def put_jsonl(self, key: str, values: Iterable[Any]) -> None: ...
+    def text(self, key: str) -> str: ...
+    def put_text(self, key: str, text: str) -> None: ...
     def failed_in(self, key: str, batch_key: str) -> Iterator[Failure]: ...
     def put_final(
         self, job_id: str, summary: Mapping[str, Any], failures: Iterable[Failure]
@@ -66,6 +68,12 @@ class LocalReports:
 
     def put_jsonl(self, key: str, values: Iterable[Any]) -> None:
         self._write(key, (json.dumps(v, ensure_ascii=False) + "\n" for v in values))
+
+    def text(self, key: str) -> str:
+        return Path(self.url(key)).read_text(encoding="utf-8")
+
+    def put_text(self, key: str, text: str) -> None:
+        self._write(key, [text])
 
     def put_final(
         self, job_id: str, summary: Mapping[str, Any], failures: Iterable[Failure]

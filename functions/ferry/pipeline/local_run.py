@@ -2,6 +2,8 @@
 calling the very functions the Lambda and Fargate workers call.
 
     Prepare            jobs.prepare (validate the spec, check access, create the job record)
+    ListVersions loop  an all_versions job's keys: history_keys.list_versions_step, run after
+                       run (each until `pass_seconds`), until the listing is done
     Distributed Map    item_reader.read_items + item_reader.batches (ItemReader, ItemBatcher),
                        `concurrency` batches at once (MaxConcurrency)
       child workflow   batches.copy_batch (CopyBatch); a pass that leaves work is read back
@@ -44,6 +46,7 @@ from ferry.pipeline.batches import (
     large_object_recorded,
     resume_hand_over,
 )
+from ferry.pipeline.history_keys import VersionListing, completed_listing, list_versions_step
 from ferry.pipeline.item_reader import batches, read_items
 from ferry.pipeline.jobs import job_input, prepare, settle_job
 from ferry.pipeline.ledger.contract import INTERRUPTED, RUNNING
@@ -147,6 +150,17 @@ def run_job(
     else:
         job = prepare({"spec": spec, "execution_name": job_id or new_job_id()}, services)
     journal = RunJournal.for_job(journal_root, job["job_id"]) if journal_root is not None else None
+    listing_error: dict[str, str] | None = None
+    if job["reader"] == "versions":
+        job, listing_error = list_all_versions(job, services, pass_seconds)
+        if listing_error is None and not job["histories"]["done"]:  # stopped while listing
+            if journal is not None:
+                if not resume:
+                    journal.start()
+                return interrupted(job["job_id"], services, 0)
+            listing_error = {"Error": "Interrupted", "Cause": "the run was stopped before the listing ended"}
+        if listing_error is not None:
+            return finalize_local(job["job_id"], services, 0, listing_error=listing_error)
     if journal is not None and not resume:
         journal.start()
     settings = services.settings
@@ -202,6 +216,22 @@ def run_job(
     return finalize_local(job["job_id"], services, listing.items, map_error)
 
 
+def list_all_versions(
+    job: dict[str, Any], services: Services, pass_seconds: float
+) -> tuple[dict[str, Any], dict[str, str] | None]:
+    """The parent's ListVersions loop (AllVersionsListed sends it round until `done`): each run
+    lists until `pass_seconds`, as a Lambda run until its deadline. Returns the job moved on
+    and, if a run failed, its error (the state's Catch takes it to Finalize: the job FAILED).
+    No limit on the runs here: only an execution's history bounds them on AWS."""
+    remaining_ms = int((pass_seconds + services.settings.deadline_margin_seconds) * 1000)
+    while not job["histories"]["done"] and not stopping():
+        try:
+            job = list_versions_step(job, services, remaining_ms=remaining_ms, bounded=False)
+        except (FerryError, ClientError, BotoCoreError, OSError) as error:
+            return job, {"Error": type(error).__name__, "Cause": str(error)}
+    return job, None
+
+
 def _objects_in(item: Any) -> int:
     """The objects one item stands for, as far as the reader knows: a history's versions."""
     versions = item.get("n") if isinstance(item, Mapping) and "k" in item and "n" in item else None
@@ -224,7 +254,10 @@ def resume_job(spec: Mapping[str, Any], job_id: str, services: Services) -> dict
             f"--resume: this spec is not the one job {job_id!r} ran with; resume it with the same JOB.json"
         )
     services.ledger.mark_job(job_id, RUNNING)
-    return job_input(checked, services)
+    job = job_input(checked, services)
+    if checked.options.all_versions:  # the keys its listing wrote; none if it never ended
+        job["histories"] = (completed_listing(services.reports, job_id) or VersionListing()).to_dict()
+    return job
 
 
 def interrupted(job_id: str, services: Services, read: int) -> dict[str, Any]:
@@ -360,7 +393,12 @@ def _error(error: BaseException) -> dict[str, str]:
 
 
 def finalize_local(
-    job_id: str, services: Services, listed: int, map_error: Mapping[str, str] | None = None
+    job_id: str,
+    services: Services,
+    listed: int,
+    map_error: Mapping[str, str] | None = None,
+    *,
+    listing_error: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """Finalize for a local run: the items the reader listed stand in for DescribeMapRun's
     count (the check that every listed object is in the ledger), then the same report,
@@ -368,7 +406,9 @@ def finalize_local(
     job = services.ledger.job(job_id)
     if job is None:
         raise ConfigError(f"job {job_id!r} has no record in the ledger")
-    return settle_job({**job, "job_id": job_id}, services, read=listed, map_error=map_error)
+    return settle_job(
+        {**job, "job_id": job_id}, services, read=listed, map_error=map_error, listing_error=listing_error
+    )
 
 
 def job_rows(services: Services, job_id: str) -> Iterator[dict[str, Any]]:

@@ -48,7 +48,7 @@ class UnfinishedChild:
     def reason(self) -> str:
         if self.status == "PENDING":
             return "never started: the Distributed Map stopped before this batch ran"
-        cause = _message(self.cause)
+        cause = lambda_error_message(self.cause)
         return f"the batch's child execution {self.status.lower()} ({self.error or 'no error given'}{': ' + cause if cause else ''})"
 
 
@@ -132,7 +132,7 @@ def _child(group: str, child: dict[str, Any]) -> UnfinishedChild:
     )
 
 
-def _message(cause: str | None) -> str:
+def lambda_error_message(cause: str | None) -> str:
     """A Lambda error's Cause is a JSON document; its errorMessage is what a person reads."""
     if not cause:
         return ""

@@ -78,8 +78,40 @@ def list_versions(
 ) -> Iterator[Version]:
     """Every version and delete marker under `prefix`, in the answer's order (keys in order,
     each newest first as the server gives it)."""
+    for page in version_pages(client, bucket, prefix, side=side):
+        for version in page.versions:
+            if stop_after is not None and version.key > stop_after:
+                return
+            yield version
+
+
+@dataclass(frozen=True)
+class VersionPage:
+    """One ListObjectVersions answer: its entries in key order, and where the next page starts
+    (`next_key_marker` None: this was the last page)."""
+
+    versions: tuple[Version, ...]
+    next_key_marker: str | None = None
+    next_version_id_marker: str | None = None
+
+
+def version_pages(
+    client: Any,
+    bucket: str,
+    prefix: str,
+    *,
+    key_marker: str | None = None,
+    version_id_marker: str | None = None,
+    side: str = "source",
+) -> Iterator[VersionPage]:
+    """The answers page by page (up to 1,000 entries each), from the given markers on: a
+    listing too long for one run goes on in the next from the last page's markers."""
     _note_element_order(client)
     params: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix}
+    if key_marker:
+        params["KeyMarker"] = key_marker
+        if version_id_marker:
+            params["VersionIdMarker"] = version_id_marker
     while True:
         try:
             page = client.list_object_versions(**params)
@@ -89,16 +121,16 @@ def list_versions(
             ) from error
         # Keys in order: a server that writes a page's delete markers before its versions
         # (versitygw) is put back into key order; one key's entries keep the answer's order.
-        for version in sorted(_in_answer_order(page), key=lambda v: v.key):
-            if stop_after is not None and version.key > stop_after:
-                return
-            yield version
-        if not page.get("IsTruncated"):
+        versions = tuple(sorted(_in_answer_order(page), key=lambda v: v.key))
+        next_key = page.get("NextKeyMarker") if page.get("IsTruncated") else None
+        if not next_key:
+            yield VersionPage(versions)
             return
-        params["KeyMarker"] = page.get("NextKeyMarker")
-        params["VersionIdMarker"] = page.get("NextVersionIdMarker")
-        if not params["KeyMarker"]:
-            return
+        next_version = page.get("NextVersionIdMarker") or None
+        yield VersionPage(versions, next_key, next_version)
+        params["KeyMarker"], params["VersionIdMarker"] = next_key, next_version
+        if next_version is None:
+            params.pop("VersionIdMarker")
 
 
 def _history(versions: list[Version]) -> History:
