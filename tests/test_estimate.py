@@ -430,7 +430,7 @@ def test_the_estimate_is_made_for_the_accounts_real_lambda_quota() -> None:
     children at once, not the setting's 100, and so does the estimate, in its limits and its
     duration; it says where the quota came from and why fewer children run."""
     from ferry.costs.estimate import LambdaQuota
-    from ferry.lambda_concurrency import AccountConcurrency
+    from ferry.quotas.lambda_concurrency import AccountConcurrency
 
     work = Workload.uniform(1_000_000, 500_000)
     small = LambdaQuota(AccountConcurrency(10, 10), source="account", where="eu-west-1")
@@ -460,7 +460,7 @@ def test_the_estimate_is_made_for_the_accounts_real_lambda_quota() -> None:
 
 def test_reservations_the_account_cannot_take_are_said_and_a_reservation_caps_the_children() -> None:
     from ferry.costs.estimate import LambdaQuota
-    from ferry.lambda_concurrency import AccountConcurrency
+    from ferry.quotas.lambda_concurrency import AccountConcurrency
 
     shape = PipelineShape(copy_reserved_concurrency=50, record_failure_reserved_concurrency=5)
     small = estimate(

@@ -6,8 +6,8 @@ import functools
 from typing import Any
 
 from ferry.errors import ConfigError
-from ferry.lambda_concurrency import AccountConcurrency, read_account_concurrency
 from ferry.pipeline.jobs import prepare
+from ferry.quotas.lambda_concurrency import AccountConcurrency, read_account_concurrency
 
 from .runtime import logger, services, tracer
 

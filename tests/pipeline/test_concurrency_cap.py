@@ -17,7 +17,7 @@ import boto3
 import pytest
 
 from conftest import ACCOUNT_SETTINGS_PATH, FakeLambdaContext
-from ferry.lambda_concurrency import (
+from ferry.quotas.lambda_concurrency import (
     AccountConcurrency,
     cap_max_concurrency,
     headroom,

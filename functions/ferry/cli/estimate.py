@@ -30,9 +30,9 @@ from ferry.costs.estimate import (
 from ferry.counts import plural
 from ferry.errors import ConfigError, describe
 from ferry.jobspec import JobSpec, parse_job_spec
-from ferry.lambda_concurrency import AccountConcurrency, read_account_concurrency
 from ferry.limits import format_size, parse_size
 from ferry.models import CopyPolicy, Endpoint
+from ferry.quotas.lambda_concurrency import AccountConcurrency, read_account_concurrency
 from ferry.s3.clients import make_client, session_for
 from ferry.s3.listing import check_bucket, matches, parse_s3_url
 

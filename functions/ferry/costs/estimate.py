@@ -44,12 +44,6 @@ from typing import Any
 from ferry.costs import prices
 from ferry.counts import plural
 from ferry.errors import ConfigError
-from ferry.lambda_concurrency import (
-    DEFAULT_ACCOUNT_CONCURRENCY,
-    AccountConcurrency,
-    cap_max_concurrency,
-    reservations_refused,
-)
 from ferry.limits import (
     DEFAULT_MULTIPART_THRESHOLD,
     DEFAULT_OBJECTS_PER_DAY,
@@ -63,6 +57,12 @@ from ferry.limits import (
 )
 from ferry.listed_items import select
 from ferry.models import ARCHIVE_CLASSES
+from ferry.quotas.lambda_concurrency import (
+    DEFAULT_ACCOUNT_CONCURRENCY,
+    AccountConcurrency,
+    cap_max_concurrency,
+    reservations_refused,
+)
 
 # Storage classes whose objects the engine copies from the listing's evidence (engine/source.py
 # NEVER_ARCHIVED; a test keeps the two equal). Others get a HEAD first.

@@ -19,7 +19,6 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ferry.counts import plural
 from ferry.errors import ConfigError, describe, error_code, explain_bare
 from ferry.jobspec import JobSpec, SpecError, parse_job_spec, validate_job_spec
-from ferry.lambda_concurrency import AccountConcurrency, ConcurrencyCap, cap_max_concurrency, unknown_account
 from ferry.pipeline.abandoned_uploads import AbandonedUploads, abort_abandoned_uploads
 from ferry.pipeline.count_check import (
     CountCheck,
@@ -37,6 +36,12 @@ from ferry.pipeline.reach import reached_otherwise
 from ferry.pipeline.recording import record_lost_batch
 from ferry.pipeline.services import Services
 from ferry.pipeline.settings import WorkerSettings
+from ferry.quotas.lambda_concurrency import (
+    AccountConcurrency,
+    ConcurrencyCap,
+    cap_max_concurrency,
+    unknown_account,
+)
 from ferry.reports.report_html import render_report_html
 from ferry.s3.clients import make_client
 
@@ -72,7 +77,7 @@ def prepare(
 def concurrency_cap(settings: WorkerSettings, account: Callable[[], AccountConcurrency]) -> ConcurrencyCap:
     """The Map's MaxConcurrency for this job: the max_concurrency setting lowered to what the
     account's Lambda concurrency lets the copies take and still leave slots to RecordFailure,
-    Finalize and the account's other functions (ferry.lambda_concurrency). An account that
+    Finalize and the account's other functions (ferry.quotas.lambda_concurrency). An account that
     cannot be asked leaves the setting as it is, said in the job's report; the state machine's
     throttle retries then wait for slots."""
     asked = settings.max_concurrency
