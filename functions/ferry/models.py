@@ -53,6 +53,16 @@ class Compare(StrEnum):
     SIZE_MTIME = "size-mtime"
 
 
+def check_endpoint_url(url: str) -> str:
+    """An endpoint as botocore takes it: http:// or https://, then a host. Without the scheme
+    (`127.0.0.1:9000`, as servers print their address) botocore raises a bare ValueError."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in ("http", "https") or not rest.strip("/"):
+        bare = rest if sep else url
+        raise ConfigError(f"endpoint {url!r} is not a URL: write http://{bare} (or https://{bare} for TLS)")
+    return url
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """How to reach one side of a copy: each side can be another account, region or service."""
@@ -71,6 +81,10 @@ class Endpoint:
     # (bucket, 12-digit account id) pairs: every request to such a bucket names its owner, so a
     # bucket deleted and re-created by another account is refused, not written to (s3/clients.py).
     bucket_owners: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.endpoint_url is not None:
+            check_endpoint_url(self.endpoint_url)
 
     @property
     def identity(self) -> tuple[str | None, str | None, str | None, str | None]:

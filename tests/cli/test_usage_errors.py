@@ -121,3 +121,42 @@ def test_a_missing_subcommand_is_named_and_help_still_lists_every_option() -> No
     ]
     helped = subprocess.run([FERRY, "copy", "--help"], capture_output=True, text=True, timeout=60)
     assert helped.returncode == 0 and "--part-size" in helped.stdout and "--kms-key-id" in helped.stdout
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["copy", "s3://src-b/p/", "s3://dst-b/p/", "--endpoint-url", "127.0.0.1:19000"],
+        ["copy", "s3://src-b/p/", "LOCAL", "--endpoint-url", "localhost:9000"],
+        ["copy", "s3://src-b/p/", "s3://dst-b/p/", "--dest-endpoint-url", "127.0.0.1:19000"],
+        ["sync", "s3://src-b/p/", "s3://dst-b/p/", "--source-endpoint-url", "127.0.0.1:19000"],
+        ["check", "s3://src-b/p/", "s3://dst-b/p/", "--endpoint-url", "127.0.0.1:19000"],
+        ["clean-uploads", "s3://dst-b/", "--endpoint-url", "127.0.0.1:19000"],
+        ["ls", "s3://src-b/p/", "--endpoint-url", "ftp://127.0.0.1:19000"],
+        [
+            "run",
+            "SPEC",
+            "--table",
+            "ledger",
+            "--table-endpoint-url",
+            "127.0.0.1:8000",
+            "--region",
+            "us-east-1",
+        ],
+    ],
+)
+def test_an_endpoint_without_a_scheme_is_refused_in_one_line(argv: list[str], tmp_path) -> None:
+    """`--endpoint-url 127.0.0.1:19000` (the scheme left out, as MinIO's own docs print the
+    address) was a botocore traceback ('ValueError: Invalid endpoint'); it is one line that
+    says what to write, before anything is read or written."""
+    spec = tmp_path / "job.json"
+    spec.write_text('{"source": {"bucket": "src-b"}, "destination": {"bucket": "dst-b"}}')
+    argv = [str(tmp_path / "down") if a == "LOCAL" else str(spec) if a == "SPEC" else a for a in argv]
+    if argv[0] == "ls":
+        argv = ["copy", argv[1], "s3://dst-b/p/", *argv[2:]]
+    done = subprocess.run([FERRY, *argv], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "endpoint" in done.stderr and "http://" in done.stderr, done.stderr
+    assert not (tmp_path / "down").exists()

@@ -35,7 +35,7 @@ from ferry.counts import plural
 from ferry.engine.deadlines import stop_all, stop_cleared
 from ferry.errors import ConfigError, error_code
 from ferry.limits import parse_size
-from ferry.models import CopyResult, Status
+from ferry.models import CopyResult, Status, check_endpoint_url
 from ferry.pipeline.ledger.contract import INTERRUPTED, Ledger
 from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from ferry.pipeline.ledger.sqlite import SQLiteLedger
@@ -287,6 +287,8 @@ def _ledger(args: argparse.Namespace) -> tuple[Ledger, Path]:
         path = ledger_path(args)
         return SQLiteLedger(path), path.parent
     region = args.table_region or args.region or args.source_region
+    if args.table_endpoint_url:
+        check_endpoint_url(args.table_endpoint_url)
     client = boto3.client(
         "dynamodb",
         region_name=region,
