@@ -98,20 +98,20 @@ def test_dry_run_writes_nothing(versitygw, vgw_buckets):
     assert versitygw.keys(dst) == []
 
 
-def test_failed_objects_exit_2_and_are_named_in_summary_and_report(versitygw, motoserver, tmp_path):
-    # Server-side copy between two different endpoints cannot work: the destination server
-    # does not have the source bucket. Every object must fail, by name, with a reason.
-    src = versitygw.bucket("src")
-    dst = motoserver.bucket("dst")
-    put(versitygw, src, ["one", "two"])
+def test_failed_objects_exit_2_and_are_named_in_summary_and_report(versitygw, tmp_path):
+    # versitygw refuses to copy an empty folder marker ("dir/") server-side
+    # (DirectoryObjectContainsData): with --mode server-side, which may not stream it instead,
+    # each such object must fail, by name, with a reason.
+    src, dst = versitygw.bucket("src"), versitygw.bucket("dst")
+    put(versitygw, src, ["one/", "two/"], body=b"")
     report = tmp_path / "r.jsonl"
     run = ferry(
-        "copy", f"s3://{src}", f"s3://{dst}", "--source-endpoint-url", versitygw.url,
-        "--dest-endpoint-url", motoserver.url, "--mode", "server-side", "--report", str(report),
+        "copy", f"s3://{src}", f"s3://{dst}", "--endpoint-url", versitygw.url,
+        "--mode", "server-side", "--report", str(report),
     )  # fmt: skip
-    assert run.returncode == 2
+    assert run.returncode == 2, (run.stdout, run.stderr)
     assert "2 failed" in run.stdout
-    assert f"failed: s3://{src}/one" in run.stdout
+    assert f"failed: s3://{src}/one/" in run.stdout
     lines = [json.loads(line) for line in report.read_text().splitlines()]
     failed = [line for line in lines if line.get("status") == "failed"]
     assert len(failed) == 2 and all(line["reason"] for line in failed)
@@ -337,3 +337,27 @@ def test_an_in_place_tag_change_keeps_metadata_and_is_accepted_by_s3(motoserver,
     tags = motoserver.client.get_object_tagging(Bucket=bucket, Key="data/a")["TagSet"]
     assert tags == [{"Key": "project", "Value": "blue"}]
     assert json.loads(ferry(*argv, "--tag", "project=blue").stdout)["skipped"] == 1
+
+
+def test_server_side_across_two_endpoints_is_refused_before_anything_is_copied(versitygw, minio) -> None:
+    """A server can copy server-side only from itself: CopyObject sent to the destination's
+    server copies from that server's bucket of the same name (4,000 failures, and a key that
+    happened to match there reported copied). --mode server-side with two endpoints is refused
+    up front, in one line that says what to use instead."""
+    src, dst = versitygw.bucket("src"), minio.bucket("dst")
+    put(versitygw, src, ["p/a", "p/b"])
+    done = ferry(
+        "copy",
+        f"s3://{src}/p/",
+        f"s3://{dst}/p/",
+        "--mode",
+        "server-side",
+        "--source-endpoint-url",
+        versitygw.url,
+        "--dest-endpoint-url",
+        minio.url,
+    )
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "server-side" in done.stderr and "--mode stream" in done.stderr, done.stderr
+    assert minio.keys(dst) == []

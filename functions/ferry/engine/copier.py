@@ -29,7 +29,7 @@ from ferry.engine.server_side import ServerSideRefusedObject, server_side_copy
 from ferry.engine.skip import already_as_asked, identical_reason, settled_by_listing
 from ferry.engine.source import SourceInfo, confirm, from_listing, inspect
 from ferry.engine.streaming import single_put_limit, stream_copy
-from ferry.errors import CopySourceDenied, FerryError, ListingWasStale
+from ferry.errors import ConfigError, CopySourceDenied, FerryError, ListingWasStale
 from ferry.limits import (
     DEFAULT_COPY_PART_SIZE,
     DEFAULT_MEMORY_LIMIT,
@@ -116,6 +116,7 @@ class Copier:
                 f"single_request_rate must be positive bytes per second, not {single_request_rate}"
             )
         self.policy = policy or CopyPolicy()
+        _check_server_side_reach(self.policy, source, destination)
         self.single_request_rate = single_request_rate
         self.concurrency = concurrency
         self.part_concurrency = part_concurrency or default_part_concurrency()
@@ -499,6 +500,18 @@ class _WindowReader:
         if self.index is not None and window.pairs and not past_deadline:
             window.known = self.index.window([target for _, target in window.pairs])
         return window
+
+
+def _check_server_side_reach(policy: CopyPolicy, source: Endpoint, destination: Endpoint) -> None:
+    """A server copies server-side only from itself: CopyObject sent to the destination's
+    endpoint names a bucket there, so a source on another endpoint is never read (at best
+    "no such bucket", at worst that server's own bucket of the same name)."""
+    if policy.mode == Mode.SERVER_SIDE and source.endpoint_url != destination.endpoint_url:
+        raise ConfigError(
+            f"--mode server-side needs one endpoint for both sides, but the source is at "
+            f"{source.endpoint_url or 'AWS'} and the destination at {destination.endpoint_url or 'AWS'}: "
+            "use --mode stream (or auto, which streams between endpoints)"
+        )
 
 
 def _seconds_needed(request_bytes: int, rate: int) -> float:
