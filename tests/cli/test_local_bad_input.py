@@ -162,3 +162,28 @@ def test_an_unreadable_file_inside_the_folder_fails_alone(
     assert f"failed: {src / 'closed.txt'}: cannot read the file: Permission denied" in run.stdout
     assert f"failed: {src / 'closed-folder'}: cannot read the folder: Permission denied" in run.stdout
     assert sorted(versitygw.keys(bucket)) == ["photos/a.jpg", "up/open.txt"]
+
+
+@pytest.mark.parametrize(
+    ("command", "src", "parts"),
+    [
+        ("copy", "photos/nosuchdir/", ["nothing matched", "photos/nosuchdir/", "no object under it"]),
+        ("copy", "photos/nosuch.jpg", ["nothing matched", "photos/nosuch.jpg"]),
+        ("copy", "photo", ["nothing matched", "did you mean", "photos/"]),
+        ("sync", "photos/nosuchdir/", ["nothing matched", "photos/nosuchdir/"]),
+    ],
+)
+def test_a_download_whose_source_matches_nothing_is_refused_as_between_buckets(
+    versitygw, bucket, tmp_path, command, src, parts
+) -> None:
+    """A mistyped SRC downloaded to a folder said '0 objects', exit 0, where the same typo
+    between buckets is refused: it is refused in one line too, and no folder is made."""
+    dst = tmp_path / "local" / "x"
+    run = subprocess.run(
+        [FERRY, command, f"s3://{bucket}/{src}", f"{dst}/", "--endpoint-url", versitygw.url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert_one_line(run, *parts)
+    assert not (tmp_path / "local").exists()

@@ -10,7 +10,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import replace
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -251,6 +251,9 @@ def finish_reports(
     return problem
 
 
+T = TypeVar("T")
+
+
 def matched_pairs(
     client: Any, src: S3Url, dst: S3Url, options: JobOptions, filters: Filters
 ) -> Iterator[Pair]:
@@ -262,14 +265,19 @@ def matched_pairs(
     that leave nothing this time are a copy of nothing, exit 0: `--max-age 1d` run nightly may
     find nothing new, as rclone's does."""
     pairs = plan_pairs(client, src, dst, filters=filters)
+    return first_or_refuse(pairs, client, src, filters, lambda relaxed: _any_pair(client, src, dst, relaxed))
+
+
+def first_or_refuse(
+    pairs: Iterator[T], client: Any, src: S3Url, filters: Filters, any_with: Callable[[Filters], bool]
+) -> Iterator[T]:
+    """`pairs` as they come, or the one-line refusal when there are none (matched_pairs says
+    when nothing is a typo and when it is a copy of nothing); `any_with` tells whether SRC
+    holds anything under other filters. For every door that reads SRC from S3."""
     first = next(pairs, None)
     if first is None:
-        if filters.by_details and _any_pair(
-            client,
-            src,
-            dst,
-            replace(filters, min_size=None, max_size=None, modified_from=None, modified_to=None),
-        ):
+        relaxed = replace(filters, min_size=None, max_size=None, modified_from=None, modified_to=None)
+        if filters.by_details and any_with(relaxed):
             return iter(())  # sizes or ages chose nothing this time: a copy of nothing, not a typo
         raise ConfigError(nothing_matched(client, src, filters))
     return itertools.chain([first], pairs)

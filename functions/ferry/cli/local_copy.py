@@ -16,7 +16,7 @@ import stat
 from collections.abc import Iterator
 from typing import IO, Any
 
-from ferry.cli.copy_command import copy_and_report, options_from
+from ferry.cli.copy_command import copy_and_report, first_or_refuse, options_from
 from ferry.cli.filter_options import filters_from
 from ferry.cli.ranges import check_count, memory_limit
 from ferry.cli.sides import check_local_source, endpoints
@@ -87,7 +87,13 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
         src = parse_s3_url(args.src, "SRC")
         client = make_client(source, pool)
         check_bucket(client, src.bucket, "source")
-        pairs = _download_pairs(client, src, args.dst, filters)
+        pairs = first_or_refuse(
+            _download_pairs(client, src, args.dst, filters),
+            client,
+            src,
+            filters,
+            lambda relaxed: next(_download_pairs(client, src, args.dst, relaxed), None) is not None,
+        )
         copier = Downloader(source, options.policy, source_client=client, **copier_options)
     return copy_and_report(args, lambda _: copier, pairs, stdout, stderr)  # (no byte hook: as before)
 

@@ -19,7 +19,7 @@ import argparse
 from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
-from ferry.cli.copy_command import copy_and_report
+from ferry.cli.copy_command import copy_and_report, first_or_refuse
 from ferry.cli.local_copy import (
     check_local_folder,
     listed_pairs,
@@ -120,8 +120,15 @@ def _down(
     def remove(extras: Sequence[Extra]) -> list[DeleteResult]:
         return delete_local_extras(args.dst, extras)
 
+    def listed(chosen: Filters) -> Iterator[Any]:
+        found = listed_pairs(client, src, args.dst, chosen, name_max(args.dst))
+        return (pair for pair in found if not is_ferrys_own(pair[0].key, marks))
+
+    # A SRC that matches nothing is refused before any delete is planned: a mistyped prefix
+    # must never read as "the source is empty" (with --delete, "delete everything").
+    pairs = first_or_refuse(
+        listed(filters), client, src, filters, lambda relaxed: next(listed(relaxed), None) is not None
+    )
     deletes.marks = marks
     deletes.plan(source, destination, remove)
-    listed = listed_pairs(client, src, args.dst, filters, name_max(args.dst))
-    pairs = (pair for pair in listed if not is_ferrys_own(pair[0].key, marks))
     return Downloader(source_endpoint, options.policy, source_client=client, **copier_options), pairs
