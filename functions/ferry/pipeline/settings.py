@@ -39,6 +39,24 @@ ERROR_ALLOWANCE = 3 * (32_768 + 256)
 ENVELOPE_ALLOWANCE = 8 * 1024
 MAX_BATCH_INPUT_BYTES = 150 * 1024
 assert MAX_BATCH_INPUT_BYTES <= STATE_PAYLOAD_LIMIT - ERROR_ALLOWANCE - ENVELOPE_ALLOWANCE
+# Step Functions keeps at most 25,000 history events per STANDARD execution, and the child
+# workflow (statemachine/copy_batch.asl.json) is one per batch. Its large objects do not count
+# here: CopyLargeObjects is a Distributed Map, each object a child execution with its own
+# history (CopyLargeObject, up to 7 attempts, and RecordFailedLargeObject, up to 7: 2 + 2 + 4 x
+# 7 + 2 + 4 x 7 = 60 events at most), and the batch's history pays 6 events for the Map Run
+# however many objects it holds. What grows is the pass loop. A Task writes 2 events (entered,
+# exited) plus at most 4 per attempt (scheduled, started, submitted, succeeded or failed); its
+# attempts are 1 plus each Retrier's MaxAttempts. Today's Retry blocks give, per pass:
+#   CopyBatch       1 + 3 (Sandbox.Timedout) + 6 (the Lambda service errors) = 10 attempts: 42
+#   ResumeHandOver  1 + 6 = 7 attempts: 30 (RecordFailedBatch, the other way round, the same)
+#   WhatIsLeft, NextPass (Choice, Pass): 2 + 2
+# so 76 events a pass. With the execution's 2, the Map Run's 6 and BatchDone's 2, less the
+# last pass's NextPass, 100 passes come to 76 x 100 + 8 = 7,608 events; 328 would still fit.
+# MAX_PASSES leaves room for passes of up to 249 events, Lambda Retry blocks more than three
+# times as long as today's, before a batch at the bound could outgrow its history.
+# tests/pipeline/test_child_history.py works the worst case out again from the rendered ASL's
+# Retry blocks, at this bound and at the largest batch the settings accept.
+MAX_PASSES = 100
 FARGATE_SIZES = {  # vCPU units -> memory MiB Fargate accepts (a subset, the useful ones)
     256: (512, 1024, 2048),
     512: (1024, 2048, 3072, 4096),
@@ -74,6 +92,7 @@ class PipelineSettings:
     tolerated_failure_percentage: int = 5
     large_object_threshold: int = 10 * GiB
     deadline_margin_seconds: int = 90
+    # Lambda passes a batch goes round at most; the last hands what is left to Fargate.
     max_passes: int = 50
     copy_object_mib_per_second: int = 16  # cross-region-safe; see ferry.engine.copier
     fargate_cpu: int = 2048
@@ -110,7 +129,12 @@ class PipelineSettings:
         _check_range("tolerated_failure_percentage", self.tolerated_failure_percentage, 0, 100)
         _check_range("large_object_threshold", self.large_object_threshold, 16 * MiB, 5 * 1024 * GiB)
         _check_range("deadline_margin_seconds", self.deadline_margin_seconds, 10, 600)
-        _check_range("max_passes", self.max_passes, 1, 1000)
+        if not 1 <= self.max_passes <= MAX_PASSES:
+            raise ConfigError(
+                f"max_passes: {self.max_passes} is out of range (1 to {MAX_PASSES}): more Lambda passes "
+                "than that could outgrow a batch's Step Functions history (25,000 events); what the last "
+                "pass leaves goes to the Fargate task, which has no time limit"
+            )
         _check_range("copy_object_mib_per_second", self.copy_object_mib_per_second, 1, 10_000)
         _check_range("fargate_max_concurrency", self.fargate_max_concurrency, 1, 1000)
         _check_range("checkpoint_ttl_days", self.checkpoint_ttl_days, 1, 365)
