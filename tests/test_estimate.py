@@ -98,8 +98,12 @@ def test_child_transitions_per_batch_pass_and_large_object_follow_the_asl() -> N
     with_large = walk(child, {"WhatIsLeft": ["CopyLargeObjects"]}, handed_over)
     assert with_large == ["CopyBatch", "ResumeHandOver", "WhatIsLeft", "CopyLargeObjects", "BatchDone"]
     assert len(with_large) - len(one_pass) == model.LARGE_BATCH_TRANSITIONS
-    per_large_object = walk(child["States"]["CopyLargeObjects"]["ItemProcessor"])
-    assert len(per_large_object) == model.LARGE_OBJECT_TRANSITIONS
+    # Each large object is a child execution of its own (a Distributed Map in the child): its
+    # start, as the parent's Map's are, then its own path.
+    large_objects = child["States"]["CopyLargeObjects"]["ItemProcessor"]
+    assert large_objects["ProcessorConfig"]["Mode"] == "DISTRIBUTED"
+    per_large_object = walk(large_objects)
+    assert model.CHILD_START_TRANSITIONS + len(per_large_object) == model.LARGE_OBJECT_TRANSITIONS
     # The Distributed Map is charged one transition per child execution it starts
     # (docs.aws.amazon.com/step-functions/latest/dg/concepts-transitions.html).
     assert model.CHILD_START_TRANSITIONS == 1
@@ -252,8 +256,8 @@ def test_a_20_gib_object_goes_to_fargate_in_90_second_passes() -> None:
     assert line(result, "Fargate", "vCPU-hours").usd == pytest.approx(2 * hours * 0.03238 * 0.3)  # Spot: -70%
     assert line(result, "Fargate", "GB-hours").usd == pytest.approx(4 * hours * 0.00356 * 0.3)
     # 6 parent; the child's start and CopyBatch; its hand-over to Fargate (ResumeHandOver,
-    # WhatIsLeft, CopyLargeObjects, BatchDone); the object's CopyLargeObject.
-    assert line(result, "Step Functions", "STANDARD state transitions").quantity == 6 + 2 + 4 + 1
+    # WhatIsLeft, CopyLargeObjects, BatchDone); the object's child start and CopyLargeObject.
+    assert line(result, "Step Functions", "STANDARD state transitions").quantity == 6 + 2 + 4 + 2
     assert line(result, "Lambda", "invocations").quantity == 1 + 1 + 2  # the pass, its resume
     # The checkpoint saved once: 300 + 150 x 2,560 bytes = 376 write units.
     assert line(result, "DynamoDB", "write request units").quantity == 1 + 1 + 376 + 1 + 3

@@ -136,8 +136,9 @@ def _acknowledge_wildcards(stack: FerryStack) -> None:
     )
     machine = stack.state_machine_name
     known[f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{machine}/*"] = (
-        f"The Distributed Map's child executions of this state machine ({machine}): Step Functions "
-        "names them per Map Run at run time, so they can only be named by this machine's prefix."
+        f"The Distributed Maps' child executions of this state machine ({machine}), a job's batches "
+        "and each batch's large objects: Step Functions names them per Map Run at run time, so they "
+        "can only be named by this machine's prefix."
     )
     known[_flatten(stack.resolve(stack.map_run_arn_pattern))] = (
         f"This state machine's Map Runs ({machine}): Finalize reads how many items a Map Run read "

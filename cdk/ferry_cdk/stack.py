@@ -522,7 +522,10 @@ class FerryStack(cdk.Stack):
             resource_name=name,
             arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
         )
-        # Distributed Map child executions are named `<machine>/<map run label>:<id>`.
+        # Distributed Map child executions are named `<machine>/<map run label>:<id>`: the job's
+        # batches, and each batch's large objects (CopyLargeObjects, a Distributed Map inside the
+        # child workflow, whose children are executions of this same machine). Both Maps start
+        # them with StartExecution on the machine and follow them on these names.
         children = self.format_arn(
             service="states",
             resource="execution",

@@ -78,7 +78,7 @@ def test_config_file_overrides_the_context(built: SimpleNamespace) -> None:
 
 def test_distributed_maps_read_batch_and_write_results(built: SimpleNamespace) -> None:
     machine = definition(built.template)
-    maps = {name: s for name, s in states(machine) if s["Type"] == "Map"}
+    maps = {name: s for name, s in machine["States"].items() if s["Type"] == "Map"}  # the job's own
     distributed = {
         n: s for n, s in maps.items() if s["ItemProcessor"]["ProcessorConfig"]["Mode"] == "DISTRIBUTED"
     }
@@ -109,6 +109,38 @@ def test_distributed_maps_read_batch_and_write_results(built: SimpleNamespace) -
         assert writer["Resource"] == "arn:aws:states:::s3:putObject", name
         assert writer["Parameters"]["Bucket"] == plain({"Ref": bucket_lid}, built.template), name
     assert histories["Bucket"] == plain({"Ref": bucket_lid}, built.template)
+
+
+def test_each_batch_runs_its_large_objects_as_child_executions_the_role_may_start(
+    built: SimpleNamespace,
+) -> None:
+    """CopyLargeObjects is a Distributed Map inside each batch's child workflow, so a batch's
+    history does not grow with its large objects: each object is a child execution of this
+    state machine (STANDARD, as ecs:runTask.sync needs), which the role may start (on the
+    machine) and follow, stop and redrive (on its executions' names, a nested Map Run's too)."""
+    from fnmatch import fnmatchcase
+
+    machine = definition(built.template)
+    jobs_maps = [name for name, s in machine["States"].items() if s["Type"] == "Map"]
+    nested = {name: s for name, s in states(machine) if name.startswith("CopyLargeObjects")}
+    assert sorted(nested) == sorted(f"CopyLargeObjects ({name})" for name in jobs_maps)
+    for name, state in nested.items():
+        assert state["ItemProcessor"]["ProcessorConfig"] == {
+            "Mode": "DISTRIBUTED",
+            "ExecutionType": "STANDARD",
+        }
+        assert state["ItemsPath"] == "$.large" and "ItemReader" not in state, name
+    by_action: dict[str, set[str]] = {}
+    for st in role_statements(built.template, "StateMachineRole"):
+        for action in as_list(st["Action"]):
+            by_action.setdefault(action, set()).update(as_list(st["Resource"]))
+    name = built.stack.state_machine_name
+    assert by_action["states:StartExecution"] == {
+        f"arn:aws:states:us-east-1:123456789012:stateMachine:{name}"
+    }
+    nested_child = f"arn:aws:states:us-east-1:123456789012:execution:{name}/9f8e7d6c/5b4a3928:0a1b2c3d-4e5f"
+    for action in ("states:DescribeExecution", "states:StopExecution", "states:RedriveExecution"):
+        assert any(fnmatchcase(nested_child, arn) for arn in by_action[action]), action
 
 
 def test_the_child_workflow_runs_the_functions_and_the_fargate_task(built: SimpleNamespace) -> None:

@@ -82,6 +82,12 @@ Functions reports for a `.sync` task whose container exits non-zero.
    the parent's `$$.Execution`. Here: `DistributedIterationComponent._map_run` is replaced by
    a pool of workers, MaxConcurrency(Path) of them (0 = one per child, as moto and AWS's
    "no limit"), each running one child at a time in its own frame with its own context object.
+   Each child also has its own execution history, as on AWS ("each child workflow execution
+   has its own, separate execution history from that of the parent workflow",
+   state-map-distributed.html): ExecutionStarted, its states' events, ExecutionSucceeded (or
+   Failed, Aborted, TimedOut). moto puts a Map Run's children's events in one throwaway list.
+   GetExecutionHistory answers for a child's ARN with that history; a Distributed Map inside a
+   child (a nested Map Run) runs the same way, its children with histories of their own.
 7. Retry waits are real `time.sleep` calls in moto
    (`...common.retry.retrier_decl.time.sleep`). Here: replaced by a recorder that returns at
    once (`ParentHarness.retry_sleeps` lists the waits that AWS would have made).
@@ -93,6 +99,12 @@ Functions reports for a `.sync` task whose container exits non-zero.
    whose counters the replaced `_map_run` above never updates. Here: moto's description with
    both counts taken from the harness's `MapRun`; `itemCounts` counts objects, or batches when
    `ParentHarness.item_counts_count` is "batches", so a test can run under either reading.
+
+Speed only, no behaviour changed: moto parses a JSONPath again (PLY, about a millisecond)
+at every evaluation, so each parsed path is kept (`moto...asl.utils.json_path.parse`); and a
+child's frame starts with an empty stack (moto leaves the Map's whole input on it, which each
+of the child's states then deep-copies: for a batch's thousand objects, a thousand copies of
+the batch per state).
 
 Tasks routed in-process:
 - `arn:aws:states:::lambda:invoke` -> `LambdaRouter` replaces
@@ -108,6 +120,13 @@ Tasks routed in-process:
   (signals only work in the main thread). Exit 0 -> the task's description is the result;
   non-zero -> `States.TaskFailed` with the stopped task's description as the Cause, which is
   what Step Functions reports for runTask.sync when an essential container exits non-zero.
+  The task's result is the resolver's alone: moto also listens for a task token on `.sync`
+  tasks, and every attempt of one state shares that listener, which the first attempt's end
+  interrupts for good, so a retried task that then succeeds is reported TaskTimedOut (a race
+  with the resolver that moto almost always loses); AWS's runTask.sync waits for the task only.
+  Each task gets its own clients and settings (a fresh process on AWS), unless the test asks
+  for one set shared by every task (`FargateTasks(..., shared_services=True)`, for thousands
+  of tasks: clients take milliseconds each to make).
 """
 
 from __future__ import annotations
@@ -115,6 +134,7 @@ from __future__ import annotations
 import copy
 import csv
 import datetime as dt
+import functools
 import gzip
 import io
 import json
@@ -224,6 +244,7 @@ class ParentHarness:
         # job the same way under both.
         self.item_counts_count: str = "items"
         self._original_parse: Any = None
+        self.children: dict[str, ChildRecord] = {}  # every child execution started, by its ARN
 
     def install(self, monkeypatch: Any) -> ParentHarness:
         import moto
@@ -242,6 +263,7 @@ class ParentHarness:
             StateTaskServiceEcs,
         )
         from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
+        from moto.stepfunctions.parser.asl.utils import json_path
         from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
         if moto.__version__ != MOTO_VERSION:
@@ -273,6 +295,13 @@ class ParentHarness:
         )
         monkeypatch.setattr(
             StateTaskServiceEcs,
+            "_eval_sync",
+            lambda task, env, sync_resolver, timeout_seconds, callback_endpoint, heartbeat_endpoint: (
+                sync_resolver()
+            ),
+        )
+        monkeypatch.setattr(
+            StateTaskServiceEcs,
             "_build_sync_resolver",
             lambda task, env, resource_runtime_part, normalised_parameters, state_credentials: (
                 harness.fargate.sync_resolver(task, env)
@@ -286,6 +315,15 @@ class ParentHarness:
             ),
         )
         monkeypatch.setattr(retrier_decl, "time", SimpleNamespace(sleep=self.retry_sleeps.append))
+        monkeypatch.setattr(json_path, "parse", functools.lru_cache(maxsize=None)(json_path.parse))
+        original_history = StepFunctionsParserBackend.get_execution_history
+        monkeypatch.setattr(
+            StepFunctionsParserBackend,
+            "get_execution_history",
+            lambda backend, execution_arn: harness._execution_history(
+                backend, execution_arn, original_history
+            ),
+        )
         original_describe = StepFunctionsParserBackend.describe_map_run
         monkeypatch.setattr(
             StepFunctionsParserBackend,
@@ -293,6 +331,15 @@ class ParentHarness:
             lambda backend, map_run_arn: harness._describe_map_run(original_describe(backend, map_run_arn)),
         )
         return self
+
+    def _execution_history(self, backend: Any, execution_arn: str, original: Callable[..., Any]) -> Any:
+        """A child execution's own history; any other execution's as moto keeps it."""
+        from moto.stepfunctions.parser.api import GetExecutionHistoryOutput
+
+        child = self.children.get(execution_arn)
+        if child is None:
+            return original(backend, execution_arn)
+        return GetExecutionHistoryOutput(events=child.history.get_event_history() if child.history else [])
 
     def _describe_map_run(self, described: dict[str, Any]) -> dict[str, Any]:
         run = next((r for r in self.map_runs if r.map_run_arn == described.get("mapRunArn")), None)
@@ -554,6 +601,7 @@ class ChildRecord:
     cause: str | None = None
     start: dt.datetime | None = None
     stop: dt.datetime | None = None
+    history: Any = None  # the child's own moto EventManager
 
 
 @dataclass
@@ -693,7 +741,7 @@ def _map_run(harness: ParentHarness, component: Any, env: Any, eval_input: Any) 
 
     def worker() -> None:
         while (child := next_child()) is not None:
-            _run_child(component, env, eval_input, run, program, child)
+            _run_child(harness, component, env, eval_input, run, program, child)
 
     workers = len(run.children)
     if run.max_concurrency != DEFAULT_MAX_CONCURRENCY_VALUE:
@@ -741,7 +789,13 @@ def _select_item(component: Any, env: Any, eval_input: Any, index: int, item: An
 
 
 def _run_child(
-    component: Any, env: Any, eval_input: Any, run: MapRun, program: Any, child: ChildRecord
+    harness: ParentHarness,
+    component: Any,
+    env: Any,
+    eval_input: Any,
+    run: MapRun,
+    program: Any,
+    child: ChildRecord,
 ) -> None:
     """One child execution, with its own $$.Execution and $$.StateMachine (as on AWS)."""
     from moto.stepfunctions.parser.asl.component.state.exec.state_map.iteration.itemprocessor.inline_item_processor_worker import (
@@ -761,11 +815,13 @@ def _run_child(
     arn_prefix = run.map_run_arn.replace(":mapRun:", ":execution:", 1).rsplit(":", 1)[0]
     child.execution_arn = f"{arn_prefix}:{child.name}"
     child.start = dt.datetime.now(dt.UTC)
+    harness.children[child.execution_arn] = child
     record.execution_counter.total.count()
     record.execution_counter.running.count()
     record.item_counter.total.count(child.items)
     record.item_counter.running.count(child.items)
     frame = env.open_inner_frame()
+    _own_history(frame, child, parent_role=env.aws_execution_details.role_arn)
     try:
         context = frame.states.context_object.context_object_data
         parent = context["Execution"]
@@ -790,6 +846,9 @@ def _run_child(
             parameters=eval_input.parameters,
         )
         selector._eval_input(env_frame=frame)
+        # A new execution's stack is empty; moto leaves the Map's whole input on it, which each
+        # state of the child would then deep-copy (a batch's, for each of its objects).
+        frame.stack.clear()
         program.eval(frame)
         end = frame.program_state()
         if isinstance(end, ProgramError):
@@ -812,6 +871,7 @@ def _run_child(
     finally:
         env.delete_frame(frame)
         child.stop = dt.datetime.now(dt.UTC)
+    _end_history(frame, child)
     counters = {
         "SUCCEEDED": "succeeded",
         "FAILED": "failed",
@@ -825,6 +885,66 @@ def _run_child(
     with run.lock:
         if run.check_tolerance():
             run.exceeded = True
+
+
+def _own_history(frame: Any, child: ChildRecord, *, parent_role: str | None) -> None:
+    """The child's own history, begun as AWS begins an execution's (ExecutionStarted)."""
+    from moto.stepfunctions.parser.api import (
+        ExecutionStartedEventDetails,
+        HistoryEventExecutionDataDetails,
+        HistoryEventType,
+    )
+    from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+    from moto.stepfunctions.parser.asl.eval.event.event_manager import EventHistoryContext, EventManager
+
+    frame.event_manager = child.history = EventManager()
+    frame.event_history_context = EventHistoryContext.of_program_start()
+    child.history.add_event(
+        context=frame.event_history_context,
+        event_type=HistoryEventType.ExecutionStarted,
+        event_details=EventDetails(
+            executionStartedEventDetails=ExecutionStartedEventDetails(
+                input=json.dumps(child.input, separators=(",", ":")),
+                inputDetails=HistoryEventExecutionDataDetails(truncated=False),
+                roleArn=parent_role or "",
+            )
+        ),
+        update_source_event_id=False,
+    )
+
+
+def _end_history(frame: Any, child: ChildRecord) -> None:
+    """The event that ends the child's history, by how it ended."""
+    from moto.stepfunctions.parser.api import (
+        ExecutionAbortedEventDetails,
+        ExecutionFailedEventDetails,
+        ExecutionSucceededEventDetails,
+        ExecutionTimedOutEventDetails,
+        HistoryEventType,
+    )
+    from moto.stepfunctions.parser.asl.eval.event.event_detail import EventDetails
+
+    if child.status == "SUCCEEDED":
+        event_type = HistoryEventType.ExecutionSucceeded
+        details = EventDetails(
+            executionSucceededEventDetails=ExecutionSucceededEventDetails(
+                output=json.dumps(child.output, separators=(",", ":"))
+            )
+        )
+    elif child.status == "ABORTED":
+        event_type = HistoryEventType.ExecutionAborted
+        details = EventDetails(executionAbortedEventDetails=ExecutionAbortedEventDetails())
+    elif child.status == "TIMED_OUT":
+        event_type = HistoryEventType.ExecutionTimedOut
+        details = EventDetails(executionTimedOutEventDetails=ExecutionTimedOutEventDetails())
+    else:
+        event_type = HistoryEventType.ExecutionFailed
+        details = EventDetails(
+            executionFailedEventDetails=ExecutionFailedEventDetails(
+                error=child.error or "States.Runtime", cause=(child.cause or "")[:32_768]
+            )
+        )
+    child.history.add_event(context=frame.event_history_context, event_type=event_type, event_details=details)
 
 
 # -- 5: the result writer ------------------------------------------------------------------------
@@ -958,9 +1078,17 @@ class LambdaRouter:
 class FargateTasks:
     """`ecs:runTask.sync` -> `handlers.copy_large.main()` in-process, one task at a time."""
 
-    def __init__(self, environment: Mapping[str, str], main: Callable[[], int] | None = None) -> None:
+    def __init__(
+        self,
+        environment: Mapping[str, str],
+        main: Callable[[], int] | None = None,
+        *,
+        shared_services: bool = False,
+    ) -> None:
         self.environment = dict(environment)  # the task definition's container environment
         self.main = main
+        self.shared_services = shared_services
+        self._services: dict[str, Callable[[], Any]] = {}  # by the settings' environment
         self.tasks: list[dict[str, Any]] = []
         self.sigterm_handlers: list[Any] = []
         self._lock = threading.Lock()
@@ -977,7 +1105,7 @@ class FargateTasks:
             copy_large.signal = SimpleNamespace(  # type: ignore[attr-defined]
                 SIGTERM=signal.SIGTERM, signal=lambda _sig, handler: self.sigterm_handlers.append(handler)
             )
-            copy_large.services = _fargate_services(environment)  # type: ignore[attr-defined]
+            copy_large.services = self._services_for(environment)  # type: ignore[attr-defined]
             try:
                 code = (self.main or copy_large.main)()
             except SystemExit as exit_:
@@ -993,6 +1121,17 @@ class FargateTasks:
                     else:
                         os.environ[name] = value
         return int(code)
+
+    def _services_for(self, environment: Mapping[str, str]) -> Callable[[], Any]:
+        """The task's clients and settings: its own, or (shared_services) those of every
+        task run with the same settings (the object's own variables aside)."""
+        if not self.shared_services:
+            return _fargate_services(environment)
+        per_task = ("FERRY_JOB_ID", "FERRY_BATCH_ID", "FERRY_ITEM")
+        key = json.dumps({k: v for k, v in environment.items() if k not in per_task}, sort_keys=True)
+        if key not in self._services:
+            self._services[key] = _fargate_services(environment)
+        return self._services[key]
 
     def eval_service_task(self, task: Any, env: Any, runtime: Any, parameters: dict[str, Any]) -> None:
         if task._get_boto_service_action() != "run_task":

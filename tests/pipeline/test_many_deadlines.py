@@ -25,8 +25,9 @@ import pytest
 
 from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext, copy_batch_pass
 from ferry.engine.upload_marks import list_marks
+from ferry.pipeline.batches import copy_large_object
 from ferry.pipeline.ledger.dynamodb import DynamoLedger
-from handlers import copy_batch, finalize, prepare
+from handlers import copy_batch, finalize, prepare, record_failure
 
 MiB = 1024 * 1024
 PART = 5 * MiB
@@ -263,10 +264,41 @@ def test_many_short_deadlines_end_as_one_uninterrupted_pass(pipeline, timed) -> 
         assert copied[key] == reference[key], key
 
 
+def test_the_last_pass_hands_an_unfinished_copy_to_fargate_which_resumes_it(
+    pipeline, timed, monkeypatch
+) -> None:
+    """A multipart copy still unfinished at the batch's last Lambda pass (max_passes) is not
+    failed: the pass hands it to the Fargate task, which resumes it from the checkpoint the
+    pass saved, sends only the parts S3 does not hold yet, and counts the object once."""
+    from handlers.runtime import services
+
+    monkeypatch.setenv("FERRY_MAX_PASSES", "2")
+    pipeline.services.cache_clear()
+    data = os.urandom(3 * PART)
+    pipeline.s3.put_object(Bucket="src", Key="big/a.bin", Body=data)
+    job = start_job("last-pass", "out/")
+    margin_ms = pipeline.settings.deadline_margin_seconds * 1000
+
+    passes = run_passes(job, listing_items(pipeline.s3), margin_ms + int(PASS_SECONDS * 1000))
+
+    assert [(out["remaining"], len(out["large"])) for out in passes[1:]] == [([], 1)], "to Fargate at pass 2"
+    assert [out["counts"]["failed"] for out in passes] == [0, 0]
+    assert timed.of("UploadPart", "out/") == Counter({("out/big/a.bin", 1): 1, ("out/big/a.bin", 2): 1})
+
+    result = copy_large_object("last-pass", passes[-1]["batch_id"], passes[-1]["large"][0], services())
+
+    assert result is not None and result.status.value == "copied" and result.parts_resumed == 2
+    assert timed.of("UploadPart", "out/") == Counter({("out/big/a.bin", n): 1 for n in (1, 2, 3)})
+    assert pipeline.s3.get_object(Bucket="dst", Key="out/big/a.bin")["Body"].read() == data
+    tally = DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).tally("last-pass").to_dict()
+    assert (tally["objects"], tally["copied"], tally["failed"]) == (1, 1, 0)
+    assert pipeline.s3.list_multipart_uploads(Bucket="dst").get("Uploads", []) == []
+
+
 def test_an_upload_the_job_gave_up_on_is_aborted_by_its_finalize(pipeline, timed, monkeypatch) -> None:
-    """A multipart copy still unfinished at the last pass is failed by the pipeline, and its
-    upload (checkpointed, marked with the job) stays open: Finalize aborts it, no later job
-    resumes it, nothing keeps costing storage."""
+    """A multipart copy the last Lambda pass handed to Fargate, whose task then failed for good
+    (RecordFailedLargeObject records it failed), leaves its upload (checkpointed, marked with
+    the job) open: Finalize aborts it, no later job resumes it, nothing keeps costing storage."""
     monkeypatch.setenv("FERRY_MAX_PASSES", "2")
     pipeline.services.cache_clear()
     pipeline.s3.put_object(Bucket="src", Key="big/a.bin", Body=os.urandom(3 * PART))
@@ -274,8 +306,13 @@ def test_an_upload_the_job_gave_up_on_is_aborted_by_its_finalize(pipeline, timed
     margin_ms = pipeline.settings.deadline_margin_seconds * 1000
 
     passes = run_passes(job, listing_items(pipeline.s3), margin_ms + int(PASS_SECONDS * 1000))
+    error = {"Error": "States.TaskFailed", "Cause": "the task kept failing"}
+    last = passes[-1]
+    record_failure.handler(
+        {"job": job, "batch_id": last["batch_id"], "large_item": last["large"][0], "error": error},
+        FakeLambdaContext(),
+    )
 
-    assert [out["counts"]["failed"] for out in passes] == [0, 1], "failed at its last pass"
     (upload,) = pipeline.s3.list_multipart_uploads(Bucket="dst")["Uploads"]
     (mark,) = list_marks(pipeline.s3, "dst")
     assert (mark.dest_key, mark.upload_id, mark.job_id) == ("out/big/a.bin", upload["UploadId"], "gave-up")

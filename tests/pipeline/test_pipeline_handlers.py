@@ -413,7 +413,12 @@ def test_fargate_worker_copies_one_large_object_and_records_it_once(pipeline, mo
     assert pipeline.s3.get_object(Bucket="dst", Key="copy/large.bin")["Body"].read() == data
 
 
-def test_a_pass_that_reaches_max_passes_fails_what_it_could_not_finish(pipeline, monkeypatch) -> None:
+def test_the_pass_at_max_passes_hands_what_it_could_not_finish_to_fargate(pipeline, monkeypatch) -> None:
+    """The batch's last Lambda pass does not fail what it could not finish, nor send it round
+    again: it hands it to the Fargate task (no time limit), which copies it. A pass past the
+    bound (max_passes lowered while the batch ran) does the same."""
+    from handlers import copy_large
+
     fill(pipeline.s3, 2)
     job = start_job(SPEC)
     items = listing_items(pipeline.s3, "src", "data/")
@@ -421,14 +426,21 @@ def test_a_pass_that_reaches_max_passes_fails_what_it_could_not_finish(pipeline,
     context = FakeLambdaContext(remaining_ms=0)  # the deadline has passed: nothing starts
 
     early = copy_batch_pass({"job": job, "items": items, "pass": 1}, context)
-    last = copy_batch.handler(
+    last = copy_batch_pass(
         {"job": job, "items": items, "pass": max_passes, "batch_id": early["batch_id"]}, context
     )
+    past = copy_batch_pass({"job": job, "items": items, "pass": max_passes + 3, "batch_id": "b2"}, context)
 
-    assert early["remaining"] == items and early["counts"]["objects"] == 0
-    assert last["remaining"] == [] and last["counts"]["failed"] == 2
-    reasons = {f.reason for f in DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).failures("exec-1")}
-    assert all(r.startswith(f"not finished after {max_passes} Lambda passes") for r in reasons)
+    assert early["remaining"] == items and early["large"] == [] and early["counts"]["objects"] == 0
+    assert last["remaining"] == [] and last["large"] == items and last["counts"]["objects"] == 0
+    assert past["remaining"] == [] and past["large"] == items
+    assert list(DynamoLedger(pipeline.dynamodb, PIPELINE_TABLE).failures("exec-1")) == []
+    monkeypatch.setenv("FERRY_ITEM", json.dumps(items[0]))
+    monkeypatch.setenv("FERRY_JOB_ID", "exec-1")
+    monkeypatch.setenv("FERRY_BATCH_ID", last["batch_id"])
+    assert copy_large.main() == copy_large.EXIT_OK
+    record_ = job_item(pipeline, "exec-1")
+    assert (record_["objects"], record_["copied"], record_["failed"]) == (1, 1, 0)
 
 
 def test_concurrent_batches_count_every_object_when_dynamodb_transactions_conflict(

@@ -78,14 +78,15 @@ GB = 1000**3  # AWS bills data in GB (of 2^30 bytes on the bill; the difference 
 # transition the Distributed Map is charged per child it starts. A pass that leaves work raises
 # FerryHandOver, whose Catch costs: per further pass (ResumeHandOver, WhatIsLeft, NextPass,
 # CopyBatch); per batch with large objects (ResumeHandOver, WhatIsLeft, CopyLargeObjects,
-# BatchDone); per large object (CopyLargeObject). Each such hand-over is also one more
-# invocation of the CopyBatch function (ResumeHandOver), see RESUME_SECONDS.
+# BatchDone); per large object (its own child execution, which CopyLargeObjects, a Distributed
+# Map, starts, then its CopyLargeObject). Each such hand-over is also one more invocation of
+# the CopyBatch function (ResumeHandOver), see RESUME_SECONDS.
 PARENT_TRANSITIONS = 6
 CHILD_START_TRANSITIONS = 1
 CHILD_TRANSITIONS = 1
 EXTRA_PASS_TRANSITIONS = 4
 LARGE_BATCH_TRANSITIONS = 4
-LARGE_OBJECT_TRANSITIONS = 1
+LARGE_OBJECT_TRANSITIONS = 2
 
 LAMBDA_TIMEOUT_SECONDS = 900  # CopyBatch (cdk/ferry_cdk/stack.py: 15 minutes)
 # Assumed, not measured on AWS: the wall time a pass spends outside its copies' CPU, in sequence

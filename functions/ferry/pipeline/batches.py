@@ -4,7 +4,9 @@ record every settled object in the ledger exactly once.
 The child workflow calls `copy_batch` (Lambda) in passes: each pass records the objects it
 settled (copied, skipped, failed, pending a restore) under its own batch key and returns the
 ones it handed over at its deadline (`remaining`) and the ones too large for Lambda (`large`,
-one Fargate task each, see `copy_large_object`). `record_failure` records a pass, or a large
+one Fargate task each, see `copy_large_object`). A batch's last Lambda pass (`max_passes`)
+hands what it could not finish to the Fargate task too, so the pass loop, and with it the
+child execution's history, has a bound, and nothing is failed for reaching it. `record_failure` records a pass, or a large
 object, that failed for good, so nothing listed is ever lost from the counts.
 
 A pass that settles its whole batch ends the child workflow: the Map's child start and
@@ -35,7 +37,7 @@ from ferry.pipeline.items import Planned, plan_item
 from ferry.pipeline.ledger.contract import BatchCounts
 from ferry.pipeline.ledger.dynamodb import DynamoCopyRecords
 from ferry.pipeline.passes import job_spec, large_key, notify, pass_event, pass_result
-from ferry.pipeline.recording import batch_id_for, record, result_of, settled_result
+from ferry.pipeline.recording import batch_id_for, record, settled_result
 from ferry.pipeline.replication.deletes import record_copies
 from ferry.pipeline.replication.event_keys import EVENT_KEY_FIELD, KEY_FORMS_FIELD, listed
 from ferry.pipeline.replication.lag import EVENT_TIME_FIELD, replication_lags
@@ -161,16 +163,23 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
         results = _vanished_since_event(services, in_lambda, results)
         _record_copies(services, spec, [(p.item, r) for p, r in zip(in_lambda, results, strict=True)])
         for plan, result in zip(in_lambda, results, strict=True):
-            if result.handed_over and pass_no < settings.max_passes:
-                remaining.append(plan.item)
-            elif result.handed_over:
-                settled.append(_gave_up(result, settings.max_passes))
-                notify(services, settled[-1:])
-            else:
+            if not result.handed_over:
                 settled.append(result)
+            elif last_lambda_pass(pass_no, settings.max_passes):
+                large.append(plan)  # the Fargate task resumes it from its checkpoint
+            else:
+                remaining.append(plan.item)
         lags = replication_lags((plan.item, result) for plan, result in zip(in_lambda, results, strict=True))
 
     return _finish_pass(event, services, spec, settled, remaining, [p.item for p in large], lags=lags)
+
+
+def last_lambda_pass(pass_no: int, max_passes: int) -> bool:
+    """Whether this pass is a batch's last in Lambda: what it leaves goes to the Fargate task
+    (no time limit) instead of round again, so the pass loop ends and nothing fails for it.
+    The bound keeps the child's history under Step Functions' 25,000 events (settings.py,
+    MAX_PASSES); a pass past it (max_passes lowered mid-job) is a last pass too."""
+    return pass_no >= max_passes
 
 
 def _finish_pass(
@@ -245,17 +254,11 @@ def _copy_histories_pass(
         for plan, outcome in zip(in_lambda, outcomes, strict=True):
             if not outcome.handed_over:
                 settled.extend(outcome.results)
-            elif pass_no < settings.max_passes:
-                remaining.append(plan.item)
-                continue
+                keys += 1
+            elif last_lambda_pass(pass_no, settings.max_passes):
+                large.append(plan)  # the Fargate task copies the history whole, from where it stands
             else:
-                reason = (
-                    f"history not finished after {settings.max_passes} Lambda passes: lower "
-                    "large_object_threshold so the Fargate task copies such histories, or raise max_passes"
-                )
-                settled.append(result_of(plan, Status.FAILED, reason))
-                notify(services, settled[-1:])
-            keys += 1
+                remaining.append(plan.item)
     return _finish_pass(event, services, spec, settled, remaining, [p.item for p in large], keys=keys)
 
 
@@ -450,15 +453,6 @@ def _with_sizes(planned: list[Planned], services: Services) -> list[Planned]:
         for index, plan in zip(unknown, pool.map(head, [planned[i] for i in unknown]), strict=True):
             planned[index] = plan
     return planned
-
-
-def _gave_up(result: CopyResult, passes: int) -> CopyResult:
-    return replace(
-        result,
-        status=Status.FAILED,
-        handed_over=False,
-        reason=f"not finished after {passes} Lambda passes ({result.reason}): lower large_object_threshold so Fargate copies such objects, or raise max_passes",
-    )
 
 
 def large_object_recorded(services: Services, job_id: str, batch_id: str, item: Mapping[str, Any]) -> bool:

@@ -39,6 +39,26 @@ ERROR_ALLOWANCE = 3 * (32_768 + 256)
 ENVELOPE_ALLOWANCE = 8 * 1024
 MAX_BATCH_INPUT_BYTES = 150 * 1024
 assert MAX_BATCH_INPUT_BYTES <= STATE_PAYLOAD_LIMIT - ERROR_ALLOWANCE - ENVELOPE_ALLOWANCE
+# Step Functions keeps at most 25,000 history events per STANDARD execution, and the child
+# workflow (statemachine/copy_batch.asl.json) is one per batch. Its large objects do not count
+# here: CopyLargeObjects is a Distributed Map, each object a child execution with its own
+# history (CopyLargeObject, up to 7 attempts, and RecordFailedLargeObject, up to 37 with its
+# throttle retry: 2 + 2 + 4 x 7 + 2 + 4 x 37 = 182 events at most), and the batch's history pays
+# 6 events for the Map Run however many objects it holds. What grows is the pass loop. A Task
+# writes 2 events (entered, exited) plus at most 4 per attempt (scheduled, started, submitted,
+# succeeded or failed); its attempts are 1 plus each Retrier's MaxAttempts. Today's Retry
+# blocks give, per pass:
+#   CopyBatch       1 + 30 (Lambda.TooManyRequestsException) + 3 (Sandbox.Timedout) + 6 (the
+#                   Lambda service errors) = 40 attempts: 162
+#   ResumeHandOver  1 + 30 + 6 = 37 attempts: 150 (RecordFailedBatch, the other way round, the same)
+#   WhatIsLeft, NextPass (Choice, Pass): 2 + 2
+# so 316 events a pass at worst, every attempt of every task retried to the end. With the
+# execution's 2, the Map Run's 6 and BatchDone's 2, less the last pass's NextPass, 75 passes
+# come to 316 x 75 + 8 = 23,708 events, inside the 25,000 with 1,292 to spare (a pass with no
+# retry writes 28, so 75 passes usually write about 2,100).
+# tests/pipeline/test_child_history.py works the worst case out again from the rendered ASL's
+# Retry blocks, at this bound and at the largest batch the settings accept.
+MAX_PASSES = 75
 FARGATE_SIZES = {  # vCPU units -> memory MiB Fargate accepts (a subset, the useful ones)
     256: (512, 1024, 2048),
     512: (1024, 2048, 3072, 4096),
@@ -79,6 +99,7 @@ class PipelineSettings:
     tolerated_failure_percentage: int = 5
     large_object_threshold: int = 10 * GiB
     deadline_margin_seconds: int = 90
+    # Lambda passes a batch goes round at most; the last hands what is left to Fargate.
     max_passes: int = 50
     copy_object_mib_per_second: int = 16  # cross-region-safe; see ferry.engine.copier
     fargate_cpu: int = 2048
@@ -119,7 +140,12 @@ class PipelineSettings:
         _check_range("tolerated_failure_percentage", self.tolerated_failure_percentage, 0, 100)
         _check_range("large_object_threshold", self.large_object_threshold, 16 * MiB, 5 * 1024 * GiB)
         _check_range("deadline_margin_seconds", self.deadline_margin_seconds, 10, 600)
-        _check_range("max_passes", self.max_passes, 1, 1000)
+        if not 1 <= self.max_passes <= MAX_PASSES:
+            raise ConfigError(
+                f"max_passes: {self.max_passes} is out of range (1 to {MAX_PASSES}): more Lambda passes "
+                "than that could outgrow a batch's Step Functions history (25,000 events); what the last "
+                "pass leaves goes to the Fargate task, which has no time limit"
+            )
         _check_range("copy_object_mib_per_second", self.copy_object_mib_per_second, 1, 10_000)
         _check_range("fargate_max_concurrency", self.fargate_max_concurrency, 1, 1000)
         _check_range("checkpoint_ttl_days", self.checkpoint_ttl_days, 1, 365)
