@@ -301,3 +301,41 @@ def test_a_checkpoint_grows_pass_by_pass_and_a_new_upload_never_inherits_old_par
     fresh = Checkpoint(**{**full.__dict__, "upload_id": "upload-2", "parts": {1: full.parts[1]}})
     store.save(fresh)
     assert store.load("c-grow") == fresh
+
+
+def test_a_checkpoint_saved_whole_before_checkpoints_were_split_still_resumes(monkeypatch) -> None:
+    """A copy checkpointed by the previous release (one item, `data`) and resumed by this one:
+    the checkpoint loads as it was saved, and its next save is in the split form."""
+    import json
+
+    from moto import mock_aws
+
+    from ferry.pipeline.ledger.dynamodb_checkpoints import DynamoCheckpointStore
+
+    with mock_aws():
+        client = boto3.client("dynamodb", region_name="us-east-1")
+        client.create_table(
+            TableName="ledger",
+            KeySchema=[
+                {"AttributeName": "pk", "KeyType": "HASH"},
+                {"AttributeName": "sk", "KeyType": "RANGE"},
+            ],
+            AttributeDefinitions=[
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "sk", "AttributeType": "S"},
+            ],
+            BillingMode="PAY_PER_REQUEST",
+        )
+        old = _full_checkpoint("c-old", "upload-1", [5 * 1024**2] * 3)
+        client.put_item(
+            TableName="ledger",
+            Item={"pk": {"S": "CKPT#c-old"}, "sk": {"S": "CKPT"}, "data": {"S": json.dumps(old.to_dict())}},
+        )
+        store = DynamoCheckpointStore(client, "ledger")
+        assert store.load("c-old") == old
+        store.save(old)
+        head = client.get_item(TableName="ledger", Key={"pk": {"S": "CKPT#c-old"}, "sk": {"S": "CKPT"}})[
+            "Item"
+        ]
+        assert "data" not in head and "head" in head
+        assert store.load("c-old") == old
