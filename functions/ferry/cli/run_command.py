@@ -36,7 +36,7 @@ from ferry.engine.deadlines import stop_all, stop_cleared
 from ferry.errors import ConfigError, error_code
 from ferry.limits import parse_size
 from ferry.models import CopyResult, Status, check_endpoint_url
-from ferry.pipeline.ledger.contract import INTERRUPTED, Ledger
+from ferry.pipeline.ledger.contract import INTERRUPTED, JobExists, Ledger
 from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from ferry.pipeline.ledger.sqlite import SQLiteLedger
 from ferry.pipeline.local_reports import LocalReports
@@ -62,6 +62,8 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     spec = read_json_file(args.spec)
     job_id = job_id_of(args.resume or args.job_id, spec, args.spec)  # a resume names its job
     job_id = job_id if isinstance(job_id, str) else None  # else the spec's own, named by Prepare
+    if args.job_id and isinstance(spec, dict):
+        spec = {**spec, "job_id": args.job_id}  # the option names the job, over the spec's own
     seconds = pass_seconds(args)
     options = spec.get("options") if isinstance(spec, Mapping) else None
     # A spec of the wrong shape is named by Prepare's validator (run_job), field by field.
@@ -94,15 +96,20 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
             reads_any_region=True,
         )
         with StopOnSignals(stderr) as signals:
-            final = run_job(
-                spec,
-                services,
-                job_id=job_id,
-                pass_seconds=seconds,
-                on_listed=lambda listing: progress.listed(listing.objects, complete=listing.complete),
-                journal_root=reports.root,
-                resume=bool(args.resume),
-            )
+            try:
+                final = run_job(
+                    spec,
+                    services,
+                    job_id=job_id,
+                    pass_seconds=seconds,
+                    on_listed=lambda listing: progress.listed(listing.objects, complete=listing.complete),
+                    journal_root=reports.root,
+                    resume=bool(args.resume),
+                )
+            except JobExists as error:
+                raise ConfigError(
+                    f"{error}; to run the spec again, give it a new id with --job-id NEW_ID"
+                ) from error
     if final["status"] == INTERRUPTED:
         if isinstance(ledger, SQLiteLedger):
             ledger.close()
