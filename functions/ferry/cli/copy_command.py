@@ -24,6 +24,7 @@ from ferry.cli.report import ReportWriter, Summary, report_for_html
 from ferry.cli.sides import endpoints
 from ferry.counts import plural
 from ferry.engine.copier import Copier, client_pool_size
+from ferry.engine.outcome import WOULD_COPY, WOULD_MARK, WOULD_RESTORE
 from ferry.errors import ConfigError, FerryError
 from ferry.filters import Filters
 from ferry.jobspec import JobOptions, parse_options
@@ -157,7 +158,8 @@ def copy_and_report(
     the summary, the report, the HTML page and the progress bar; the first failures named; the
     extension (sync's deletes, --all-versions' histories) sees each result and does its work
     after the copies."""
-    summary = Summary()
+    summary = Summary(dry_run=bool(args.dry_run))
+    listing = stderr if args.json else stdout  # a dry run's list: --json keeps stdout to the JSON
     with ExitStack() as stack:
         report = ReportWriter(open_for_writing(stack, args.report, "the report")) if args.report else None
         html_file = open_for_writing(stack, args.report_html, "the HTML report") if args.report_html else None
@@ -177,6 +179,10 @@ def copy_and_report(
                 failures.append(result)
             elif result.reason == SYMLINK_SKIPPED:
                 links += 1
+            elif args.dry_run and result.status == Status.PENDING:
+                said = would_line(result)
+                if said:
+                    listing.write(said + "\n")
             if extension:
                 extension.on_result(result)
 
@@ -202,6 +208,21 @@ def copy_and_report(
             f"  skipped: {plural(links, 'symbolic link')}, not followed (--follow-symlinks copies what they point to)\n"
         )
     return exit_code(args, summary, stopped, held, stderr)
+
+
+def would_line(result: CopyResult) -> str | None:
+    """A dry run's line for one object: `would copy: s3://bucket/key` (`would restore: ...`,
+    `would add a delete marker: ...`); None for a result that is no dry run's (a restore
+    already under way)."""
+    reason = result.reason or ""
+    for said, verb in (
+        (WOULD_COPY, "would copy"),
+        (WOULD_RESTORE, "would restore"),
+        (WOULD_MARK, "would add a delete marker"),
+    ):
+        if reason.startswith(said):
+            return f"{verb}: {_source_name(result)}"
+    return None
 
 
 def exit_code(
@@ -323,8 +344,7 @@ def _print_summary(
     args: argparse.Namespace, summary: Summary, failures: list[CopyResult], stdout: IO[str], stderr: IO[str]
 ) -> None:
     if args.json:
-        extra = summary.dry_run_dict() if args.dry_run else {}
-        stdout.write(json.dumps({**summary.to_dict(), **extra}) + "\n")
+        stdout.write(json.dumps(summary.to_dict()) + "\n")
         out = stderr
     else:
         out = stdout

@@ -114,10 +114,9 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
         if isinstance(ledger, SQLiteLedger):
             ledger.close()
         return _interrupted(final, signals.received or signal.SIGINT, stderr)
-    data = run_report(services, final["job_id"], final, summary)
     dry_run = bool(final.get("dry_run"))
-    if dry_run:
-        data["summary"].update(summary.dry_run_dict())
+    summary.dry_run = dry_run  # its JSON counts what it would copy apart from pending
+    data = run_report(services, final["job_id"], final, summary)
     if args.report:
         _write_report(args.report, data)
     if args.json:
