@@ -30,9 +30,9 @@ from ferry.cli.progress import Progress
 from ferry.cli.ranges import check_kms_region, memory_limit
 from ferry.cli.report import Summary, failure_line
 from ferry.cli.sides import endpoints
+from ferry.cli.signals import StopOnSignals
 from ferry.cli.state_dir import default_state_dir, ledger_path
 from ferry.counts import plural
-from ferry.engine.deadlines import stop_all, stop_cleared
 from ferry.errors import ConfigError, error_code
 from ferry.limits import parse_size
 from ferry.models import CopyResult, Status, check_endpoint_url
@@ -133,38 +133,6 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     if final["pending"] and not dry_run:  # a dry run's pending are what it would have copied
         return EXIT_PENDING
     return EXIT_OK
-
-
-class StopOnSignals:
-    """Ctrl-C (SIGINT) and SIGTERM during `ferry run`: the first stops the run as at a
-    deadline (engine.deadlines.stop_all: requests and parts in flight finish, everything is
-    recorded, the job is marked INTERRUPTED); a second Ctrl-C quits at once, as Ctrl-C
-    otherwise does (the job then stays RUNNING, and --resume still finishes it)."""
-
-    def __init__(self, stderr: IO[str]) -> None:
-        self.stderr = stderr
-        self.received: int | None = None
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> StopOnSignals:
-        stop_cleared()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            self._previous[signum] = signal.signal(signum, self._stop)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-
-    def _stop(self, signum: int, frame: Any) -> None:
-        if self.received is not None and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.received = signum
-        stop_all()
-        self.stderr.write(
-            "\nferry: stopping: finishing what is in flight and recording it (Ctrl-C again to quit at once)\n"
-        )
-        self.stderr.flush()
 
 
 def _interrupted(final: Mapping[str, Any], signum: int, stderr: IO[str]) -> int:
