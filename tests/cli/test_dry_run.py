@@ -64,9 +64,15 @@ def test_copy_dry_run_lists_each_object_it_would_copy_and_counts_them_apart_from
     as_json = ferry("copy", *where, "--json")
     summary = json.loads(as_json.stdout)  # stdout holds the JSON alone; the list goes to stderr
     assert (summary["pending"], summary["would_copy"], summary["skipped"]) == (0, 2, 1), summary
-    assert summary["objects"] == summary["copied"] + summary["skipped"] + summary["failed"] + summary[
-        "pending"
-    ] + summary["would_copy"] + summary["would_restore"]
+    assert (
+        summary["objects"]
+        == summary["copied"]
+        + summary["skipped"]
+        + summary["failed"]
+        + summary["pending"]
+        + summary["would_copy"]
+        + summary["would_restore"]
+    )
     assert f"would copy: s3://{src}/in/a" in as_json.stderr
     sync = ferry("sync", *where)
     assert sorted(line for line in sync.stdout.splitlines() if line.startswith("would ")) == listed
