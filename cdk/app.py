@@ -8,12 +8,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import aws_cdk as cdk
-from cdk_nag import AwsSolutionsChecks
+from ferry_cdk.node_notices import show_node_notices_as_text
 
-from ferry.errors import ConfigError
-from ferry.pipeline.settings import PipelineSettings
-from ferry_cdk.stack import FerryStack
+show_node_notices_as_text()  # before aws_cdk starts its Node process
+
+import aws_cdk as cdk  # noqa: E402
+from cdk_nag import AwsSolutionsChecks  # noqa: E402
+
+from ferry.errors import ConfigError  # noqa: E402
+from ferry.pipeline.settings import PipelineSettings  # noqa: E402
+from ferry_cdk.stack import FerryStack  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -57,6 +57,17 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
     )
 
 
+def test_synth_prints_nodes_notices_as_text_not_python_byte_strings(synth: SimpleNamespace) -> None:
+    """jsii's Node process writes its warnings (on Node 20: "Node 20 is end-of-life") to its
+    stderr, which jsii's Python side printed as `b'!!...'`, line by line
+    (ferry_cdk/node_notices.py). On a Node without a notice this holds trivially."""
+    byte_strings = [line for line in synth.stderr.splitlines() if re.match(r"b['\"]", line)]
+    assert byte_strings == [], "\n".join(byte_strings[:3])
+    node = run(["node", "--version"]).stdout.strip()
+    if node.startswith("v20."):  # the notice this machine's Node gets: shown, as text
+        assert "Node 20 is end-of-life" in synth.stderr
+
+
 def test_synth_reports_no_unacknowledged_nag_errors(synth: SimpleNamespace) -> None:
     # cdk-nag 3 reports through CDK's policy validation: an error fails the synth (exit 1),
     # and the report lands in the cloud assembly.

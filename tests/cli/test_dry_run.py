@@ -35,8 +35,8 @@ def test_copy_dry_run_says_what_it_would_copy_and_skip_and_writes_nothing(
     before = sorted(versitygw.keys(dst))
     run = ferry("copy", f"s3://{src}/in/", f"s3://{dst}/out/", "--endpoint-url", versitygw.url, "--dry-run")
     assert run.returncode == 0, run.stderr
-    first = run.stdout.splitlines()[0]
-    assert first == "dry run: 3 objects: would copy 2 (12 B), would skip 1, 0 failed; nothing was written"
+    last = run.stdout.splitlines()[-1]
+    assert last == "dry run: 3 objects: would copy 2 (12 B), would skip 1, 0 failed; nothing was written"
     assert "pending" not in run.stdout
     assert sorted(versitygw.keys(dst)) == before == ["out/c"]
     as_json = ferry(
@@ -45,6 +45,37 @@ def test_copy_dry_run_says_what_it_would_copy_and_skip_and_writes_nothing(
     summary = json.loads(as_json.stdout)
     assert (summary["dry_run"], summary["would_copy"], summary["would_skip"]) == (True, 2, 1), summary
     assert summary["would_copy_bytes"] == 12
+
+
+def test_copy_dry_run_lists_each_object_it_would_copy_and_counts_them_apart_from_pending(
+    versitygw: S3Server, vgw_buckets: tuple[str, str]
+) -> None:
+    """As `ferry sync --dry-run` does: one `would copy:` line per object; and in the JSON (and
+    the report's summary) an object it would copy is `would_copy`, not `pending`, which means
+    an archive restore under way."""
+    src, dst = vgw_buckets
+    three_sources_one_already_copied(versitygw, src, dst)
+    where = (f"s3://{src}/in/", f"s3://{dst}/out/", "--endpoint-url", versitygw.url, "--dry-run")
+    run = ferry("copy", *where)
+    assert run.returncode == 0, run.stderr
+    listed = sorted(line for line in run.stdout.splitlines() if line.startswith("would "))
+    assert listed == [f"would copy: s3://{src}/in/a", f"would copy: s3://{src}/in/b"], run.stdout
+    assert run.stdout.splitlines()[-1].startswith("dry run: 3 objects: would copy 2 (12 B), would skip 1")
+    as_json = ferry("copy", *where, "--json")
+    summary = json.loads(as_json.stdout)  # stdout holds the JSON alone; the list goes to stderr
+    assert (summary["pending"], summary["would_copy"], summary["skipped"]) == (0, 2, 1), summary
+    assert (
+        summary["objects"]
+        == summary["copied"]
+        + summary["skipped"]
+        + summary["failed"]
+        + summary["pending"]
+        + summary["would_copy"]
+        + summary["would_restore"]
+    )
+    assert f"would copy: s3://{src}/in/a" in as_json.stderr
+    sync = ferry("sync", *where)
+    assert sorted(line for line in sync.stdout.splitlines() if line.startswith("would ")) == listed
 
 
 def test_run_of_a_dry_run_spec_says_what_it_would_do_exits_0_and_copies_nothing(

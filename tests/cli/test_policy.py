@@ -52,10 +52,15 @@ def run_policy(tmp_path: Path, context: dict[str, Any], *extra: str) -> tuple[in
 
 
 def sections(text: str) -> list[tuple[str, Any]]:
-    """(heading, document) pairs: each heading line, then JSON up to the next heading."""
+    """(heading, document) pairs: each heading line, then JSON up to the next heading (None
+    for the notification configuration, which its command reads and merges itself)."""
     found: list[tuple[str, Any]] = []
     for block in re.split(r"^# ", text, flags=re.M)[1:]:
         heading, _, body = block.partition("\n")
+        if heading.startswith("S3 notification"):
+            assert not body.strip(), heading
+            found.append((heading, None))
+            continue
         found.append((heading, json.loads(body)))  # raises if a document is not JSON
     return found
 
@@ -132,7 +137,8 @@ def test_the_walkthrough_prints_every_document_for_exactly_its_buckets_keys_and_
         "S3 notification",
         "Role ferry-forward-s3-events",
         "Role ferry-forward-s3-events",
-        "EventBridge rule",
+        "EventBridge rule",  # its pattern
+        "EventBridge rule",  # its target
         "Resource policy",
     ]
     everything = [s for _, doc in printed for s in strings(doc)]
@@ -164,14 +170,14 @@ def test_the_walkthrough_prints_every_document_for_exactly_its_buckets_keys_and_
         "kms:Decrypt",
         "kms:Encrypt",
     ]
-    rule = next(d for h, d in printed if h.startswith("EventBridge rule"))
-    assert rule["EventPattern"] == {
+    pattern, targets = [d for h, d in printed if h.startswith("EventBridge rule")]
+    assert pattern == {
         "source": ["aws.s3"],
         "detail-type": ["Object Created"],
         "detail": {"bucket": {"name": ["photos-a"]}, "object": {"key": [{"prefix": "camera/"}]}},
     }
     bus = f"arn:aws:events:eu-west-1:{FERRY_ACCOUNT}:event-bus/default"
-    assert rule["Targets"][0]["Arn"] == bus
+    assert targets[0]["Arn"] == bus
     bus_policy = next(d for h, d in printed if h.startswith("Resource policy"))
     (allow,) = bus_policy["Statement"]
     assert allow["Principal"] == {"AWS": f"arn:aws:iam::{SOURCE_ACCOUNT}:root"}
@@ -251,8 +257,19 @@ def test_cfn_lint_accepts_each_document_where_cloudformation_would_carry_it(tmp_
             resources[name] = {"Type": "AWS::IAM::Role", "Properties": {"AssumeRolePolicyDocument": doc}}
         elif heading.startswith("Role ferry-forward"):
             resources[name] = {"Type": "AWS::IAM::ManagedPolicy", "Properties": {"PolicyDocument": doc}}
-        elif heading.startswith("EventBridge rule"):
-            resources[name] = {"Type": "AWS::Events::Rule", "Properties": {**doc, "State": "ENABLED"}}
+        elif heading.startswith("EventBridge rule") and "event pattern" in heading:
+            rule_name = heading.split(" ")[2]
+            resources["Rule"] = {
+                "Type": "AWS::Events::Rule",
+                "Properties": {
+                    "Name": rule_name,
+                    "EventBusName": "default",
+                    "EventPattern": doc,
+                    "State": "ENABLED",
+                },
+            }
+        elif heading.startswith("EventBridge rule"):  # its target, put after the rule
+            resources["Rule"]["Properties"]["Targets"] = doc
         elif heading.startswith("Resource policy"):
             (statement,) = doc["Statement"]
             resources[name] = {
@@ -260,7 +277,7 @@ def test_cfn_lint_accepts_each_document_where_cloudformation_would_carry_it(tmp_
                 "Properties": {"StatementId": statement["Sid"], "Statement": statement},
             }
         else:
-            assert heading.startswith("S3 notification") and doc == {"EventBridgeConfiguration": {}}
+            assert heading.startswith("S3 notification") and doc is None  # merged by its command
     assert len(resources) == 10
     template = tmp_path / "policies.json"
     template.write_text(json.dumps({"AWSTemplateFormatVersion": "2010-09-09", "Resources": resources}))
@@ -305,8 +322,8 @@ def test_deletes_on_forward_object_deleted_and_allow_listing_versions(tmp_path: 
     (s3:ListBucketVersions) to find the version a delete marker hides."""
     _, out, _ = run_policy(tmp_path, with_replication(deletes=True))
     printed = sections(out)
-    rule = next(d for h, d in printed if h.startswith("EventBridge rule"))
-    assert rule["EventPattern"]["detail-type"] == ["Object Created", "Object Deleted"]
+    pattern = next(d for h, d in printed if h.startswith("EventBridge rule"))
+    assert pattern["detail-type"] == ["Object Created", "Object Deleted"]
     source_policy = next(d for h, d in printed if h.startswith("Bucket policy for the source"))
     listing = next(st for st in source_policy["Statement"] if st["Sid"] == "FerryReadList")
     assert listing["Action"] == ["s3:ListBucket", "s3:ListBucketVersions"]
@@ -314,8 +331,8 @@ def test_deletes_on_forward_object_deleted_and_allow_listing_versions(tmp_path: 
     # Deletes off: neither.
     _, out, _ = run_policy(tmp_path, with_replication(deletes=False))
     printed = sections(out)
-    rule = next(d for h, d in printed if h.startswith("EventBridge rule"))
-    assert rule["EventPattern"]["detail-type"] == ["Object Created"]
+    pattern = next(d for h, d in printed if h.startswith("EventBridge rule"))
+    assert pattern["detail-type"] == ["Object Created"]
     source_policy = next(d for h, d in printed if h.startswith("Bucket policy for the source"))
     assert all("s3:ListBucketVersions" not in st["Action"] for st in source_policy["Statement"])
 
@@ -357,8 +374,8 @@ def test_the_forwarding_rule_matches_a_prefix_as_written_and_url_encoded(tmp_pat
     context["context"]["ferry"]["sources"][0]["prefix"] = "c++/my photos/"
     code, out, err = run_policy(tmp_path, context)
     assert code == 0, err
-    (rule,) = [doc for heading, doc in sections(out) if heading.startswith("EventBridge rule")]
-    keys = rule["EventPattern"]["detail"]["object"]["key"]
+    (pattern,) = [doc for heading, doc in sections(out) if "event pattern" in heading]
+    keys = pattern["detail"]["object"]["key"]
     assert sorted(k["prefix"] for k in keys) == sorted(["c++/my photos/", "c%2B%2B/my+photos/"])
 
 
@@ -373,7 +390,7 @@ def named_file(heading: str) -> str:
 def test_each_printed_document_names_its_own_file(tmp_path: Path) -> None:
     _, out, _ = run_policy(tmp_path, WALKTHROUGH)
     files = [named_file(heading) for heading, _ in sections(out)]
-    assert len(files) == len(set(files)) == 11, files
+    assert len(files) == len(set(files)) == 12, files
     assert all(Path(name).name == name and name.endswith(".json") for name in files), files
 
 
@@ -395,9 +412,15 @@ def test_output_dir_writes_each_document_to_the_file_its_heading_names(tmp_path:
     for heading, (stdout_heading, document) in zip(headings, expected, strict=True):
         path = Path(named_file(heading))
         assert path.parent == folder, heading
+        if document is None:  # the notification configuration: its command writes the file
+            assert not path.exists(), heading
+            assert heading == stdout_heading.replace(path.name, str(path)), heading
+            continue
         assert json.loads(path.read_text()) == document, heading
         assert heading == stdout_heading.replace(f"file://{path.name}", f"file://{path}")
-    assert sorted(p.name for p in folder.iterdir()) == sorted(Path(named_file(h)).name for h in headings)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        Path(named_file(h)).name for h in headings if not h.startswith("S3 notification")
+    )
 
 
 def test_all_versions_grants_listing_versions_within_the_prefixes_and_reading_versioning(

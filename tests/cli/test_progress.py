@@ -18,7 +18,7 @@ from conftest import S3Server
 from ferry.cli import progress as progress_module
 from ferry.cli.main import main
 from ferry.cli.progress import Progress
-from ferry.models import CopyResult, Status, Target
+from ferry.models import CopyResult, SourceObject, Status, Target
 
 MiB = 1024 * 1024
 
@@ -59,7 +59,7 @@ def test_a_terminal_shows_objects_done_of_those_listed_bytes_and_an_eta_once_lis
         time.sleep(0.05)
         progress._bar.refresh()  # type: ignore[union-attr]
     after = plain(stream.getvalue())
-    assert "2/? objects" in before and "ETA: listing..." in before
+    assert "2 done of 2 listed so far" in before and "listing" in before and "ETA" not in before
     assert "3.0 MiB" in before
     assert "3/4 objects" in after and "ETA " in after
 
@@ -142,3 +142,40 @@ def test_a_pipeline_job_run_here_shows_bytes_before_the_object_completes(
     assert main(argv, io.StringIO(), err) == 0, err.getvalue()
     assert versitygw.keys(dst) == ["big.bin"]
     assert_bytes_grew_part_by_part(seen)
+
+
+def frames(text: str) -> list[str]:
+    """The lines rich drew (each refresh rewrites the line: cursor moves and erases split them)."""
+    return [line for line in re.split(r"\r|\n|\x1b\[[0-9;?]*[A-Za-z]", text) if line.strip()]
+
+
+def test_while_listing_the_line_says_done_and_listed_so_far_with_no_bar_and_no_eta_and_fits_80() -> None:
+    """Before the listing ends the total is unknown: say how many objects (and bytes) are done
+    and listed so far, draw no bar (a bar of an unknown total looks full) and no ETA; once it
+    ends, the bar and the ETA. At 80 columns, with the largest numbers, the line never wraps."""
+    stream = io.StringIO()
+    console = Console(file=stream, force_terminal=True, width=80)
+    with Progress(console=console) as progress:
+        pairs = [(SourceObject("b", f"k{i}", size=512 * 1024**3), Target("d", f"k{i}")) for i in range(3)]
+        listed = progress.counting(iter(pairs))
+        for _ in range(2):
+            next(listed)
+        progress._bar.update(progress._task, completed=1_234_566)  # type: ignore[union-attr]
+        progress.part_done(Target("d", "k0"), 1023 * 1024**3)
+        progress._bar.refresh()  # type: ignore[union-attr]
+        during = plain(stream.getvalue())
+        stream.truncate(0)
+        stream.seek(0)
+        for _ in listed:
+            pass
+        progress.listed(1_234_567, complete=True)
+        progress._bar.refresh()  # type: ignore[union-attr]
+        after = plain(stream.getvalue())
+    drawn = frames(during)
+    assert drawn and all(len(line) <= 80 for line in drawn), drawn
+    assert "listed so far" in during and "1,234,566" in during, during
+    assert "ETA" not in during and "━" not in during and "?" not in during, during
+    assert "1.0 TiB" in during, during  # the bytes listed so far: 2 objects of 512 GiB
+    drawn = frames(after)
+    assert drawn and all(len(line) <= 80 for line in drawn), drawn
+    assert "━" in after and "ETA" in after and "1,234,566/1,234,567 objects" in after, after

@@ -281,6 +281,17 @@ def test_start_validates_the_spec_before_anything_starts(stack: Parent, tmp_path
     job = DynamoLedger(stack.pipeline.dynamodb, PIPELINE_TABLE).job("from-spec")
     assert job["spec"]["options"]["mode"] == "server-side"
 
+    # The same spec again: its job id is taken; --job-id starts it under another, file unedited.
+    code, _, err = ferry("job", "start", "--spec", str(spec), *REGION)
+    assert code == 1 and "'from-spec' already exists" in err and "--job-id" in err, err
+    code, out, err = ferry("job", "start", "--spec", str(spec), "--job-id", "from-option", "--json", *REGION)
+    assert code == 0, err
+    assert json.loads(out)["job_id"] == "from-option"
+    assert wait_for_end("from-option")["status"] == "SUCCEEDED"
+    again = DynamoLedger(stack.pipeline.dynamodb, PIPELINE_TABLE).job("from-option")
+    assert again["spec"]["job_id"] == "from-option"
+    assert json.loads(spec.read_text())["job_id"] == "from-spec"
+
 
 # -- retry ---------------------------------------------------------------------------------------
 

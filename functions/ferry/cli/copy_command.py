@@ -7,6 +7,7 @@ import argparse
 import itertools
 import json
 import os
+import shlex
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
 from dataclasses import replace
@@ -22,8 +23,11 @@ from ferry.cli.progress import Progress
 from ferry.cli.ranges import check_count, check_kms_region, memory_limit
 from ferry.cli.report import ReportWriter, Summary, report_for_html
 from ferry.cli.sides import endpoints
+from ferry.cli.signals import StopOnSignals
 from ferry.counts import plural
 from ferry.engine.copier import Copier, client_pool_size
+from ferry.engine.deadlines import stopping
+from ferry.engine.outcome import WOULD_COPY, WOULD_MARK, WOULD_RESTORE
 from ferry.errors import ConfigError, FerryError
 from ferry.filters import Filters
 from ferry.jobspec import JobOptions, parse_options
@@ -157,7 +161,8 @@ def copy_and_report(
     the summary, the report, the HTML page and the progress bar; the first failures named; the
     extension (sync's deletes, --all-versions' histories) sees each result and does its work
     after the copies."""
-    summary = Summary()
+    summary = Summary(dry_run=bool(args.dry_run))
+    would_out = stderr if args.json else stdout  # a dry run's list: --json keeps stdout to the JSON
     with ExitStack() as stack:
         report = ReportWriter(open_for_writing(stack, args.report, "the report")) if args.report else None
         html_file = open_for_writing(stack, args.report_html, "the HTML report") if args.report_html else None
@@ -177,20 +182,33 @@ def copy_and_report(
                 failures.append(result)
             elif result.reason == SYMLINK_SKIPPED:
                 links += 1
+            elif args.dry_run and result.status == Status.PENDING:
+                said = would_line(result)
+                if said:
+                    would_out.write(said + "\n")
             if extension:
                 extension.on_result(result)
 
-        counted = progress.counting(pairs)
+        listing = Listing(pairs)
+        counted = progress.counting(listing)
         stopped: str | None = None
-        try:
-            if extension:
-                extension.copy(copier, counted, on_result)
-            else:
-                copier.copy_batch(counted, on_result=on_result, collect=False)
-        except (FerryError, ClientError, BotoCoreError, OSError) as error:
-            # The listing or the report broke mid-way: what was done is still summarised.
-            stopped = str(error)
-        held = extension.after_copy(summary, report, failures, stopped) if extension else None
+        with StopOnSignals(stderr) as signals:
+            try:
+                if extension:
+                    extension.copy(copier, counted, on_result)
+                else:
+                    copier.copy_batch(counted, on_result=on_result, collect=False)
+            except (FerryError, ClientError, BotoCoreError, OSError) as error:
+                # The listing or the report broke mid-way: what was done is still summarised.
+                stopped = str(error)
+        interrupted = signals.received
+        held = (
+            extension.after_copy(
+                summary, report, failures, stopped or ("interrupted" if interrupted else None)
+            )
+            if extension
+            else None
+        )
         summary.degradations = copier.degradations
         summary.finish()
         unwritten = finish_reports(args, summary, failures, report, html_file)  # also after a stop
@@ -201,7 +219,61 @@ def copy_and_report(
         (stderr if args.json else stdout).write(
             f"  skipped: {plural(links, 'symbolic link')}, not followed (--follow-symlinks copies what they point to)\n"
         )
+    if interrupted:
+        if held:
+            stderr.write(f"ferry: {held}\n")
+        stderr.write(interrupted_note(args, summary, listing) + "\n")
+        return 128 + interrupted
     return exit_code(args, summary, stopped, held, stderr)
+
+
+class Listing:
+    """The pairs as the copy reads them, counted; at an interruption no more are read (the
+    rest of SRC is left unlisted), and whether the listing reached its end is known."""
+
+    def __init__(self, pairs: Iterator[Any]) -> None:
+        self._pairs = pairs
+        self.read = 0
+        self.ended = False
+
+    def __iter__(self) -> Iterator[Any]:
+        for pair in self._pairs:
+            if stopping():
+                return
+            self.read += 1
+            yield pair
+        self.ended = True
+
+
+def interrupted_note(args: argparse.Namespace, summary: Summary, listing: Listing) -> str:
+    """An interrupted copy's last words: what finished, what was left, the command that
+    finishes it (the same command: what was copied is skipped as identical, and a multipart
+    copy stopped between parts resumes from the parts already in the destination)."""
+    finished = f"{summary.copied} copied, {summary.skipped} skipped, {summary.failed} failed"
+    left = f"{plural(summary.pending, 'object')} not finished"
+    unlisted = "" if listing.ended else ", and the rest of SRC not yet listed"
+    if args.no_skip_existing:
+        rerun = "run it again without --no-skip-existing to copy only what is missing"
+    else:
+        rerun = "run the same command again to finish: what was copied is skipped, a multipart copy resumes"
+    argv = getattr(args, "argv", None) or [args.command, args.src, args.dst]
+    command = shlex.join(["ferry", *argv])
+    return f"ferry: interrupted: {finished}; {left}{unlisted}. To go on, {rerun}:\n  {command}"
+
+
+def would_line(result: CopyResult) -> str | None:
+    """A dry run's line for one object: `would copy: s3://bucket/key` (`would restore: ...`,
+    `would add a delete marker: ...`); None for a result that is no dry run's (a restore
+    already under way)."""
+    reason = result.reason or ""
+    for said, verb in (
+        (WOULD_COPY, "would copy"),
+        (WOULD_RESTORE, "would restore"),
+        (WOULD_MARK, "would add a delete marker"),
+    ):
+        if reason.startswith(said):
+            return f"{verb}: {_source_name(result)}"
+    return None
 
 
 def exit_code(
@@ -323,8 +395,7 @@ def _print_summary(
     args: argparse.Namespace, summary: Summary, failures: list[CopyResult], stdout: IO[str], stderr: IO[str]
 ) -> None:
     if args.json:
-        extra = summary.dry_run_dict() if args.dry_run else {}
-        stdout.write(json.dumps({**summary.to_dict(), **extra}) + "\n")
+        stdout.write(json.dumps(summary.to_dict()) + "\n")
         out = stderr
     else:
         out = stdout

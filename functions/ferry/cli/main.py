@@ -56,6 +56,7 @@ def main(
         level=os.environ.get("FERRY_LOG_LEVEL", "WARNING"), format="%(levelname)s %(name)s: %(message)s"
     )
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what an interrupted copy says to run again
     try:
         return run_command(args, stdout, stderr)
     except FerryError as error:

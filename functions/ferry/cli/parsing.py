@@ -89,20 +89,17 @@ class VersionAction(argparse.Action):
 
 
 # Said in the --help of every command that takes both a spec and --job-id.
-JOB_ID_RULE = "a different job_id in the spec is refused"
+JOB_ID_RULE = "--job-id overrides the spec's job_id"
 
 
 def job_id_of(option: str | None, spec: Any, path: str | None) -> Any:
-    """The job's id from `--job-id` and the spec read from `path`: either alone names it, and
-    the same in both is fine. Two different ids are refused rather than one silently chosen
-    (as s5cmd and rclone refuse contradictory arguments): a job id is how a job is found,
-    resumed and reported, so a guess would file its work under a name the user did not mean."""
+    """The job's id: `--job-id` if given, else the spec's own `job_id` (read from `path`).
+
+    The option wins, as every option given on the command line overrides the spec's own
+    (`ferry job start --spec FILE --mode ...`): a job id is used once per ledger or stack, so a
+    spec that names its job could otherwise run only once without editing the file. Nothing
+    is guessed: the id used is the one typed last, and the run prints it."""
     written = spec.get("job_id") if isinstance(spec, dict) else None
-    if option and written is not None and written != option:
-        raise ConfigError(
-            f"--job-id {option!r} and the job_id {written!r} in {path!r} differ: give one of them, "
-            "or the same in both"
-        )
     return option or written  # a job_id of the wrong type is named by the spec's validator
 
 

@@ -19,10 +19,17 @@ job does there (pipeline/history_keys.py): `s3:ListBucketVersions` within the pr
 `s3:GetBucketVersioning` on the bucket; without it, such a job is refused at Prepare, in one
 line naming the missing permission.
 
-Each document is printed as a heading line (`# ...`: what it is, where it goes, and the file
-its command reads, `file://NAME`) followed by the document as JSON, so it can be cut out and
-applied as it is. With `--output-dir DIR` each document is written to DIR/NAME instead, and
-the headings printed name those paths.
+Each document is printed as a heading line (`# ...`: what it is, where it goes, and last the
+command that applies it, reading the file `file://NAME`) followed by the document as JSON, so
+it can be cut out and applied as it is; the command runs in bash as printed, from `aws` to the
+end of the line. With `--output-dir DIR` each document is written to DIR/NAME instead, and the
+headings printed name those paths.
+
+A bucket's notification configuration is one document for all its notifications: putting one
+that holds only `EventBridgeConfiguration` deletes the bucket's other notifications (its SQS,
+SNS and Lambda destinations). So no such document is printed; its heading's command reads the
+bucket's configuration, adds `EventBridgeConfiguration` to it (the CLI's own JMESPath `merge`,
+no other tool) into the file, and puts that back.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -79,19 +87,26 @@ LIST = ["s3:ListBucket"]
 LIST_VERSIONS = ["s3:ListBucket", "s3:ListBucketVersions"]
 READ_VERSIONING = ["s3:GetBucketVersioning"]  # an all_versions job's Prepare, on both sides
 OBJECT_CREATED, OBJECT_DELETED = "Object Created", "Object Deleted"
+# The bucket's notification configuration as read, with EventBridge turned on (JMESPath's
+# merge: what the bucket has, plus this key); an empty configuration reads as {}.
+MERGE_EVENTBRIDGE = 'merge(@, `{"EventBridgeConfiguration": {}}`)'
 
 
 @dataclass(frozen=True)
 class Document:
     """One document to apply: the file its command reads (`file_name`), and a heading with
-    `{file}` where that file's path goes."""
+    `{file}` where that file's `file://` path goes and `{path}` where its plain path goes,
+    each quoted for the shell. A document without a body is made by its own command (the
+    bucket's notification configuration, merged there): only its heading is printed."""
 
     file_name: str
     heading: str
-    body: dict[str, Any]
+    body: dict[str, Any] | list[Any] | None
 
     def heading_for(self, path: str) -> str:
-        return self.heading.replace("{file}", f"file://{path}")
+        return self.heading.replace("{file}", shlex.quote(f"file://{path}")).replace(
+            "{path}", shlex.quote(path)
+        )
 
 
 def file_part(text: str) -> str:
@@ -115,7 +130,11 @@ def run_policy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> in
     )
     count = 0
     for document in documents(settings, ferry):
-        if args.output_dir:
+        if document.body is None:  # its command writes the file
+            folder = Path(args.output_dir) if args.output_dir else None
+            path = str(folder / document.file_name) if folder else document.file_name
+            stdout.write(f"# {document.heading_for(path)}\n" + ("" if folder else "\n"))
+        elif args.output_dir:
             path = write_document(Path(args.output_dir), document)
             stdout.write(f"# {document.heading_for(str(path))}\n")
         else:
@@ -217,11 +236,11 @@ def documents(settings: PipelineSettings, ferry: Ferry) -> Iterator[Document]:
         if elsewhere(loc):
             yield Document(
                 f"bucket-policy-destination-{file_part(loc.bucket)}.json",
-                f"Bucket policy for the destination s3://{loc.bucket}/{loc.prefix} (account {loc.owner}): "
-                f"aws s3api put-bucket-policy --bucket {loc.bucket} --policy {{file}}; "
-                "also set its Object Ownership to BucketOwnerEnforced (aws s3api "
+                f"Bucket policy for the destination s3://{loc.bucket}/{loc.prefix} (account {loc.owner}), "
+                "and its Object Ownership set to BucketOwnerEnforced so that account owns every copy: "
+                f"aws s3api put-bucket-policy --bucket {loc.bucket} --policy {{file}} && aws s3api "
                 f"put-bucket-ownership-controls --bucket {loc.bucket} --ownership-controls "
-                "'Rules=[{ObjectOwnership=BucketOwnerEnforced}]') so that account owns every copy",
+                "'Rules=[{ObjectOwnership=BucketOwnerEnforced}]'",
                 with_marks(
                     ferry,
                     [loc],
@@ -416,9 +435,12 @@ def event_forwarding(ferry: Ferry, loc: Location, *, deletes: bool) -> Iterator[
     yield Document(
         f"notification-{bucket}.json",
         f"S3 notification configuration for s3://{loc.bucket} (account {owner}): send its events to "
-        f"EventBridge: aws s3api put-bucket-notification-configuration --bucket {loc.bucket} "
+        "EventBridge, keeping its other notifications (a configuration put alone replaces them all): "
+        f"aws s3api get-bucket-notification-configuration --bucket {loc.bucket} "
+        f"--query {shlex.quote(MERGE_EVENTBRIDGE)} --output json > {{path}} && "
+        f"aws s3api put-bucket-notification-configuration --bucket {loc.bucket} "
         "--notification-configuration {file}",
-        {"EventBridgeConfiguration": {}},
+        None,
     )
     yield Document(
         f"forward-role-trust-policy-{owner}.json",
@@ -452,22 +474,23 @@ def event_forwarding(ferry: Ferry, loc: Location, *, deletes: bool) -> Iterator[
             ],
         },
     )
+    events = f"--event-bus-name default --region {region}"
     yield Document(
-        f"rule-{bucket}.json",
-        f"EventBridge rule {rule_name} on account {owner}'s default bus in {region}: "
-        "aws events put-rule --name ... --event-pattern (EventPattern), then put-targets (Targets), "
-        "from {file}",
-        {
-            "Name": rule_name,
-            "EventBusName": "default",
-            "EventPattern": pattern,
-            "Targets": [{"Id": "ferry", "Arn": ferry.bus_arn(), "RoleArn": role_arn}],
-        },
+        f"rule-pattern-{bucket}.json",
+        f"EventBridge rule {rule_name} on account {owner}'s default bus in {region}, its event pattern: "
+        f"aws events put-rule --name {rule_name} {events} --event-pattern {{file}}",
+        pattern,
+    )
+    yield Document(
+        f"rule-targets-{bucket}.json",
+        f"EventBridge rule {rule_name}'s target, Ferry's default bus (after put-rule): "
+        f"aws events put-targets --rule {rule_name} {events} --targets {{file}}",
+        [{"Id": "ferry", "Arn": ferry.bus_arn(), "RoleArn": role_arn}],
     )
     yield Document(
         f"bus-policy-{bucket}.json",
         f"Resource policy for the default event bus of account {ferry.account} in {ferry.region} "
-        "(Ferry's side): aws events put-permission --policy {file}",
+        f"(Ferry's side): aws events put-permission --event-bus-name default --region {ferry.region} --policy {{file}}",
         {
             "Version": VERSION,
             "Statement": [

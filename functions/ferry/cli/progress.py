@@ -1,8 +1,10 @@
-"""The progress bar `ferry copy` and `ferry run` show on a terminal: objects done out of those
-listed, bytes copied (counted as each part of a multipart copy lands, so a large object moves
-the bar before it completes), the rate, and an ETA once the listing is complete (before that
-the total is unknown and the bar says so). Drawn by rich, on stderr, only when stderr is a
-terminal: logs and pipes get nothing extra. Removed when done (the summary follows).
+"""The progress bar `ferry copy` and `ferry run` show on a terminal: objects done, bytes copied
+(counted as each part of a multipart copy lands, so a large object moves the bar before it
+completes), the rate; while the listing goes on, how many objects (and bytes) are listed so
+far, with no bar and no ETA; once it is complete, the bar of the total and an ETA
+(progress_bar.py draws the line, within the terminal's width). Drawn by rich, on stderr, only
+when stderr is a terminal: logs and pipes get nothing extra. Removed when done (the summary
+follows).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ class Progress:
             from ferry.cli import progress_bar  # rich only where a bar is drawn
 
             self._bar = progress_bar.make_bar(console or progress_bar.console_for(stream))
-            self._task = self._bar.add_task("copying", total=None, bytes=0)
+            self._task = self._bar.add_task("copying", total=None, bytes=0, listed=0, listed_bytes=0)
 
     def __enter__(self) -> Progress:
         if self._bar is not None:
@@ -75,17 +77,32 @@ class Progress:
             self._bytes += copied - self._in_parts.pop((result.dest_bucket, result.dest_key), 0)
             self._bar.update(self._task, advance=1, bytes=self._bytes)
 
-    def listed(self, objects: int, *, complete: bool) -> None:
-        """`objects` are known so far; `complete` once the listing has ended (the ETA starts)."""
+    def listed(self, objects: int, *, complete: bool, size: int | None = None) -> None:
+        """`objects` (of `size` bytes, when known) are listed so far; `complete` once the
+        listing has ended (the bar and the ETA start)."""
         if self._bar is None:
             return
         with self._lock:
-            self._bar.update(self._task, total=objects if complete else None)
+            fields: dict[str, Any] = {"listed": objects}
+            if size is not None:
+                fields["listed_bytes"] = size
+            self._bar.update(self._task, total=objects if complete else None, **fields)
 
     def counting(self, items: Iterable[T]) -> Iterator[T]:
-        """Pass items through, telling the bar how many are known and when they end."""
-        count = 0
+        """Pass items through, telling the bar how many (and how many bytes: a pair's source
+        object's size) are listed so far, and when they end."""
+        count = size = 0
         for item in items:
             count += 1
+            size += _size_of(item)
+            if self._bar is not None:
+                self.listed(count, complete=False, size=size)
             yield item
-        self.listed(count, complete=True)
+        self.listed(count, complete=True, size=size)
+
+
+def _size_of(item: object) -> int:
+    """A listed pair's source size (0 when the item carries none)."""
+    source = item[0] if isinstance(item, tuple) and item else item
+    size = getattr(source, "size", None)
+    return size if isinstance(size, int) else 0

@@ -40,6 +40,9 @@ class Summary(Counts):
     would_restore: int = 0
     would_mark: int = 0  # --all-versions: delete markers a dry run would add
     would_delete: int = 0  # ferry sync --delete: objects a dry run would delete
+    # A dry run: its JSON and report count what it would do apart from `pending` (which means
+    # a restore under way), so the counts still add up to `objects`.
+    dry_run: bool = False
     started: float = field(default_factory=time.monotonic)
     seconds: float = 0.0
     # For the HTML report's charts: fixed-size counters, nothing kept per object.
@@ -107,8 +110,11 @@ class Summary(Counts):
         return self.bytes_copied / self.seconds if self.seconds > 0 else 0.0
 
     def to_dict(self) -> dict[str, Any]:
+        counts: dict[str, Any] = self.counts()
+        if self.dry_run:
+            counts = {**counts, "pending": self.pending - self._would(), **self.dry_run_dict()}
         return {
-            **self.counts(),
+            **counts,
             "seconds": round(self.seconds, 3),
             "bytes_per_second": round(self.throughput),
             "strategies": dict(self.strategies),
@@ -147,9 +153,13 @@ class Summary(Counts):
             **({"would_delete": self.would_delete} if self.deleting else {}),
         }
 
+    def _would(self) -> int:
+        """A dry run's results filed as pending that are what it would do, not a restore."""
+        return self.would_copy + self.would_restore + self.would_mark + self.would_delete
+
     def dry_run_line(self) -> str:
         """A dry run's summary: what it would do, not the pending its results are filed as."""
-        would = self.would_copy + self.would_restore + self.would_mark + self.would_delete
+        would = self._would()
         return dry_run_line(
             self.total,
             f"would copy {self.would_copy} ({format_size(self.would_copy_bytes)})",

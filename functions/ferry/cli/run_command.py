@@ -30,13 +30,13 @@ from ferry.cli.progress import Progress
 from ferry.cli.ranges import check_kms_region, memory_limit
 from ferry.cli.report import Summary, failure_line
 from ferry.cli.sides import endpoints
+from ferry.cli.signals import StopOnSignals
 from ferry.cli.state_dir import default_state_dir, ledger_path
 from ferry.counts import plural
-from ferry.engine.deadlines import stop_all, stop_cleared
 from ferry.errors import ConfigError, error_code
 from ferry.limits import parse_size
 from ferry.models import CopyResult, Status, check_endpoint_url
-from ferry.pipeline.ledger.contract import INTERRUPTED, Ledger
+from ferry.pipeline.ledger.contract import INTERRUPTED, JobExists, Ledger
 from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from ferry.pipeline.ledger.sqlite import SQLiteLedger
 from ferry.pipeline.local_reports import LocalReports
@@ -62,6 +62,8 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     spec = read_json_file(args.spec)
     job_id = job_id_of(args.resume or args.job_id, spec, args.spec)  # a resume names its job
     job_id = job_id if isinstance(job_id, str) else None  # else the spec's own, named by Prepare
+    if args.job_id and isinstance(spec, dict):
+        spec = {**spec, "job_id": args.job_id}  # the option names the job, over the spec's own
     seconds = pass_seconds(args)
     options = spec.get("options") if isinstance(spec, Mapping) else None
     # A spec of the wrong shape is named by Prepare's validator (run_job), field by field.
@@ -94,23 +96,27 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
             reads_any_region=True,
         )
         with StopOnSignals(stderr) as signals:
-            final = run_job(
-                spec,
-                services,
-                job_id=job_id,
-                pass_seconds=seconds,
-                on_listed=lambda listing: progress.listed(listing.objects, complete=listing.complete),
-                journal_root=reports.root,
-                resume=bool(args.resume),
-            )
+            try:
+                final = run_job(
+                    spec,
+                    services,
+                    job_id=job_id,
+                    pass_seconds=seconds,
+                    on_listed=lambda listing: progress.listed(listing.objects, complete=listing.complete),
+                    journal_root=reports.root,
+                    resume=bool(args.resume),
+                )
+            except JobExists as error:
+                raise ConfigError(
+                    f"{error}; to run the spec again, give it a new id with --job-id NEW_ID"
+                ) from error
     if final["status"] == INTERRUPTED:
         if isinstance(ledger, SQLiteLedger):
             ledger.close()
         return _interrupted(final, signals.received or signal.SIGINT, stderr)
-    data = run_report(services, final["job_id"], final, summary)
     dry_run = bool(final.get("dry_run"))
-    if dry_run:
-        data["summary"].update(summary.dry_run_dict())
+    summary.dry_run = dry_run  # its JSON counts what it would copy apart from pending
+    data = run_report(services, final["job_id"], final, summary)
     if args.report:
         _write_report(args.report, data)
     if args.json:
@@ -127,38 +133,6 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     if final["pending"] and not dry_run:  # a dry run's pending are what it would have copied
         return EXIT_PENDING
     return EXIT_OK
-
-
-class StopOnSignals:
-    """Ctrl-C (SIGINT) and SIGTERM during `ferry run`: the first stops the run as at a
-    deadline (engine.deadlines.stop_all: requests and parts in flight finish, everything is
-    recorded, the job is marked INTERRUPTED); a second Ctrl-C quits at once, as Ctrl-C
-    otherwise does (the job then stays RUNNING, and --resume still finishes it)."""
-
-    def __init__(self, stderr: IO[str]) -> None:
-        self.stderr = stderr
-        self.received: int | None = None
-        self._previous: dict[int, Any] = {}
-
-    def __enter__(self) -> StopOnSignals:
-        stop_cleared()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            self._previous[signum] = signal.signal(signum, self._stop)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-
-    def _stop(self, signum: int, frame: Any) -> None:
-        if self.received is not None and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        self.received = signum
-        stop_all()
-        self.stderr.write(
-            "\nferry: stopping: finishing what is in flight and recording it (Ctrl-C again to quit at once)\n"
-        )
-        self.stderr.flush()
 
 
 def _interrupted(final: Mapping[str, Any], signum: int, stderr: IO[str]) -> int:

@@ -110,17 +110,7 @@ class SyncDeletes:
         return (pair for pair in pairs if not is_ferrys_own(pair[0].key, marks))
 
     def on_result(self, result: CopyResult) -> None:
-        if (
-            self.args.dry_run
-            and result.status == Status.PENDING
-            and (result.reason or "").startswith("dry run")
-        ):
-            where = (
-                result.source_key
-                if result.source_bucket is None
-                else f"s3://{result.source_bucket}/{result.source_key}"
-            )
-            self.out.write(f"would copy: {where}\n")
+        """Nothing per copy: a dry run's `would copy:` lines are the copy's own (copy_command)."""
 
     def copy(self, copier: Copier, pairs: Iterator[Pair], on_result: Callable[[CopyResult], None]) -> None:
         copier.copy_batch(pairs, on_result=on_result, collect=False)

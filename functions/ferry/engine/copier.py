@@ -21,7 +21,7 @@ from ferry.engine.archive import archived_outcome
 from ferry.engine.budget import ByteBudget
 from ferry.engine.checkpoints import CheckpointStore
 from ferry.engine.context import TransferContext
-from ferry.engine.deadlines import due
+from ferry.engine.deadlines import due, stopping
 from ferry.engine.degradations import SERVER_SIDE_NOT_IMPLEMENTED, NotImplementedByServer
 from ferry.engine.dest_listing import DestinationIndex, Listed
 from ferry.engine.outcome import WOULD_COPY, Outcome
@@ -546,7 +546,7 @@ def _not_started(obj: SourceObject, target: Target) -> CopyResult:
         source_key=obj.key,
         dest_key=target.key,
         status=Status.PENDING,
-        reason="not started: deadline reached",
+        reason="not started: interrupted" if stopping() else "not started: deadline reached",
         source_bucket=obj.bucket,
         dest_bucket=target.bucket,
         handed_over=True,

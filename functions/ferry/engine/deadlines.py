@@ -6,7 +6,7 @@ needs, and it is also the right answer to an interruption (Ctrl-C or SIGTERM dur
 run`, ECS stopping a Fargate task): `stop_all()` makes every deadline of the process due now,
 so what is in flight finishes its current request or part, is recorded, and a later run
 resumes from the records. Process-wide, as signals are. A copy without a deadline (`ferry
-copy`) is not affected.
+copy`, `ferry sync`) has no time limit, but stops the same way when the process is asked to.
 """
 
 from __future__ import annotations
@@ -23,8 +23,11 @@ def deadline_in(seconds: float) -> float:
 
 
 def due(deadline: float | None, needed: float = 0.0) -> bool:
-    """Whether work that takes `needed` seconds can no longer start before `deadline`."""
-    return deadline is not None and (_STOPPING.is_set() or time.monotonic() + needed >= deadline)
+    """Whether work that takes `needed` seconds can no longer start before `deadline` (None:
+    no deadline), or the process is stopping."""
+    if _STOPPING.is_set():
+        return True
+    return deadline is not None and time.monotonic() + needed >= deadline
 
 
 def stop_all() -> None:

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from ferry.counts import plural
 from ferry.engine.checkpoints import Checkpoint, CheckpointStore, copy_id
 from ferry.engine.checksums import default_type
 from ferry.engine.context import TransferContext
-from ferry.engine.deadlines import due
+from ferry.engine.deadlines import due, stopping
 from ferry.engine.degradations import is_not_implemented
 from ferry.engine.lost_replies import completed_already, create_upload
 from ferry.engine.source import SourceInfo
@@ -343,8 +344,20 @@ class MultipartUpload:
             return False
         return True
 
+    def stopped_reason(self) -> str:
+        """Why a copy stopped between its parts: its deadline (a checkpoint saved) or an
+        interruption (the upload kept in the destination bucket for the next run)."""
+        parts = f"{len(self.done)} of {plural(len(self.plan), 'part')}"
+        if stopping():
+            return f"interrupted: {parts} copied; the next run resumes the upload"
+        return f"deadline: checkpointed {parts}"
+
     def save_checkpoint(self) -> None:
         if self.store is None:
+            if stopping() and self.marks_prefix is not None and self.upload_id is not None:
+                # Interrupted (Ctrl-C): the upload and its mark stay, and the next run finds
+                # them in the destination bucket and resumes from the parts already there.
+                return
             # Nobody could resume it: abort instead of leaving an upload that costs storage.
             self.abort()
             raise CopyFailed(

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ferry.counts import plural
 from ferry.engine import checksums
 from ferry.engine.attributes import copy_object_args, new_object_args
 from ferry.engine.budget import SlotGate
@@ -313,7 +312,7 @@ def _copy_parts(
         return Outcome(
             Status.PENDING,
             Strategy.COPY_MULTIPART,
-            reason=f"deadline: checkpointed {len(upload.done)} of {plural(len(plan), 'part')}",
+            reason=upload.stopped_reason(),
             parts_resumed=upload.resumed_parts,
             handed_over=True,
         )

@@ -24,7 +24,6 @@ from botocore.exceptions import (
 )
 from urllib3.exceptions import ProtocolError
 
-from ferry.counts import plural
 from ferry.engine import checksums
 from ferry.engine.attributes import new_object_args, tagging_string
 from ferry.engine.budget import SlotsAndBytes
@@ -433,7 +432,7 @@ def _stream_multipart(
         return Outcome(
             Status.PENDING,
             Strategy.STREAM_MULTIPART,
-            reason=f"deadline: checkpointed {len(upload.done)} of {plural(len(plan), 'part')}",
+            reason=upload.stopped_reason(),
             parts_resumed=upload.resumed_parts,
             handed_over=True,
         )
