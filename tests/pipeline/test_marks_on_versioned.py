@@ -131,3 +131,34 @@ def test_the_fargate_task_stopped_and_run_again_leaves_no_mark(pipeline, timed, 
 
     assert pipeline.s3.get_object(Bucket="dst", Key="out/big/a.bin")["Body"].read() == data
     assert marks_history(pipeline.s3) == []
+
+
+def test_a_destination_locking_new_versions_gets_no_mark_and_the_worker_says_so(
+    pipeline, timed, caplog
+) -> None:
+    """Where Object Lock's default retention would keep a mark until it ends, the workers write
+    none (a crashed copy there starts again), and say so once in their log."""
+    pipeline.s3.delete_bucket(Bucket="dst")
+    pipeline.s3.create_bucket(Bucket="dst", ObjectLockEnabledForBucket=True)
+    pipeline.s3.put_object_lock_configuration(
+        Bucket="dst",
+        ObjectLockConfiguration={
+            "ObjectLockEnabled": "Enabled",
+            "Rule": {"DefaultRetention": {"Mode": "COMPLIANCE", "Days": 30}},
+        },
+    )
+    data = {f"big/{n}.bin": os.urandom(2 * PART + n) for n in range(2)}
+    for key, body in data.items():
+        pipeline.s3.put_object(Bucket="src", Key=key, Body=body)
+
+    with caplog.at_level("WARNING", logger="ferry.engine.upload_marks"):
+        passes = run_passes(start_job("locked", "out/"), listing_items(pipeline.s3), short_pass_ms(pipeline))
+
+    assert passes[-1]["counts"]["copied"] == 2
+    for key, body in data.items():
+        assert pipeline.s3.get_object(Bucket="dst", Key=f"out/{key}")["Body"].read() == body
+    assert marks_history(pipeline.s3) == []
+    said = [r.getMessage() for r in caplog.records if "Object Lock" in r.getMessage()]
+    assert said and all(
+        m.startswith("s3://dst keeps every new version under Object Lock (COMPLIANCE, 30 days)") for m in said
+    )

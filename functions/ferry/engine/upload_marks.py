@@ -434,12 +434,14 @@ def _refusal(client: Any, bucket: str) -> str | None:
         return None
     if retention is None:
         return None
-    return (
+    sentence = (
         f"s3://{bucket} keeps every new version under Object Lock ({retention}): no upload marks are "
         "written there, as one could not be deleted before its retention ends; a copy killed mid-way "
         "there starts its upload again, and the upload it left is removed by the bucket's lifecycle "
         "rule (AbortIncompleteMultipartUpload), not by `ferry clean-uploads`"
     )
+    log.warning("%s", sentence)  # the pipeline's workers say it in their log; the CLI in its notes too
+    return sentence
 
 
 class MarkableBuckets:
