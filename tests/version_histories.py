@@ -4,8 +4,10 @@ key's history read back without Ferry's code (for `--all-versions` and all_versi
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from conftest import S3Server
+from ferry.models import DEFAULT_MARKS_PREFIX
 
 MARKER = "<delete marker>"
 _LAST_WRITTEN: dict[tuple[str, str, str], float] = {}  # (server, bucket, key) -> when last written
@@ -55,3 +57,32 @@ def history(server: S3Server, bucket: str, key: str) -> list[str]:
             ].read()
             out.append(body.decode())
     return out
+
+
+def put_in_parts(client: Any, bucket: str, key: str, data: bytes, part_size: int) -> str:
+    """Write `data` as a multipart object of `part_size` parts (no checksum), so a copy goes in
+    parts too; returns the version id (None on an unversioned bucket)."""
+    upload_id = client.create_multipart_upload(Bucket=bucket, Key=key)["UploadId"]
+    parts = []
+    for number, start in enumerate(range(0, len(data), part_size), 1):
+        body = data[start : start + part_size]
+        etag = client.upload_part(Bucket=bucket, Key=key, UploadId=upload_id, PartNumber=number, Body=body)[
+            "ETag"
+        ]
+        parts.append({"PartNumber": number, "ETag": etag})
+    done = client.complete_multipart_upload(
+        Bucket=bucket, Key=key, UploadId=upload_id, MultipartUpload={"Parts": parts}
+    )
+    return done.get("VersionId")
+
+
+def ferrys_history(
+    server: S3Server, bucket: str, prefix: str = DEFAULT_MARKS_PREFIX
+) -> list[tuple[str, str]]:
+    """Every version and delete marker under Ferry's marks prefix, as (key, "version" or
+    "delete marker"): what a run left in the bucket's history."""
+    found: list[tuple[str, str]] = []
+    for page in server.client.get_paginator("list_object_versions").paginate(Bucket=bucket, Prefix=prefix):
+        found += [(v["Key"], "version") for v in page.get("Versions", [])]
+        found += [(m["Key"], "delete marker") for m in page.get("DeleteMarkers", [])]
+    return found

@@ -7,7 +7,8 @@ it are in stack._copy_statements). Finalize lists the marks (ListObjectsV2 under
 prefix only), finds their open uploads (ListMultipartUploads: s3:ListBucketMultipartUploads
 on the bucket, per "Multipart upload API and permissions" in the S3 user guide), aborts its
 own job's abandoned ones (s3:AbortMultipartUpload on the configured destination prefixes,
-where the uploads are) and deletes their marks. A destination reached through a role or a
+where the uploads are) and deletes their marks by version id (s3:DeleteObjectVersion), so a
+versioned bucket keeps nothing of them. A destination reached through a role or a
 secret is written as the workers write it, so Finalize may reach it the same way.
 """
 
@@ -33,7 +34,11 @@ def mark_locations(settings: PipelineSettings) -> list[Location]:
 def finalize_statements(stack: cdk.Stack, settings: PipelineSettings) -> list[iam.PolicyStatement]:
     """Find the job's abandoned uploads by their marks, abort them, delete the marks."""
     return [
-        statement("ReadUploadMarks", ("s3:GetObject", "s3:DeleteObject"), marks_arns(settings.destinations)),
+        statement(
+            "ReadUploadMarks",
+            ("s3:GetObject", "s3:DeleteObject", "s3:DeleteObjectVersion"),
+            marks_arns(settings.destinations),
+        ),
         *list_bucket_statements(mark_locations(settings), sid="ListUploadMarks"),
         statement("FindOpenUploads", FIND_UPLOADS, bucket_arns(settings.destinations)),
         statement("AbortAbandonedUploads", ["s3:AbortMultipartUpload"], object_arns(settings.destinations)),

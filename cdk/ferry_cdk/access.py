@@ -72,10 +72,15 @@ READ_VERSIONING = ("s3:GetBucketVersioning",)
 
 
 # Upload marks (ferry.engine.upload_marks): a small object per open multipart upload, written
-# after CreateMultipartUpload, read to resume after a crash, deleted after Complete or Abort.
-UPLOAD_MARKS = ("s3:PutObject", "s3:GetObject", "s3:DeleteObject")
+# after CreateMultipartUpload, read to resume after a crash, deleted after Complete or Abort by
+# its version id (DeleteObject with VersionId is s3:DeleteObjectVersion), so a versioned bucket
+# keeps neither the mark's version nor a delete marker.
+UPLOAD_MARKS = ("s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:DeleteObjectVersion")
 # Finding a crashed run's upload of a key: ListMultipartUploads is a bucket action.
 FIND_UPLOADS = ("s3:ListBucketMultipartUploads",)
+# No mark is written into a bucket whose Object Lock default retention would keep it: its
+# configuration is read once per run (GetObjectLockConfiguration, a bucket action).
+READ_OBJECT_LOCK = ("s3:GetBucketObjectLockConfiguration",)
 
 
 def iam_escape(text: str) -> str:

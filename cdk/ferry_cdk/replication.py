@@ -42,7 +42,10 @@ from .access import bucket_arn, iam_escape, statement
 from .deletes import deleted_detail_types, deletes_statements
 from .reach import location_reach_statements
 
-STARTER_TIMEOUT_SECONDS = 120  # a manifest of up to 10,000 rows and one StartExecution
+# A manifest of up to 10,000 rows and one StartExecution, and the look-ups of keys with two
+# spellings that fit: the starter holds a batch within this (its context's remaining time is its
+# deadline) and returns what it could not look up as batch item failures (starter_lookups).
+STARTER_TIMEOUT_SECONDS = 120
 # With deletes on, each deletion is a few sequential requests (HEAD source, HEAD destination,
 # GetItem, DeleteObject, DeleteItem): Lambda's longest timeout (STARTER_TIMEOUT_WITH_DELETES_SECONDS),
 # and batch_size is bounded for it (replication.config). A batch that still runs out returns

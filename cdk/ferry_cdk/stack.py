@@ -346,9 +346,14 @@ class FerryStack(cdk.Stack):
             *access.list_bucket_statements(
                 s.destinations, sid="ListDestinations", actions=access.LIST_AND_VERSIONS
             ),
-            # A copy killed mid-way is resumed from its upload's mark (ferry.engine.upload_marks).
+            # A copy killed mid-way is resumed from its upload's mark (ferry.engine.upload_marks);
+            # no mark goes where Object Lock would keep it.
             statement("MarkUploads", access.UPLOAD_MARKS, access.marks_arns(s.destinations)),
-            statement("FindUploadsToResume", access.FIND_UPLOADS, access.bucket_arns(s.destinations)),
+            statement(
+                "FindUploadsToResume",
+                (*access.FIND_UPLOADS, *access.READ_OBJECT_LOCK),
+                access.bucket_arns(s.destinations),
+            ),
             statement("Ledger", LEDGER_READ_WRITE, table),
             statement("Reports", BATCH_REPORTS, reports),
             *reach_statements(self, s),  # roles to assume, credential secrets (ferry_cdk.reach)

@@ -1,4 +1,9 @@
-"""Lambda: a batch of S3 events from a replication's queue -> one manifest, one job."""
+"""Lambda: a batch of S3 events from a replication's queue -> one manifest, one job.
+
+The batch is held within the function's timeout: the context's remaining time is the
+starter's deadline (ferry.pipeline.replication.starter), and what it cannot finish in time is
+returned as batch item failures (the event source mapping reports them: ReportBatchItemFailures).
+"""
 
 from __future__ import annotations
 
@@ -55,4 +60,5 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         state_machine_arn=os.environ["FERRY_STATE_MACHINE_ARN"],
         deletes=functools.partial(_delete_services, environment) if replication.deletes else None,
         source=functools.partial(_source_client, environment),
+        remaining_seconds=lambda: context.get_remaining_time_in_millis() / 1000,
     )

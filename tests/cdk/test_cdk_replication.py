@@ -285,3 +285,33 @@ def test_a_wrong_replication_is_one_clear_line(change: dict[str, Any], message: 
 def test_two_replications_may_not_share_a_name() -> None:
     with pytest.raises(ConfigError, match="the name 'photos' is used twice"):
         PipelineSettings.from_context({**TEST_CONTEXT, "replications": [REPLICATIONS[0], REPLICATIONS[0]]})
+
+
+def test_a_batch_of_keys_to_look_up_is_done_before_its_messages_reach_the_dead_letter_queue(built) -> None:
+    """The starter looks up at most lookup_bound(its timeout less its reserve) keys with two
+    spellings an invocation and returns the rest as batch item failures, which the event source
+    mapping reports (ReportBatchItemFailures): only those are delivered again. A batch whose
+    every key needs a look-up then takes several deliveries, fewer than the queue's
+    maxReceiveCount, for each configured replication and at the largest batch_size allowed."""
+    from ferry.pipeline.replication.config import MAX_BATCH_SIZE
+    from ferry.pipeline.replication.starter import RESERVE_SECONDS
+    from ferry.pipeline.replication.starter_lookups import lookup_bound
+    from ferry_cdk.replication import STARTER_TIMEOUT_SECONDS
+
+    mappings = list(resources(built.template, "AWS::Lambda::EventSourceMapping").values())
+    for name, batch_size in (("photos", 5000), ("whole", 10)):
+        (starter_id,) = by_type(built.template, "AWS::Lambda::Function", name)
+        starter = resources(built.template, "AWS::Lambda::Function")[starter_id]["Properties"]
+        (mapping,) = [
+            m["Properties"] for m in mappings if m["Properties"]["FunctionName"] == {"Ref": starter_id}
+        ]
+        assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+        assert mapping["BatchSize"] == batch_size
+        (events,) = [
+            q for lid, q in by_type(built.template, "AWS::SQS::Queue", name).items() if "Events" in lid
+        ]
+        receives = events["Properties"]["RedrivePolicy"]["maxReceiveCount"]
+        assert starter["Timeout"] == STARTER_TIMEOUT_SECONDS
+        per_invocation = lookup_bound(starter["Timeout"] - RESERVE_SECONDS)
+        assert -(-batch_size // per_invocation) < receives, name
+        assert -(-MAX_BATCH_SIZE // per_invocation) < receives

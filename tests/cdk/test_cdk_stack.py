@@ -423,6 +423,7 @@ def test_s3_grants_name_only_the_configured_prefixes(built: SimpleNamespace) -> 
                 "s3:ListBucketMultipartUploads",
                 "s3:ListBucketVersions",
                 "s3:GetBucketVersioning",
+                "s3:GetBucketObjectLockConfiguration",
             ):
                 assert targets <= arns["buckets"], (lid, targets)
                 continue
@@ -504,12 +505,22 @@ def test_each_role_gets_what_its_code_does(built: SimpleNamespace) -> None:
         "s3:GetObjectVersionTagging",
     }
     dest_buckets = {f"arn:aws:s3:::{loc.bucket}" for loc in built.settings.destinations}
+    src_only = {f"arn:aws:s3:::{loc.bucket}" for loc in built.settings.sources} - dest_buckets
     for role in ("CopyBatchRole", "CopyTaskRole"):
         assert actions_on(role, arns["sources"]) == copy, role
         assert actions_on(role, arns["destinations"]) == write, role
-        # Upload marks, and finding a crashed run's uploads to resume (ferry.engine.upload_marks).
-        assert actions_on(role, arns["marks"]) == {"s3:PutObject", "s3:GetObject", "s3:DeleteObject"}, role
+        # Upload marks, and finding a crashed run's uploads to resume (ferry.engine.upload_marks):
+        # a mark is deleted by its version id, so a versioned bucket keeps none of it, and none
+        # is written where Object Lock's default retention would keep it.
+        assert actions_on(role, arns["marks"]) == {
+            "s3:PutObject",
+            "s3:GetObject",
+            "s3:DeleteObject",
+            "s3:DeleteObjectVersion",
+        }, role
         assert "s3:ListBucketMultipartUploads" in actions_on(role, dest_buckets), role
+        assert "s3:GetBucketObjectLockConfiguration" in actions_on(role, dest_buckets), role
+        assert "s3:GetBucketObjectLockConfiguration" not in actions_on(role, src_only), role
         assert actions_on(role, arns["reports"]) == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}, role
     assert actions_on("PrepareRole", arns["sources"]) == set()  # lists them, reads no object
     assert actions_on("ListVersionsRole", arns["sources"] | arns["destinations"]) == set()
@@ -542,7 +553,11 @@ def test_each_role_gets_what_its_code_does(built: SimpleNamespace) -> None:
     assert actions_on("FinalizeRole", arns["sources"]) == set()
     # Finalize aborts its job's abandoned uploads and deletes their marks (abandoned_uploads.py).
     assert actions_on("FinalizeRole", arns["destinations"]) == {"s3:AbortMultipartUpload"}
-    assert actions_on("FinalizeRole", arns["marks"]) == {"s3:GetObject", "s3:DeleteObject"}
+    assert actions_on("FinalizeRole", arns["marks"]) == {
+        "s3:GetObject",
+        "s3:DeleteObject",
+        "s3:DeleteObjectVersion",
+    }
     assert "s3:ListBucketMultipartUploads" in actions_on("FinalizeRole", dest_buckets)
     assert actions_on("StateMachineRole", arns["sources"] | arns["destinations"]) == set()
     assert actions_on("StateMachineRole", arns["manifests"]) == {"s3:GetObject"}  # ItemReader

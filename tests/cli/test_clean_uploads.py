@@ -6,6 +6,7 @@ import io
 import json
 import subprocess
 import sys
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import pytest
 
 from ferry.cli.main import main
 from ferry.engine.upload_marks import UploadMark, mark_key, read_mark, write_mark
+from version_histories import ferrys_history, versioned
 
 FERRY = str(Path(sys.executable).with_name("ferry"))
 
@@ -155,3 +157,74 @@ def test_clean_uploads_on_a_missing_bucket_says_so(versitygw: Any) -> None:
         "ferry: error: destination bucket 'no-such-bucket-here' does not exist"
     )
     assert len(stderr.getvalue().strip().splitlines()) == 1
+
+
+def _left_by_a_plain_delete(server: Any, bucket: str, key: str, upload_id: str) -> str:
+    """A mark written and then deleted without its version id, as Ferry once deleted marks: in
+    a versioned bucket its version stays, under a delete marker. Returns the mark's key."""
+    write_mark(server.client, bucket, _mark(key, upload_id, datetime.now(UTC) - timedelta(days=3)))
+    server.client.delete_object(Bucket=bucket, Key=mark_key(key, upload_id))
+    return mark_key(key, upload_id)
+
+
+def test_clean_uploads_removes_what_plain_deletes_of_marks_left_in_a_versioned_bucket(server: Any) -> None:
+    bucket = versioned(server, "clean")
+    inside = _left_by_a_plain_delete(server, bucket, "in/a.bin", "ended-1")
+    outside = _left_by_a_plain_delete(server, bucket, "out/c.bin", "ended-2")
+    live = _upload(server, bucket, "in/live.bin", marked=True)  # its mark is current: it stays
+    history = sorted(ferrys_history(server, bucket))
+    assert [kind for _, kind in history].count("delete marker") == 2 and len(history) == 5
+
+    dry = ferry("clean-uploads", f"s3://{bucket}/in/", "--endpoint-url", server.url, "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    listed = json.loads(dry.stdout)["leftovers_deleted"]
+    assert sorted((e["mark"], e["delete_marker"], e["key"]) for e in listed) == [
+        (inside, False, "in/a.bin"),
+        (inside, True, "in/a.bin"),
+    ]
+    assert sorted(ferrys_history(server, bucket)) == history  # a dry run deletes nothing
+
+    run = ferry("clean-uploads", f"s3://{bucket}/in/", "--endpoint-url", server.url)
+    assert run.returncode == 0, run.stderr
+    assert "2 leftovers of deleted marks deleted (versions and delete markers)" in run.stdout
+    assert {key for key, _ in ferrys_history(server, bucket)} == {outside, mark_key("in/live.bin", live)}
+
+    whole = ferry("clean-uploads", f"s3://{bucket}", "--endpoint-url", server.url, "--json")
+    assert whole.returncode == 0, whole.stderr
+    assert [e["mark"] for e in json.loads(whole.stdout)["leftovers_deleted"]] == [outside, outside]
+    assert ferrys_history(server, bucket) == [(mark_key("in/live.bin", live), "version")]
+    assert _open(server, bucket, "in/live.bin") == {("in/live.bin", live)}  # too young to abort
+
+
+def test_a_leftover_under_object_lock_retention_is_named_and_its_delete_marker_kept(server: Any) -> None:
+    """A version the bucket keeps until its retention ends cannot be deleted: the command says
+    which, fails, and keeps the delete marker above it, so the old mark does not come back as
+    a current object; the next clean after the retention ends removes both."""
+    bucket = f"locked-{uuid.uuid4().hex[:12]}"
+    server.client.create_bucket(Bucket=bucket, ObjectLockEnabledForBucket=True)
+    server.client.put_object_lock_configuration(
+        Bucket=bucket,
+        ObjectLockConfiguration={
+            "ObjectLockEnabled": "Enabled",
+            "Rule": {"DefaultRetention": {"Mode": "GOVERNANCE", "Days": 1}},
+        },
+    )
+    key = mark_key("in/a.bin", "ended-1")
+    server.client.put_object(
+        Bucket=bucket,
+        Key=key,
+        Body=_mark("in/a.bin", "ended-1", datetime.now(UTC)).to_json().encode(),
+        ChecksumAlgorithm="CRC32",  # a PUT into a bucket with a default retention needs one
+    )
+    server.client.delete_object(Bucket=bucket, Key=key)
+
+    run = ferry("clean-uploads", f"s3://{bucket}", "--endpoint-url", server.url)
+
+    assert run.returncode == 2, run.stderr
+    (line,) = run.stderr.strip().splitlines()
+    assert line.startswith(f"ferry: error: s3://{bucket}/{key} (version ")
+    assert line.endswith(
+        f"(s3://{bucket} keeps every new version under Object Lock, GOVERNANCE, 1 day: such a version "
+        "can be deleted once its retention ends; run this again then)"
+    ), line
+    assert sorted(kind for _, kind in ferrys_history(server, bucket)) == ["delete marker", "version"]

@@ -25,6 +25,7 @@ import ferry.cli.copy_command
 import ferry.engine.copier
 from ferry.cli.main import main
 from ferry.s3.clients import make_client as real_make_client
+from version_histories import ferrys_history, versioned
 
 SLOW_FERRY = [sys.executable, str(Path(__file__).with_name("slow_ferry.py"))]
 MiB = 1024 * 1024
@@ -174,3 +175,32 @@ def test_sigkilled_copy_resumes_without_sending_a_listed_part_again(
     assert server.client.get_object(Bucket=dst, Key=KEY)["Body"].read() == data
     assert server.open_uploads(dst) == []
     assert server.keys(dst) == [KEY]  # the upload's mark went with it
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_a_sigkilled_copy_into_a_versioned_bucket_leaves_no_mark_in_its_history(
+    server: Any, mode: str, tmp_path: Path
+) -> None:
+    """The killed run's mark is found by the resuming run, which deletes it by the version it
+    read it from: the destination's history then holds the copy's one version and nothing
+    under the marks prefix, neither the mark's version nor a delete marker."""
+    src, dst = server.bucket("src"), versioned(server, "dst")
+    data = os.urandom(PARTS * PART - 54321)
+    _put_in_parts(server, src, data)
+    args = ["copy", f"s3://{src}/{KEY}", f"s3://{dst}/{KEY}", "--endpoint-url", server.url, "--mode", mode]
+    args += ["--part-size", "5MiB", "--part-concurrency", "2", "--quiet"]
+    if mode == "server-side" and server.name == "versitygw":
+        args += ["--checksum-algorithm", "CRC32C"]  # as above: else there are no parts
+
+    _kill_once_parts_listed([*SLOW_FERRY, *args], server, dst, at_least=3)
+    assert [key for key, kind in ferrys_history(server, dst)] != [], "the killed run left no mark"
+
+    code = main(args, io.StringIO(), stderr := io.StringIO())
+
+    assert code == 0, stderr.getvalue()
+    assert server.client.get_object(Bucket=dst, Key=KEY)["Body"].read() == data
+    answer = server.client.list_object_versions(Bucket=dst)
+    assert [v["Key"] for v in answer.get("Versions", [])] == [KEY]
+    assert answer.get("DeleteMarkers", []) == []
+    assert ferrys_history(server, dst) == []
+    assert server.open_uploads(dst) == []

@@ -449,3 +449,38 @@ def test_all_versions_grants_listing_versions_within_the_prefixes_and_reading_ve
     permissions = next(d for h, d in printed if h.startswith(f"Permissions policy for {WRITER}"))
     actions = {a for st in permissions["Statement"] for a in st["Action"]}
     assert {"s3:ListBucketVersions", "s3:GetBucketVersioning"} <= actions
+
+
+def test_marks_are_deleted_by_version_and_object_lock_defaults_read(tmp_path: Path) -> None:
+    """Upload marks leave nothing in a versioned destination because they are deleted by their
+    version id (s3:DeleteObjectVersion on the marks prefix only), and no mark is written where
+    Object Lock's default retention would keep it (s3:GetBucketObjectLockConfiguration on the
+    destination bucket): both the bucket policy and the writer role's permissions grant them."""
+    code, out, err = run_policy(tmp_path, WALKTHROUGH)
+    assert code == 0, err
+    printed = sections(out)
+    marks, bucket = "arn:aws:s3:::photos-b/.ferry/uploads/*", "arn:aws:s3:::photos-b"
+    policy = next(d for h, d in printed if h.startswith("Bucket policy for the destination"))
+    permissions = next(d for h, d in printed if h.startswith(f"Permissions policy for {WRITER}"))
+    for document in (policy, permissions):
+        by_sid = {st["Sid"]: st for st in document["Statement"]}
+        assert by_sid["FerryWriteMarks"]["Action"] == [
+            "s3:PutObject",
+            "s3:GetObject",
+            "s3:DeleteObject",
+            "s3:DeleteObjectVersion",
+        ]
+        assert as_list(by_sid["FerryWriteMarks"]["Resource"]) == [marks]
+        assert by_sid["FerryReadObjectLock"]["Action"] == ["s3:GetBucketObjectLockConfiguration"]
+        assert as_list(by_sid["FerryReadObjectLock"]["Resource"]) == [bucket]
+        granted = [st for st in document["Statement"] if "s3:DeleteObjectVersion" in st["Action"]]
+        assert {r for st in granted for r in as_list(st["Resource"])} <= {
+            marks,
+            "arn:aws:s3:::photos-b/replica/*",  # the workers' own copies, deleted by version if unproved
+        }
+    assert grammar_errors(policy, resource_based=True) == []
+    assert grammar_errors(permissions, resource_based=False) == []
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]

@@ -9,6 +9,7 @@ import pytest
 
 from ferry.engine.upload_marks import (
     DEFAULT_MARKS_PREFIX,
+    NULL_VERSION,
     UploadMark,
     abort_ferry_upload,
     delete_mark,
@@ -123,3 +124,66 @@ def test_a_mark_naming_another_upload_is_ignored(server: Any) -> None:
     assert read_mark(client, bucket, "k.bin", upload_id) is None
     assert list(key_uploads(client, bucket, "k.bin")) == []
     assert list(list_ferry_uploads(client, bucket)) == []
+
+
+@pytest.mark.parametrize("versioning", ["Enabled", "Suspended", None])
+def test_a_mark_is_deleted_by_its_version_whatever_the_buckets_versioning(
+    server: Any, versioning: Any
+) -> None:
+    """Written, read back and deleted as each door does it: by the version its PUT answered,
+    by the one a GET read it from, or by the one a HEAD finds; in a versioned or suspended
+    bucket nothing of it stays (no version, no delete marker: a suspended bucket's plain
+    delete would leave a `null` one)."""
+    client, bucket = server.client, server.bucket("marks")
+    if versioning:
+        client.put_bucket_versioning(Bucket=bucket, VersioningConfiguration={"Status": versioning})
+    ids = [_create(client, bucket, "k.bin", marked=False) for _ in range(3)]
+    stored = write_mark(client, bucket, _mark("k.bin", ids[0]))
+    write_mark(client, bucket, _mark("k.bin", ids[1]))
+    write_mark(client, bucket, _mark("k.bin", ids[2]))
+    assert (stored == NULL_VERSION) == (versioning != "Enabled")
+
+    delete_mark(client, bucket, "k.bin", ids[0], stored_as=stored)  # as the writing run
+    read = read_mark(client, bucket, "k.bin", ids[1])
+    assert read is not None and read.stored_as is not None
+    delete_mark(client, bucket, "k.bin", ids[1], stored_as=read.stored_as)  # as a resuming run
+    delete_mark(client, bucket, "k.bin", ids[2])  # known from a checkpoint only: HEAD first
+    delete_mark(client, bucket, "k.bin", ids[2])  # gone already: nothing to do
+
+    answer = client.list_object_versions(Bucket=bucket, Prefix=DEFAULT_MARKS_PREFIX)
+    assert answer.get("Versions", []) == [] and answer.get("DeleteMarkers", []) == []
+
+
+class _Refusing:
+    """A client whose DeleteObject with a VersionId answers `code`: an identity without
+    s3:DeleteObjectVersion (AccessDenied), or a store with no versions."""
+
+    def __init__(self, code: str) -> None:
+        self.code = code
+        self.calls: list[dict[str, Any]] = []
+
+    def delete_object(self, **params: Any) -> dict[str, Any]:
+        from botocore.exceptions import ClientError
+
+        self.calls.append(params)
+        if "VersionId" in params:
+            raise ClientError({"Error": {"Code": self.code, "Message": "no"}}, "DeleteObject")
+        return {}
+
+
+def test_a_null_version_refused_is_deleted_plainly_and_a_real_version_refused_is_raised() -> None:
+    """A bucket that gave no version id holds the mark as its `null` version: where deleting a
+    version is refused, the plain delete removes it. A real version id refused is raised, as
+    a plain delete would only stack a delete marker on it."""
+    from botocore.exceptions import ClientError
+
+    client = _Refusing("AccessDenied")
+    delete_mark(client, "b", "k", "u", stored_as=NULL_VERSION)
+    assert client.calls == [
+        {"Bucket": "b", "Key": mark_key("k", "u"), "VersionId": NULL_VERSION},
+        {"Bucket": "b", "Key": mark_key("k", "u")},
+    ]
+    client = _Refusing("AccessDenied")
+    with pytest.raises(ClientError, match="AccessDenied"):
+        delete_mark(client, "b", "k", "u", stored_as="3HL4kqtJlcpXroDTDmJ+rmSpXd3dIbrHY")
+    assert len(client.calls) == 1

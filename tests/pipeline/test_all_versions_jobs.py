@@ -27,7 +27,7 @@ from ferry.pipeline.history_keys import history_items
 from ferry.pipeline.item_reader import batches
 from ferry.pipeline.job_reports import JobReports
 from ferry.pipeline.ledger.sqlite import SQLiteLedger
-from version_histories import MARKER, history, versioned, write
+from version_histories import MARKER, ferrys_history, history, put_in_parts, versioned, write
 
 FERRY = str(Path(sys.executable).with_name("ferry"))
 SERVERS = ("versitygw", "minio")
@@ -433,3 +433,38 @@ def test_a_lost_batch_of_histories_records_each_key_no_pass_settled_as_one_faile
     tally = ledger.tally(spec.job_id)
     assert (tally.counts.objects, tally.items) == (3, 2)
     assert check_map_run(tally.items, batches_recorded(ledger, spec.job_id), None, noun="key").problems == []
+
+
+@pytest.mark.parametrize("server_name", SERVERS)
+def test_ferry_run_copies_versions_in_parts_and_leaves_only_the_sources_keys(
+    request: pytest.FixtureRequest, tmp_path: Path, server_name: str
+) -> None:
+    """Versions copied in parts are marked while they upload: the marks go by their version
+    ids, so the destination's history holds the source's keys and nothing under the marks
+    prefix (each plain delete of a mark used to leave its version and a delete marker)."""
+    server: S3Server = request.getfixturevalue(server_name)
+    src, dst = versioned(server, "src"), versioned(server, "dst")
+    part = 5 * 1024 * 1024
+    for n in range(2):
+        put_in_parts(server.client, src, "p/big", bytes([n]) * (2 * part + n + 1), part)
+    write(server, src, [("p/small", b"s")])
+    options = {"mode": "stream", "part_size": "5MiB", "multipart_threshold": "5MiB"}
+    spec = spec_file(tmp_path, job_spec(src, dst, **options))
+    common = [
+        "--endpoint-url",
+        server.url,
+        "--ledger",
+        str(tmp_path / "l.sqlite"),
+        "--report-dir",
+        str(tmp_path),
+    ]
+
+    run = ferry("run", spec, *common, "--json")
+
+    assert run.returncode == 0, run.stderr
+    summary = json.loads(run.stdout)
+    assert (summary["status"], summary["copied"]) == ("SUCCEEDED", 3), summary
+    answer = server.client.list_object_versions(Bucket=dst)
+    assert sorted(v["Key"] for v in answer.get("Versions", [])) == ["q/big", "q/big", "q/small"]
+    assert answer.get("DeleteMarkers", []) == []
+    assert ferrys_history(server, dst) == []

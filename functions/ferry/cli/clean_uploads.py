@@ -18,7 +18,17 @@ from typing import IO, Any
 
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK
 from ferry.counts import plural
-from ferry.engine.upload_marks import FerryUpload, UploadMark, abort_ferry_upload, delete_mark, scan_marks
+from ferry.engine.upload_marks import (
+    FerryUpload,
+    MarkLeftover,
+    UploadMark,
+    abort_ferry_upload,
+    default_retention,
+    delete_leftover,
+    delete_mark,
+    mark_leftovers,
+    scan_marks,
+)
 from ferry.errors import ConfigError, describe
 from ferry.jobspec import as_folder
 from ferry.models import Endpoint
@@ -59,6 +69,7 @@ class Cleaning:
     aborted: list[dict[str, Any]] = field(default_factory=list)
     kept: list[dict[str, Any]] = field(default_factory=list)
     marks_deleted: list[dict[str, Any]] = field(default_factory=list)
+    leftovers_deleted: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
@@ -70,6 +81,7 @@ class Cleaning:
             "aborted": self.aborted,
             "kept": self.kept,
             "marks_deleted": self.marks_deleted,
+            "leftovers_deleted": self.leftovers_deleted,
             "errors": self.errors,
         }
 
@@ -99,7 +111,12 @@ def clean(
                     result.marks_deleted,
                     _entry(mark.dest_key, mark.upload_id, mark.created, mark),
                     lambda m=mark: delete_mark(
-                        client, bucket, m.dest_key, m.upload_id, marks_prefix=marks_prefix
+                        client,
+                        bucket,
+                        m.dest_key,
+                        m.upload_id,
+                        marks_prefix=marks_prefix,
+                        stored_as=m.stored_as,
                     ),
                 )
             continue
@@ -108,14 +125,88 @@ def clean(
             result.kept.append(entry)
             continue
         _act(result, result.aborted, entry, lambda u=upload: _abort(client, bucket, u, marks_prefix))
+    _clean_leftovers(client, result, marks_prefix)
     return result
+
+
+def _leftover_entry(leftover: MarkLeftover) -> dict[str, Any]:
+    return {
+        "key": leftover.dest_key,
+        "mark": leftover.key,
+        "version_id": leftover.version_id,
+        "delete_marker": leftover.delete_marker,
+        "last_modified": leftover.last_modified.astimezone(UTC).isoformat(),
+    }
+
+
+def _clean_leftovers(client: Any, result: Cleaning, marks_prefix: str) -> None:
+    """Delete what plain deletes of marks left (versions first, then the delete markers above
+    them); a marker whose key still holds a version that could not be deleted is kept."""
+    try:
+        leftovers = mark_leftovers(client, result.bucket, key_prefix=result.prefix, marks_prefix=marks_prefix)
+    except Exception as error:
+        result.errors.append(
+            {
+                "key": marks_prefix,
+                "error": describe(
+                    error,
+                    side="destination",
+                    action="s3:ListBucketVersions",
+                    bucket=result.bucket,
+                    key=marks_prefix,
+                    region_flag="--region",
+                ),
+            }
+        )
+        return
+    refused: set[str] = set()
+    for leftover in leftovers:
+        if leftover.delete_marker and leftover.key in refused:
+            continue
+        before = len(result.errors)
+        _act(
+            result,
+            result.leftovers_deleted,
+            _leftover_entry(leftover),
+            lambda f=leftover: delete_leftover(client, result.bucket, f),
+            permission="s3:DeleteObjectVersion",
+        )
+        if len(result.errors) > before:
+            refused.add(leftover.key)
+    if refused:
+        _explain_retention(client, result)
+
+
+def _explain_retention(client: Any, result: Cleaning) -> None:
+    """S3 refuses to delete a version under Object Lock retention with AccessDenied, as it
+    refuses an identity without the permission: where the bucket locks new versions, say so."""
+    try:
+        retention = default_retention(client, result.bucket)
+    except Exception:  # noqa: BLE001 - the refusal itself is already reported
+        return
+    if retention is None:
+        return
+    note = (
+        f" (s3://{result.bucket} keeps every new version under Object Lock, {retention}: such a "
+        "version can be deleted once its retention ends; run this again then)"
+    )
+    for entry in result.errors:
+        if "version_id" in entry:
+            entry["error"] += note
 
 
 def _abort(client: Any, bucket: str, upload: FerryUpload, marks_prefix: str) -> None:
     abort_ferry_upload(client, bucket, upload, marks_prefix=marks_prefix)
 
 
-def _act(result: Cleaning, done: list[dict[str, Any]], entry: dict[str, Any], action: Any) -> None:
+def _act(
+    result: Cleaning,
+    done: list[dict[str, Any]],
+    entry: dict[str, Any],
+    action: Any,
+    *,
+    permission: str = "s3:AbortMultipartUpload / s3:DeleteObjectVersion",
+) -> None:
     if result.dry_run:
         done.append(entry)
         return
@@ -125,9 +216,9 @@ def _act(result: Cleaning, done: list[dict[str, Any]], entry: dict[str, Any], ac
         entry["error"] = describe(
             error,
             side="destination",
-            action="s3:AbortMultipartUpload / s3:DeleteObject",
+            action=permission,
             bucket=result.bucket,
-            key=entry["key"],
+            key=entry.get("mark") or entry["key"],
             region_flag="--region",
         )
         result.errors.append(entry)
@@ -147,10 +238,18 @@ def run_clean_uploads(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]
     else:
         _print(result, stdout)
     for entry in result.errors:
-        stderr.write(
-            f"ferry: error: s3://{result.bucket}/{entry['key']} (upload {entry['upload_id']}): {entry['error']}\n"
-        )
+        stderr.write(f"ferry: error: {_named(result.bucket, entry)}: {entry['error']}\n")
     return EXIT_FAILED if result.errors else EXIT_OK
+
+
+def _named(bucket: str, entry: dict[str, Any]) -> str:
+    """What an error entry is about: an upload, or a leftover version or marker of a mark."""
+    if "upload_id" in entry:
+        return f"s3://{bucket}/{entry['key']} (upload {entry['upload_id']})"
+    if "version_id" in entry:
+        what = "delete marker" if entry["delete_marker"] else "version"
+        return f"s3://{bucket}/{entry['mark']} ({what} {entry['version_id']})"
+    return f"s3://{bucket}/{entry['key']}"
 
 
 def _print(result: Cleaning, out: IO[str]) -> None:
@@ -164,9 +263,18 @@ def _print(result: Cleaning, out: IO[str]) -> None:
         out.write(
             f"{mark_verb} the mark of ended upload {entry['upload_id']} of s3://{result.bucket}/{entry['key']}\n"
         )
+    for entry in result.leftovers_deleted:
+        what = "delete marker" if entry["delete_marker"] else "version"
+        out.write(f"{mark_verb} the {what} {entry['version_id']} of s3://{result.bucket}/{entry['mark']}\n")
     hours = result.older_than.total_seconds() / 3600
+    leftovers = ""
+    if result.leftovers_deleted:
+        leftovers = (
+            f", {plural(len(result.leftovers_deleted), 'leftover')} of deleted marks {mark_verb} "
+            "(versions and delete markers)"
+        )
     out.write(
         f"{len(result.aborted)} of Ferry's uploads {verb}, {len(result.kept)} kept (started less than "
-        f"{hours:g} h ago), {plural(len(result.marks_deleted), 'stale mark')} {mark_verb}"
+        f"{hours:g} h ago), {plural(len(result.marks_deleted), 'stale mark')} {mark_verb}{leftovers}"
         f"{', ' + str(len(result.errors)) + ' failed' if result.errors else ''}\n"
     )

@@ -75,10 +75,13 @@ DESTINATION_WRITE = [
     "s3:DeleteObjectVersion",
     "s3:GetObjectVersionTagging",
 ]
-# Upload marks in each destination bucket (engine/upload_marks.py), and finding the upload a
-# crashed copy left (ListMultipartUploads, a bucket action), so the next run resumes it.
-UPLOAD_MARKS = ["s3:PutObject", "s3:GetObject", "s3:DeleteObject"]
+# Upload marks in each destination bucket (engine/upload_marks.py), deleted by version id so a
+# versioned bucket keeps none of them, and finding the upload a crashed copy left
+# (ListMultipartUploads, a bucket action), so the next run resumes it.
+UPLOAD_MARKS = ["s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:DeleteObjectVersion"]
 FIND_UPLOADS = ["s3:ListBucketMultipartUploads"]
+# No mark is written into a bucket whose Object Lock default retention would keep it.
+READ_OBJECT_LOCK = ["s3:GetBucketObjectLockConfiguration"]
 KMS_SOURCE = ["kms:Decrypt"]
 KMS_DESTINATION = ["kms:GenerateDataKey", "kms:Decrypt", "kms:Encrypt"]
 FORWARD_ROLE = "ferry-forward-s3-events"
@@ -316,6 +319,7 @@ def with_marks(ferry: Ferry, destinations: Sequence[Location], document: dict[st
     document["Statement"] += [
         ferry.statement("FerryWriteMarks", UPLOAD_MARKS, marks if len(marks) > 1 else marks[0]),
         ferry.statement("FerryFindUploads", FIND_UPLOADS, buckets if len(buckets) > 1 else buckets[0]),
+        ferry.statement("FerryReadObjectLock", READ_OBJECT_LOCK, buckets if len(buckets) > 1 else buckets[0]),
     ]
     return document
 
@@ -377,6 +381,12 @@ def role_permissions(settings: PipelineSettings, role_arn: str, ferry: Ferry) ->
                     "Resource": [f"{b}/{iam_escape(DEFAULT_MARKS_PREFIX)}*" for b in buckets],
                 },
                 {"Sid": "FerryFindUploads", "Effect": "Allow", "Action": FIND_UPLOADS, "Resource": buckets},
+                {
+                    "Sid": "FerryReadObjectLock",
+                    "Effect": "Allow",
+                    "Action": READ_OBJECT_LOCK,
+                    "Resource": buckets,
+                },
             ]
         if keys:
             statements.append(

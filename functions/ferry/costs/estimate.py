@@ -318,7 +318,9 @@ def object_requests(
 def mark_requests(a: Assumptions) -> Counter[str]:
     """What a multipart copy adds to resume after a crash (engine/upload_marks.py): one
     ListMultipartUploads of its key (two server-side: one asks whether a crashed run's upload
-    was made without part checksums), its mark written (PutObject) and deleted at the end."""
+    was made without part checksums), its mark written (PutObject) and deleted at the end (by
+    its version id: the same one DeleteObject). Reading a destination bucket's Object Lock
+    configuration, once per bucket and run, is not a per-object cost."""
     return Counter({"ListMultipartUploads": 2 if a.server_side else 1, "PutObject": 1, "DeleteObject": 1})
 
 

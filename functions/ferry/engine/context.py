@@ -21,6 +21,7 @@ from ferry.engine.degradations import (
 )
 from ferry.engine.encryption_probe import EncryptionProbe
 from ferry.engine.source import SourceInfo, tags_to_write
+from ferry.engine.upload_marks import MarkableBuckets
 from ferry.errors import CopyFailed
 from ferry.models import CopyPolicy, Endpoint, SourceObject, Target
 
@@ -59,6 +60,8 @@ class TransferContext:
     job_id: str | None = None
     # Whether a destination store can hold encrypted objects (asked once per bucket).
     encryption_probe: EncryptionProbe = field(default_factory=EncryptionProbe)
+    # Whether a destination bucket may hold Ferry's marks (asked once per bucket).
+    markable: MarkableBuckets = field(default_factory=MarkableBuckets)
     # Told the bytes of each part of a multipart copy as it lands (the CLI's progress bar
     # counts bytes before a large object completes); called from part threads, must not raise.
     on_part: Callable[[Target, int], None] | None = None
@@ -76,11 +79,25 @@ class TransferContext:
         )
         return same_endpoint and (obj.bucket, obj.key) == (target.bucket, target.key)
 
+    def marks_prefix_for(self, bucket: str) -> str | None:
+        """Where Ferry's own objects (upload marks, the encryption probe) go in a destination
+        bucket; None when marks are off, or the bucket locks every new version until a retention
+        ends (upload_marks.MarkableBuckets): nothing Ferry wrote there could be removed. The
+        run says so once."""
+        prefix = self.policy.marks_prefix
+        if prefix is None:
+            return None
+        refusal = self.markable.refusal(self.dest_client, bucket)
+        if refusal is not None:
+            self.degradations.add(refusal)
+            return None
+        return prefix
+
     def holds_no_encryption(self, bucket: str) -> bool:
         """True when the destination's store is known to encrypt nothing (encryption_probe),
         so a copy answered without an encryption has lost none."""
         return self.encryption_probe.store_holds_no_encryption(
-            self.dest_client, bucket, self.policy.marks_prefix
+            self.dest_client, bucket, self.marks_prefix_for(bucket)
         )
 
     def payer_args(self) -> dict[str, str]:

@@ -4,7 +4,9 @@ It owns the upload's life: create it (or resume it from a checkpoint, or from th
 crashed run left, found by its mark), run parts under a gate and a deadline, save a
 checkpoint when time runs out, complete it, or abort it. Each upload Ferry creates is marked
 in the destination bucket (upload_marks.py) until it is completed or aborted, so a process
-killed mid-copy leaves an upload that the next run can find and finish.
+killed mid-copy leaves an upload that the next run can find and finish. The mark goes by the
+version it was stored as, so a versioned bucket keeps no trace of it; a bucket that locks
+every new version (Object Lock's default retention) gets no mark at all (open_upload).
 """
 
 from __future__ import annotations
@@ -94,6 +96,8 @@ class MultipartUpload:
     job_id: str | None = None
     check_parts: PartCheck | None = None
     on_unmarked: Callable[[str], None] | None = None  # told once a mark could not be written
+    on_mark_left: Callable[[str], None] | None = None  # told once a mark could not be deleted
+    mark_stored_as: str | None = None  # the version the upload's mark was stored as, when known
     on_part: Callable[[int], None] | None = None  # told each part's size as it lands
     resumed_from_mark: bool = False
 
@@ -144,7 +148,7 @@ class MultipartUpload:
             created=datetime.now(UTC),
         )
         try:
-            write_mark(self.client, self.bucket, mark, marks_prefix=self.marks_prefix)
+            self.mark_stored_as = write_mark(self.client, self.bucket, mark, marks_prefix=self.marks_prefix)
         except Exception as error:
             log.warning(
                 "could not mark upload %s of s3://%s/%s: %s", self.upload_id, self.bucket, self.key, error
@@ -200,6 +204,7 @@ class MultipartUpload:
             return False
         upload, listed = chosen
         self.upload_id = upload.upload_id
+        self.mark_stored_as = upload.mark.stored_as
         self.resumed_from_mark = True
         candidates = [
             (part, listed[part.number])
@@ -441,11 +446,21 @@ class MultipartUpload:
                 log.warning("could not delete the checkpoint of upload %s: %s", self.upload_id, error)
 
     def _delete_mark(self, upload_id: str) -> None:
-        """The upload ended: its mark goes. One left behind is removed by `ferry clean-uploads`."""
+        """The upload ended: its mark goes, by the version it was stored as when this run knows
+        it (upload_marks.delete_mark asks otherwise). One left behind is said once in the run's
+        notes and removed by `ferry clean-uploads`."""
         if self.marks_prefix is None:
             return
+        stored_as = self.mark_stored_as if upload_id == self.upload_id else None
         try:
-            delete_mark(self.client, self.bucket, self.key, upload_id, marks_prefix=self.marks_prefix)
+            delete_mark(
+                self.client,
+                self.bucket,
+                self.key,
+                upload_id,
+                marks_prefix=self.marks_prefix,
+                stored_as=stored_as,
+            )
         except Exception as error:
             log.warning(
                 "could not delete the mark of upload %s of s3://%s/%s: %s",
@@ -454,6 +469,12 @@ class MultipartUpload:
                 self.key,
                 error,
             )
+            if self.on_mark_left:
+                self.on_mark_left(
+                    f"upload marks could not be deleted from s3://{self.bucket}/{self.marks_prefix} "
+                    f"({describe(error, side='destination', action='s3:DeleteObjectVersion', bucket=self.bucket)}): "
+                    "they stay until `ferry clean-uploads` removes them"
+                )
 
     def _abort_quietly(self, upload_id: str) -> None:
         try:
@@ -490,13 +511,14 @@ def open_upload(
         source_size=info.size,
         copy_id=copy_id(info.obj.bucket, info.obj.key, info.obj.version_id, target.bucket, target.key),
         store=ctx.checkpoints,
-        marks_prefix=ctx.policy.marks_prefix,
+        marks_prefix=ctx.marks_prefix_for(target.bucket),
         source_bucket=info.obj.bucket,
         source_key=info.obj.key,
         source_version=info.obj.version_id,
         job_id=ctx.job_id,
         check_parts=check_parts,
         on_unmarked=ctx.degradations.add,
+        on_mark_left=ctx.degradations.add,
         on_part=functools.partial(ctx.on_part, target) if ctx.on_part else None,
     )
     try:

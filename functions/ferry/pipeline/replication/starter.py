@@ -7,15 +7,23 @@ time. For each batch the starter
    is not one for this replication fails alone, with its reason in the log, and SQS moves it
    to the dead-letter queue after maxReceiveCount receives; it is kept there, not dropped);
 2. keeps, per key as the event spells it, the event with the greatest `sequencer` (duplicates
-   and stale deliveries go); a key with two possible spellings is resolved against the source
-   (event_keys: whether EventBridge URL-encodes keys is not documented);
-3. writes ONE JSON Lines manifest of those keys into the report bucket and starts ONE parent
-   execution with it, named from the batch's message ids, so a redelivered batch starts
-   nothing twice.
-4. with the replication's deletes on, also reads "Object Deleted" events: where a key's
+   and stale deliveries go);
+3. with the replication's deletes on, also reads "Object Deleted" events: where a key's
    newest event in the batch is a delete, it goes to deletes.apply_deletes (through
    starter_deletes.run_deletes) instead of the job; a FAILED deletion's message is
-   reported as a batch item failure.
+   reported as a batch item failure;
+4. resolves each created key with two possible spellings against the source (event_keys:
+   whether EventBridge URL-encodes keys is not documented), in parallel and within the
+   invocation's time (starter_lookups): a key not looked up in time has its messages reported
+   as batch item failures, delivered again later, the rest of the batch done now;
+5. writes ONE JSON Lines manifest of the created keys into the report bucket and starts ONE
+   parent execution with it, named from those messages' ids, so a redelivered batch starts
+   nothing twice.
+
+Its time: the Lambda context's remaining time, of which RESERVE_SECONDS are kept for the
+manifest, StartExecution and the answer; the look-ups get the rest (after the deletions, which
+replication.config bounds on their own). Nothing a batch holds is dropped: every message is
+in the job, acted on as a deletion, or reported as a batch item failure with its reason logged.
 
 Rows name the key without a version id: the job copies the source's current object. Events
 of one key can sit in different batches whose jobs finish in any order; copying "the latest"
@@ -51,11 +59,15 @@ from ferry.pipeline.replication.event_keys import (
 )
 from ferry.pipeline.replication.lag import EVENT_TIME_FIELD, REPLICATION_FIELD, parse_event_time
 from ferry.pipeline.replication.starter_deletes import DeleteServices, run_deletes
+from ferry.pipeline.replication.starter_lookups import run_lookups
 
 log = logging.getLogger(__name__)
 
 OBJECT_CREATED = "Object Created"
 _HEX = re.compile(r"^[0-9A-Fa-f]+$")
+# What an invocation keeps after its look-ups: the manifest's PutObject and StartExecution
+# (each with its client's retries, seconds at worst) and the answer to Lambda.
+RESERVE_SECONDS = 20.0
 
 
 class NotAnEvent(ValueError):
@@ -258,40 +270,30 @@ def handle_batch(
     state_machine_arn: str,
     deletes: Callable[[], DeleteServices] | None = None,
     source: Callable[[], Any] | None = None,
+    remaining_seconds: Callable[[], float] | None = None,
 ) -> dict[str, Any]:
     """The starter's work for one Lambda invocation; returns the partial batch response
-    (`batchItemFailures`: the messages that were not S3 events for this replication, and those
-    of deletions that failed).
+    (`batchItemFailures`: the messages that were not S3 events for this replication, those of
+    deletions that failed, and those of created keys not resolved: undecided, or not looked up
+    within the invocation's time).
 
     Per key only the batch's newest event acts: creates go to the batch's one job, deletions
     (replications with deletes on; `deletes` makes their clients, only when there are some) to
     `apply_deletes` (starter_deletes.run_deletes). `source` makes a client for the
     replication's source, only when a created key has two forms to resolve (event_keys); a
     create the source cannot resolve fails alone, with the reason, and reaches the dead-letter
-    queue like a message that is not an event.
+    queue like a message that is not an event. `remaining_seconds` is the invocation's time
+    left (the Lambda context's); None sets no limit.
 
     A failure to write the manifest or to start the execution raises: the whole batch then
     returns to the queue and is tried again (the same messages make the same execution name).
     """
     processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
-
-    def source_client() -> Any:
-        if source is None:  # a starter wired without its source client: never silent
-            raise RuntimeError(f"replication {replication.name}: no source client to resolve event keys")
-        return source()
+    records = list(event.get("Records") or [])
 
     def parse(record: SQSRecord) -> ObjectEvent:
         try:
-            return parse_event(record.body, replication, record.message_id).resolve(source_client)
-        except UndecidedKey as error:
-            log.error(
-                "message %s: replication %s: %s; it returns to the queue and goes to the dead-letter "
-                "queue after maxReceiveCount receives",
-                record.message_id,
-                replication.name,
-                error,
-            )
-            raise
+            return parse_event(record.body, replication, record.message_id)
         except NotAnEvent as error:
             log.warning(
                 "message %s is not an S3 Object Created event for replication %s: %s; it returns to "
@@ -303,15 +305,29 @@ def handle_batch(
             raise
 
     failed: list[str] = []
-    with processor(records=list(event.get("Records") or []), handler=parse):
+    with processor(records=records, handler=parse):
         outcomes = processor.process()
-        events = [result for status, result, _ in outcomes if status == "success"]
-        newest = latest_per_key(events)
-        _log_superseded(events, newest, replication)
+        parsed = [result for status, result, _ in outcomes if status == "success"]
+        newest = latest_per_key(parsed)
+        _log_superseded(parsed, newest, replication)
+        deletions = [(e.message_id, e.deletion) for e in newest if e.deletion is not None]
+        if deletions:
+            if deletes is None:  # a starter wired without its delete clients: never silent
+                raise RuntimeError(
+                    f"replication {replication.name}: deletes are on but the starter has no delete clients"
+                )
+            failed += run_deletes(deletions, replication, deletes)
         # Every created key goes to the job, even one a newer delete of the batch follows: that
         # delete may have removed only an older version (or be a kept lifecycle expiry), and a
         # key truly gone is counted skipped by the copy (batches._vanished_since_event).
-        creates = [e for e in events if e.deletion is None]
+        creates, unresolved = resolve_creates(
+            [e for e in parsed if e.deletion is None],
+            replication,
+            source,
+            seconds_left=_less_reserve(remaining_seconds),
+            receives=_receive_counts(records),
+        )
+        failed += unresolved
         if creates:
             started = start_batch(
                 creates,
@@ -329,16 +345,109 @@ def handle_batch(
                 started.job_id,
                 "already started by an earlier delivery" if started.already_started else "started",
             )
-        deletions = [(e.message_id, e.deletion) for e in newest if e.deletion is not None]
-        if deletions:
-            if deletes is None:  # a starter wired without its delete clients: never silent
-                raise RuntimeError(
-                    f"replication {replication.name}: deletes are on but the starter has no delete clients"
-                )
-            failed = run_deletes(deletions, replication, deletes)
     response = processor.response()
     response["batchItemFailures"] = [*response["batchItemFailures"], *({"itemIdentifier": m} for m in failed)]
     return response
+
+
+def _less_reserve(remaining_seconds: Callable[[], float] | None) -> Callable[[], float] | None:
+    """The seconds left for look-ups: the invocation's, less RESERVE_SECONDS."""
+    if remaining_seconds is None:
+        return None
+    return lambda: remaining_seconds() - RESERVE_SECONDS
+
+
+def _receive_counts(records: Sequence[Mapping[str, Any]]) -> dict[str, int]:
+    """How many times SQS has delivered each message (ApproximateReceiveCount), by its id."""
+    counts = {}
+    for record in records:
+        try:
+            counts[str(record.get("messageId"))] = int(
+                (record.get("attributes") or {}).get("ApproximateReceiveCount", 1)
+            )
+        except (TypeError, ValueError):
+            counts[str(record.get("messageId"))] = 1
+    return counts
+
+
+def resolve_creates(
+    creates: Sequence[ObjectEvent],
+    replication: Replication,
+    source: Callable[[], Any] | None,
+    *,
+    seconds_left: Callable[[], float] | None,
+    receives: Mapping[str, int],
+) -> tuple[list[ObjectEvent], list[str]]:
+    """The creates with each key of two forms resolved against the source, and the message ids
+    of those that were not: undecided or unreadable (logged with the reason; they reach the
+    dead-letter queue after maxReceiveCount receives), or not looked up in `seconds_left()`
+    (starter_lookups; logged once, delivered again). One look-up per key as the events spell
+    it, with its newest event's ETag and size; keys delivered most often go first."""
+    groups: dict[tuple[str, str], list[ObjectEvent]] = {}
+    for event in creates:
+        if len(event.key_forms) > 1:
+            groups.setdefault((event.bucket, event.key), []).append(event)
+    if not groups:
+        return list(creates), []
+    newest = {key: latest_per_key(events)[0] for key, events in groups.items()}
+    order = sorted(groups, key=lambda k: -max(receives.get(e.message_id, 1) for e in groups[k]))
+    try:
+        client = _source(source, replication)
+    except Exception as error:  # noqa: BLE001 - every key fails with it, each message reported
+        run_failed: dict[tuple[str, str], BaseException] = dict.fromkeys(order, error)
+        resolved: dict[tuple[str, str], ObjectEvent] = {}
+        deferred: list[tuple[str, str]] = []
+    else:
+        run = run_lookups(order, lambda key: newest[key].resolve(lambda: client), seconds_left=seconds_left)
+        resolved, run_failed, deferred = run.done, run.failed, run.deferred
+    failed = [
+        m for key, error in run_failed.items() for m in _log_unresolved(groups[key], replication, error)
+    ]
+    if deferred:
+        failed += _log_deferred([e for key in deferred for e in groups[key]], len(deferred), replication)
+    kept = []
+    for event in creates:
+        key = (event.bucket, event.key)
+        if key not in groups:
+            kept.append(event)
+        elif key in resolved:
+            found = resolved[key]
+            kept.append(found if event is newest[key] else replace(event, resolved=found.resolved))
+    return kept, failed
+
+
+def _source(source: Callable[[], Any] | None, replication: Replication) -> Any:
+    if source is None:  # a starter wired without its source client: never silent
+        raise RuntimeError(f"replication {replication.name}: no source client to resolve event keys")
+    return source()
+
+
+def _log_unresolved(
+    events: Sequence[ObjectEvent], replication: Replication, error: BaseException
+) -> list[str]:
+    """One line per message whose key could not be resolved; their ids."""
+    for event in events:
+        log.error(
+            "message %s: replication %s: %s; it returns to the queue and goes to the dead-letter "
+            "queue after maxReceiveCount receives",
+            event.message_id,
+            replication.name,
+            error if isinstance(error, UndecidedKey) else f"{type(error).__name__}: {error}",
+        )
+    return [e.message_id for e in events]
+
+
+def _log_deferred(events: Sequence[ObjectEvent], keys: int, replication: Replication) -> list[str]:
+    """One line for the keys not looked up in this invocation's time; their messages' ids."""
+    log.warning(
+        "replication %s: %d keys with two spellings (%d messages) were not looked up within this "
+        "invocation's time: their messages return to the queue and are read again after its "
+        "visibility timeout, before newer ones",
+        replication.name,
+        keys,
+        len(events),
+    )
+    return [e.message_id for e in events]
 
 
 def _log_superseded(
