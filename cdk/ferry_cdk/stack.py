@@ -24,9 +24,9 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from ferry.errors import ConfigError
-from ferry.lambda_concurrency import MIN_UNRESERVED
 from ferry.pipeline.locations import Location
 from ferry.pipeline.settings import STACK_ROLE_TAG, PipelineSettings
+from ferry.quotas.lambda_concurrency import MIN_UNRESERVED
 
 from . import abandoned_uploads, access, bundling, monitoring, nag, replication, schedules
 from .access import BATCH_REPORTS, DESTINATION_WRITE, LEDGER_READ_WRITE, SOURCE_READ, statement
