@@ -133,7 +133,8 @@ def spec_from_args(args: argparse.Namespace, now: dt.datetime | None = None) -> 
             raise ConfigError(f"options: must be an object, not {type(current).__name__}")
         spec["options"] = {**current, **options}
     moment = now or dt.datetime.now(dt.UTC)
-    spec["job_id"] = job_id_of(args.job_id, spec, args.spec) or f"job-{moment:%Y%m%d-%H%M%S}"
+    job_id = job_id_of(args.job_id, spec, args.spec)  # an empty one is refused, not replaced
+    spec["job_id"] = job_id if job_id is not None else f"job-{moment:%Y%m%d-%H%M%S}"
     return spec
 
 

@@ -98,12 +98,14 @@ def job_id_of(option: str | None, spec: Any, path: str | None) -> Any:
     (as s5cmd and rclone refuse contradictory arguments): a job id is how a job is found,
     resumed and reported, so a guess would file its work under a name the user did not mean."""
     written = spec.get("job_id") if isinstance(spec, dict) else None
-    if option and written is not None and written != option:
+    if option is not None and written is not None and written != option:
         raise ConfigError(
             f"--job-id {option!r} and the job_id {written!r} in {path!r} differ: give one of them, "
             "or the same in both"
         )
-    return option or written  # a job_id of the wrong type is named by the spec's validator
+    # An id given empty is an id (refused by the spec's validator), not a missing one; so is
+    # a job_id of the wrong type.
+    return option if option is not None else written
 
 
 def read_json_file(path: str) -> Any:

@@ -26,7 +26,7 @@ from ferry.errors import ConfigError
 from ferry.jobspec import as_folder, check_not_overlapping, parse_options
 from ferry.pipeline.locations import ACCESS_FIELDS, Location
 
-NAME = re.compile(r"^[A-Za-z0-9-]{1,40}$")
+NAME = re.compile(r"[A-Za-z0-9-]{1,40}")  # matched whole: `$` would let a trailing newline through
 FIELDS = (
     "name",
     "source",
@@ -76,7 +76,7 @@ class Replication:
                 f"{where}: unknown field(s) {', '.join(sorted(unknown))}: known are {', '.join(FIELDS)}"
             )
         name = data.get("name")
-        if not isinstance(name, str) or not NAME.match(name):
+        if not isinstance(name, str) or not NAME.fullmatch(name):
             raise ConfigError(f"{where}.name: {name!r} must be 1-40 letters, digits or '-'")
         where = f"{where} ({name})"
         source = Location.parse(data.get("source"), f"{where}.source")

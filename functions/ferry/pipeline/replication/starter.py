@@ -40,6 +40,7 @@ from aws_lambda_powertools.utilities.data_classes import S3EventBridgeNotificati
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from botocore.exceptions import ClientError
 
+from ferry.jobspec import check_job_id
 from ferry.pipeline.replication.config import MANIFEST_NAME, Replication
 from ferry.pipeline.replication.deletes import OBJECT_DELETED, Deletion, sequencer_newer
 from ferry.pipeline.replication.event_keys import (
@@ -210,7 +211,7 @@ def job_id_for(replication: Replication, message_ids: Iterable[str]) -> str:
     batch's sorted message ids. A redelivered batch (the same messages) gets the same name, and
     Step Functions starts a STANDARD execution name only once in 90 days."""
     digest = hashlib.sha256("\n".join(sorted(message_ids)).encode()).hexdigest()[:32]
-    return f"{replication.name}-{digest}"
+    return check_job_id(f"{replication.name}-{digest}")  # a name of 1-40 makes 34-73 characters
 
 
 def manifest_key(job_id: str) -> str:
