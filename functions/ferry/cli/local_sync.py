@@ -122,6 +122,5 @@ def _down(
 
     deletes.marks = marks
     deletes.plan(source, destination, remove)
-    listed = listed_pairs(client, src, args.dst, filters, name_max(args.dst))
-    pairs = (pair for pair in listed if not is_ferrys_own(pair[0].key, marks))
+    pairs = listed_pairs(client, src, args.dst, filters, name_max(args.dst), marks)
     return Downloader(source_endpoint, options.policy, source_client=client, **copier_options), pairs

@@ -40,6 +40,7 @@ from aws_lambda_powertools.utilities.data_classes import S3EventBridgeNotificati
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from botocore.exceptions import ClientError
 
+from ferry.filters import is_ferrys_own
 from ferry.jobspec import check_job_id
 from ferry.pipeline.replication.config import MANIFEST_NAME, Replication
 from ferry.pipeline.replication.deletes import OBJECT_DELETED, Deletion, sequencer_newer
@@ -306,7 +307,9 @@ def handle_batch(
     failed: list[str] = []
     with processor(records=list(event.get("Records") or []), handler=parse):
         outcomes = processor.process()
-        events = [result for status, result, _ in outcomes if status == "success"]
+        events = _without_marks(
+            [result for status, result, _ in outcomes if status == "success"], replication
+        )
         newest = latest_per_key(events)
         _log_superseded(events, newest, replication)
         # Every created key goes to the job, even one a newer delete of the batch follows: that
@@ -340,6 +343,32 @@ def handle_batch(
     response = processor.response()
     response["batchItemFailures"] = [*response["batchItemFailures"], *({"itemIdentifier": m} for m in failed)]
     return response
+
+
+def _without_marks(events: Sequence[ObjectEvent], replication: Replication) -> list[ObjectEvent]:
+    """The events but those of Ferry's own upload marks (a source that is itself a Ferry
+    destination writes and deletes them): no object to copy or delete. Each one left out is
+    logged, and its message is done with (not returned to the queue)."""
+    marks, kept = replication.marks, []
+    for event in events:
+        if any(is_ferrys_own(form, marks) for form in (event.key_forms or (event.key,))):
+            log.info(
+                "replication %s: event left out: %s",
+                replication.name,
+                json.dumps(
+                    {
+                        "bucket": event.bucket,
+                        "key": event.key,
+                        "message_id": event.message_id,
+                        "status": "left out",
+                        "reason": "one of Ferry's own upload marks: never copied or deleted as an object",
+                    },
+                    sort_keys=True,
+                ),
+            )
+            continue
+        kept.append(event)
+    return kept
 
 
 def _log_superseded(
