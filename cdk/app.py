@@ -41,6 +41,22 @@ def settings_from(app: cdk.App) -> PipelineSettings:
     return PipelineSettings.from_context(values)
 
 
+MAX_STACK_NAME = 128  # CloudFormation: a stack's name is at most 128 characters
+
+
+def stack_name_from(app: cdk.App) -> str:
+    """`ferry:stackName`, else Ferry. Refused at synth when CloudFormation would refuse it at
+    deploy; every name the stack derives from it fits its service (stack.jobs_machine_name)."""
+    name = app.node.try_get_context("ferry:stackName") or "Ferry"
+    if not isinstance(name, str) or len(name) > MAX_STACK_NAME:
+        size = len(name) if isinstance(name, str) else 0
+        raise ConfigError(
+            f"ferry:stackName: {size} characters, over CloudFormation's {MAX_STACK_NAME} for a stack "
+            "name; choose a shorter one"
+        )
+    return name
+
+
 def build(app: cdk.App) -> FerryStack:
     settings = settings_from(app)
     env = None
@@ -50,7 +66,7 @@ def build(app: cdk.App) -> FerryStack:
         )
     stack = FerryStack(
         app,
-        app.node.try_get_context("ferry:stackName") or "Ferry",
+        stack_name_from(app),
         settings=settings,
         env=env,
         description=f"Ferry: verified S3 copies at scale ({settings.describe()})",

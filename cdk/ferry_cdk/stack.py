@@ -9,6 +9,7 @@ configured buckets and prefixes only.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import aws_cdk as cdk
@@ -34,6 +35,23 @@ from .definition import parent_definition
 from .reach import reach_statements
 
 FUNCTIONS_DIR = bundling.FUNCTIONS_DIR
+MAX_STATE_MACHINE_NAME = 80  # Step Functions: a state machine's name is 1-80 characters
+_MACHINE_SUFFIX = "-jobs"
+
+
+def jobs_machine_name(stack_name: str) -> str:
+    """`<stack>-jobs`. CloudFormation takes stack names of up to 128 characters, Step Functions
+    state machine names of up to 80: a stack name over 75 keeps its head and gains a hash of
+    the whole name, so two long stack names sharing a head still name two machines. Nothing
+    finds the machine by its name: `ferry job` reads the stack's StateMachineArn output."""
+    name = f"{stack_name}{_MACHINE_SUFFIX}"
+    if len(name) <= MAX_STATE_MACHINE_NAME:
+        return name
+    digest = hashlib.sha256(stack_name.encode()).hexdigest()[:8]
+    head = stack_name[: MAX_STATE_MACHINE_NAME - len(_MACHINE_SUFFIX) - len(digest) - 1].rstrip("-")
+    return f"{head}-{digest}{_MACHINE_SUFFIX}"
+
+
 CONTAINER_NAME = "worker"
 CONTAINER_COMMAND = ["python", "-m", "handlers.copy_large"]
 REPORTS_PREFIX = "jobs/"
@@ -68,6 +86,7 @@ class FerryStack(cdk.Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.settings = settings
+        self.state_machine_name = jobs_machine_name(self.stack_name)
         self.retention = _retention(settings.log_retention_days)
         self.arm64 = settings.lambda_architecture == "arm64"
 
@@ -220,7 +239,7 @@ class FerryStack(cdk.Stack):
         return self.format_arn(
             service="states",
             resource="execution",
-            resource_name=f"{self.stack_name}-jobs:*",
+            resource_name=f"{self.state_machine_name}:*",
             arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
         )
 
@@ -230,7 +249,7 @@ class FerryStack(cdk.Stack):
         return self.format_arn(
             service="states",
             resource="mapRun",
-            resource_name=f"{self.stack_name}-jobs/*",
+            resource_name=f"{self.state_machine_name}/*",
             arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
         )
 
@@ -469,7 +488,7 @@ class FerryStack(cdk.Stack):
 
     def _state_machine(self) -> sfn.StateMachine:
         s = self.settings
-        name = self.state_machine_name = f"{self.stack_name}-jobs"
+        name = self.state_machine_name
         values = {
             "PrepareFunctionArn": self.functions["Prepare"].function_arn,
             "ListVersionsFunctionArn": self.functions["ListVersions"].function_arn,

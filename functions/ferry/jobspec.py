@@ -22,7 +22,15 @@ from ferry.limits import DEFAULT_MULTIPART_THRESHOLD, parse_size
 from ferry.models import CHECKSUM_ALGORITHMS, DEFAULT_MARKS_PREFIX, RESTORE_TIERS, Compare, CopyPolicy, Mode
 
 MANIFEST_FORMATS = ("csv", "jsonl", "inventory")
-_JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,79}$")
+# A job id is its Step Functions execution's name, and a part of keys in S3, items in the
+# ledger and folder names on disk (`ferry run`'s reports). Step Functions takes 1-80 characters
+# without whitespace, brackets < > { } [ ], wildcards ? *, the characters " # % \ ^ | ~ ` $ & ,
+# ; : / or control characters (U+0000-001F, U+007F-009F), and keeps CloudWatch logging only
+# for names of 0-9, A-Z, a-z, - and _ (StartExecution API reference). Ferry's rule is the part
+# of that every one of those places takes: ASCII letters, digits, - _ and ., a letter or digit
+# first (so never `.` or `..`), matched whole: `$` would let a trailing newline through.
+JOB_ID_SHAPE = "1-80 letters, digits, '-', '_' or '.', starting with a letter or digit"
+_JOB_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,79}")
 
 # S3's own rules, checked before anything moves: broken, each would fail every object alike.
 # The storage classes of PutObject/CopyObject's StorageClass (the S3 API model's enum; a test
@@ -219,11 +227,7 @@ def parse_job_spec(data: Any, default_job_id: str | None = None) -> JobSpec:
     """Validate a job spec (the state machine's input, or a file) into a `JobSpec`."""
     spec = _mapping(data, "the job spec")
     _no_unknown(spec, {"job_id", "source", "destination", "options", "replication"}, "")
-    job_id = spec.get("job_id", default_job_id)
-    if not isinstance(job_id, str) or not _JOB_ID.match(job_id):
-        raise SpecError(
-            f"job_id: {job_id!r} must be 1-80 letters, digits, '-', '_' or '.', starting with a letter or digit"
-        )
+    job_id = check_job_id(spec.get("job_id", default_job_id))
     source = _mapping(spec.get("source"), "source")
     destination = _mapping(spec.get("destination"), "destination")
     _no_unknown(destination, {"bucket", "prefix"}, "destination.")
@@ -246,6 +250,14 @@ def parse_job_spec(data: Any, default_job_id: str | None = None) -> JobSpec:
     )
     _check_keys(parsed)
     return parsed
+
+
+def check_job_id(job_id: Any) -> str:
+    """The one rule for a job id (JOB_ID_SHAPE), wherever an id comes from: a spec, `--job-id`,
+    an execution's name (Prepare), or one Ferry makes (a replication's batch, a retry)."""
+    if not isinstance(job_id, str) or not _JOB_ID.fullmatch(job_id):
+        raise SpecError(f"job_id: {job_id!r} must be {JOB_ID_SHAPE} (it names the job's execution)")
+    return job_id
 
 
 def validate_job_spec(data: Any, default_job_id: str | None = None) -> JobSpec:

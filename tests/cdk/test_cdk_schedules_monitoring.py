@@ -493,7 +493,7 @@ def test_the_stack_dashboard_names_the_skipped_metric_per_schedule(built: Simple
         ("Ferry", "ScheduledStartSkipped", "Schedule", "nightly", "service", "ferry"),
     ]
     functions = {m[3] for m in metrics if m[:2] == ["AWS/Lambda", "Errors"]}
-    assert len(functions) == 5  # Prepare, CopyBatch, RecordFailure, Finalize, StartScheduled
+    assert len(functions) == 6  # Prepare, ListVersions, CopyBatch, RecordFailure, Finalize, StartScheduled
 
 
 def test_no_alarm_fires_on_a_hand_over_and_the_dashboard_shows_hand_overs(built: SimpleNamespace) -> None:

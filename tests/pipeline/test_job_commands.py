@@ -10,6 +10,7 @@ in moto 5.2.5), so the redrive branch of `retry` is tested through its decision
 from __future__ import annotations
 
 import datetime as dt
+import gzip
 import html
 import io
 import json
@@ -25,15 +26,28 @@ from test_parent_workflow import (  # noqa: F401  (parent is a fixture)
     RUN_TIMEOUT_S,
     Parent,
     _break_batches_holding,
+    _history,
+    _versioned_pair,
     parent,
     put_sources,
 )
 
 from conftest import PIPELINE_REPORTS, PIPELINE_TABLE
-from ferry.cli.job_retry import FAILED_OBJECTS, NOTHING, REDRIVE, SAME_SOURCE, next_retry_id, plan_retry
+from ferry.cli.job_retry import (
+    FAILED_OBJECTS,
+    NOTHING,
+    REDRIVE,
+    SAME_SOURCE,
+    failed_history_keys,
+    histories_retry_spec,
+    next_retry_id,
+    plan_retry,
+)
 from ferry.cli.main import main
 from ferry.cli.stack_outputs import find_stack_outputs
 from ferry.errors import ConfigError
+from ferry.jobspec import MAX_SPEC_BYTES
+from ferry.pipeline.batches import pass_event
 from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from handlers import copy_batch, finalize
 
@@ -352,6 +366,162 @@ def test_retry_starts_a_job_over_exactly_the_failed_objects(
 
     code, out, _ = ferry("job", "retry", "flaky-retry-1", *REGION)
     assert (code, out) == (0, "job flaky-retry-1: every object was copied or skipped: nothing to retry\n")
+
+
+RETRY_KEYS = [f"in/k{n:02}" for n in range(45)]  # batches of 40 and 5: the second fails
+
+
+def _source_of(kind: str, s3: Any) -> dict[str, Any]:
+    """The spec's source for each kind of job `ferry job retry` takes: a listing, each manifest
+    format, and a replication's job (a JSON Lines manifest with the replication's tag)."""
+    if kind == "listing":
+        return {"source": {"bucket": "src", "prefix": "in/"}}
+    if kind == "inventory":
+        rows = "".join(f'"src","{k}","{len(k)}","true","false"\n' for k in RETRY_KEYS)
+        s3.put_object(Bucket="src", Key="inv/data/part-0.csv.gz", Body=gzip.compress(rows.encode()))
+        manifest = {
+            "sourceBucket": "src",
+            "destinationBucket": "arn:aws:s3:::src",
+            "version": "2016-11-30",
+            "fileFormat": "CSV",
+            "fileSchema": "Bucket, Key, Size, IsLatest, IsDeleteMarker",
+            "files": [{"key": "inv/data/part-0.csv.gz", "size": 1, "MD5checksum": "0"}],
+        }
+        body, key = json.dumps(manifest), "inv/manifest.json"
+    elif kind == "csv":
+        body, key = "key\n" + "".join(f"{k}\n" for k in RETRY_KEYS), "lists/keys.csv"
+    else:
+        body, key = "".join(json.dumps({"key": k}) + "\n" for k in RETRY_KEYS), "lists/keys.jsonl"
+    s3.put_object(Bucket="src", Key=key, Body=body.encode())
+    fmt = {"inventory": "inventory", "csv": "csv"}.get(kind, "jsonl")
+    source: dict[str, Any] = {
+        "source": {"bucket": "src", "prefix": "in/", "manifest": {"bucket": "src", "key": key, "format": fmt}}
+    }
+    if kind == "replication":
+        source["replication"] = {"name": "photos"}
+    return source
+
+
+@pytest.mark.parametrize("kind", ["listing", "csv", "jsonl", "inventory", "replication"])
+def test_retry_of_every_kind_of_job_copies_its_failed_objects(
+    stack: Parent, monkeypatch: Any, tmp_path: Any, kind: str
+) -> None:
+    s3 = stack.pipeline.s3
+    for key in RETRY_KEYS:
+        s3.put_object(Bucket="src", Key=key, Body=key.encode())
+    spec = {
+        "job_id": f"{kind}-job",
+        "destination": {"bucket": "dst", "prefix": "out/"},
+        **_source_of(kind, s3),
+    }
+    spec_file = tmp_path / "job.json"
+    spec_file.write_text(json.dumps(spec))
+    real = copy_batch.handler
+
+    def broken(event: dict[str, Any], context: Any) -> Any:
+        if "in/k42" in json.dumps(pass_event(event).get("items")):
+            raise RuntimeError("cannot process the batch holding in/k42")
+        return real(event, context)
+
+    monkeypatch.setitem(stack.harness.lambdas.handlers, "copy-batch", broken)
+    code, _, err = ferry("job", "start", "--spec", str(spec_file), *REGION)
+    assert code == 0, err
+    assert wait_for_end(f"{kind}-job")["error"] == "FerryJobIncomplete"
+    monkeypatch.setitem(stack.harness.lambdas.handlers, "copy-batch", real)
+
+    code, out, err = ferry("job", "retry", f"{kind}-job", *REGION)
+
+    assert code == 0, err
+    assert f"5 of 45 objects failed: started job {kind}-job-retry-1 over those 5 objects only" in out
+    described = wait_for_end(f"{kind}-job-retry-1")
+    assert described["status"] == "SUCCEEDED", described.get("cause")
+    retry = stack.report(f"{kind}-job-retry-1")
+    assert (retry["objects"], retry["copied"], retry["failed"]) == (5, 5, 0)
+    listed = {o["Key"] for o in s3.list_objects_v2(Bucket="dst", Prefix="out/")["Contents"]}
+    assert listed == {"out/" + k[3:] for k in RETRY_KEYS}
+    if kind == "replication":
+        assert stack.ledger_job(f"{kind}-job-retry-1")["spec"]["replication"]["name"] == "photos"
+
+
+def test_the_keys_an_all_versions_retry_names_fit_one_job_spec_or_none_are_named() -> None:
+    """At the real limit: a spec holds MAX_SPEC_BYTES; keys of 1,000 bytes fill it after about
+    250. Those that fit make a spec the validator takes; one more and the retry goes over the
+    same source instead (failed_history_keys: None)."""
+    spec = {
+        "job_id": "big",
+        "source": {"bucket": "src", "prefix": "p/"},
+        "destination": {"bucket": "dst", "prefix": ""},
+        "options": {"all_versions": True},
+    }
+    keys = [f"p/{n:04}" + "x" * 994 for n in range(400)]
+    fitting = 0
+    while failed_history_keys(({"key": k} for k in keys[: fitting + 1]), spec) is not None:
+        fitting += 1
+    assert (MAX_SPEC_BYTES - 2_000) // 1_001 <= fitting <= MAX_SPEC_BYTES // 1_001, fitting
+    named = failed_history_keys(({"key": k} for k in keys[:fitting] * 2), spec)  # a version a line
+    assert named is not None and len(named) == fitting
+    retry = histories_retry_spec(spec, "big-retry-1", named)
+    assert len(retry.options.include) == fitting and retry.options.all_versions
+    assert failed_history_keys(({"key": k} for k in keys[: fitting + 1]), spec) is None
+    assert failed_history_keys([{"key": "elsewhere/k"}], spec) is None
+
+
+# Keys in listing order: the first 40 make the first batch (MAX_ITEMS_PER_BATCH), the last 5
+# the second. `odd1-copy.txt` is in the first and is what `odd[1]*?.txt`, unescaped, would match.
+HISTORY_KEYS = (
+    [f"h/a{n:02}" for n in range(39)] + ["h/odd1-copy.txt", "h/odd[1]*?.txt"] + [f"h/z{n}" for n in range(4)]
+)
+
+
+def test_retry_of_an_all_versions_job_copies_the_failed_keys_histories_only(
+    stack: Parent, monkeypatch: Any, tmp_path: Any
+) -> None:
+    """A history cannot be named by a manifest (options.all_versions refuses source.manifest):
+    the retry is an all_versions job over the same source whose options.include names the
+    failed keys exactly (glob characters escaped), so it lists, copies and counts only them."""
+    s3 = stack.pipeline.s3
+    _versioned_pair(s3)
+    for n, key in enumerate(HISTORY_KEYS):
+        for version in range(2):
+            s3.put_object(Bucket="src", Key=key, Body=f"{key} v{version}".encode())
+            time.sleep(0.002)  # moto orders a key's versions by time
+        if n % 10 == 0:
+            s3.delete_object(Bucket="src", Key=key)
+    _break_batches_holding(stack, monkeypatch, "h/z1", also_record_failure=False)
+    spec = {
+        "job_id": "hist",
+        "source": {"bucket": "src", "prefix": "h/"},
+        "destination": {"bucket": "dst", "prefix": "out/"},
+        "options": {"all_versions": True},
+    }
+    spec_file = tmp_path / "hist.json"
+    spec_file.write_text(json.dumps(spec))
+    code, _, err = ferry("job", "start", "--spec", str(spec_file), *REGION)
+    assert code == 0, err
+    assert wait_for_end("hist")["error"] == "FerryJobIncomplete"
+    failed_keys = {f.key for f in DynamoLedger(stack.pipeline.dynamodb, PIPELINE_TABLE).failures("hist")}
+    assert failed_keys == set(HISTORY_KEYS[40:])
+
+    monkeypatch.setitem(stack.harness.lambdas.handlers, "copy-batch", copy_batch.handler)
+    code, out, err = ferry("job", "retry", "hist", *REGION)
+
+    assert code == 0, err
+    described = wait_for_end("hist-retry-1")
+    assert described["status"] == "SUCCEEDED", [
+        f.reason for f in DynamoLedger(stack.pipeline.dynamodb, PIPELINE_TABLE).failures("hist-retry-1")
+    ]
+    assert out.splitlines()[0].endswith(
+        "started job hist-retry-1 over the histories of those 5 keys only (options.include names them)"
+    ), out
+    retry = stack.report("hist-retry-1")
+    assert retry["keys"] == 5 and retry["failed"] == 0, retry
+    assert retry["copied"] == 5 * 2 + 1  # two versions each, and h/odd[1]*?.txt's delete marker
+    retried = stack.ledger_job("hist-retry-1")["spec"]
+    assert sorted(retried["options"]["include"]) == ["odd[[]1][*][?].txt", "z0", "z1", "z2", "z3"]
+    assert retried["options"]["all_versions"] is True and "manifest" not in retried["source"]
+    for n, key in enumerate(HISTORY_KEYS):
+        expected = [f"{key} v0", f"{key} v1"] + (["<marker>"] if n % 10 == 0 else [])
+        assert _history(s3, "dst", "out/" + key[2:]) == expected, key
 
 
 NOW = dt.datetime(2026, 11, 22, 12, 0, tzinfo=dt.UTC)

@@ -174,6 +174,19 @@ def test_failures_are_one_item_per_object_and_the_marker_says_when_they_are_writ
     assert list(ledger.failures("other")) == []
 
 
+def test_failures_of_one_object_handed_over_together_are_one_item_the_last_kept(ledger: Ledger) -> None:
+    """A manifest naming a key twice hands over two failures of one object in one call (and
+    DynamoDB's BatchWriteItem refuses one item twice in a call): 26 of one key, across the
+    25-request chunks, and two of another with different reasons. Each object is one item."""
+    same = [Failure("src", "a/x", "x", "NoSuchKey", batch="b1") for _ in range(26)]
+    other = [Failure("src", "a/y", "y", "first reason"), Failure("src", "a/y", "y", "last reason")]
+
+    ledger.put_failures("job-1", [*same, *other])
+
+    recorded = sorted(ledger.failures("job-1"), key=lambda f: f.key)
+    assert [(f.key, f.reason) for f in recorded] == [("a/x", "NoSuchKey"), ("a/y", "last reason")]
+
+
 def test_finish_job_stores_status_report_and_totals(ledger: Ledger) -> None:
     ledger.create_job("j1", SPEC)
     ledger.record_batch("j1", "b1-p1", counts(copied=2, failed=1, size=5), attempt="a", report_key=None)

@@ -29,7 +29,7 @@ from ferry.engine.copier import Copier, client_pool_size
 from ferry.engine.deadlines import stopping
 from ferry.engine.outcome import WOULD_COPY, WOULD_MARK, WOULD_RESTORE
 from ferry.errors import ConfigError, FerryError
-from ferry.filters import Filters
+from ferry.filters import Filters, is_ferrys_own, marks_prefixes
 from ferry.jobspec import JobOptions, parse_options
 from ferry.models import SYMLINK_SKIPPED, CopyResult, SourceObject, Status, Target
 from ferry.reports.report_html import render_report_html
@@ -126,7 +126,7 @@ def run_copy(
     # ferry copy refuses a SRC that matches nothing; sync and --all-versions decide for themselves
     # (a history may hold only delete markers; a sync of nothing guards its deletes).
     planned = (
-        plan_pairs(source_client, src, dst, filters=filters)
+        plan_pairs(source_client, src, dst, filters=filters, marks_prefix=options.policy.marks_prefix)
         if extension
         else matched_pairs(source_client, src, dst, options, filters)
     )
@@ -336,12 +336,20 @@ def matched_pairs(
     for a usage or configuration error (rclone's 3 is Ferry's "pending"). Size and age filters
     that leave nothing this time are a copy of nothing, exit 0: `--max-age 1d` run nightly may
     find nothing new, as rclone's does."""
-    pairs = plan_pairs(client, src, dst, filters=filters)
-    return first_or_refuse(pairs, client, src, filters, lambda relaxed: _any_pair(client, src, dst, relaxed))
+    marks = options.policy.marks_prefix
+    pairs = plan_pairs(client, src, dst, filters=filters, marks_prefix=marks)
+    return first_or_refuse(
+        pairs, client, src, filters, lambda relaxed: _any_pair(client, src, dst, relaxed, marks), marks
+    )
 
 
 def first_or_refuse(
-    pairs: Iterator[T], client: Any, src: S3Url, filters: Filters, any_with: Callable[[Filters], bool]
+    pairs: Iterator[T],
+    client: Any,
+    src: S3Url,
+    filters: Filters,
+    any_with: Callable[[Filters], bool],
+    marks: str | None = None,
 ) -> Iterator[T]:
     """`pairs` as they come, or the one-line refusal when there are none (matched_pairs says
     when nothing is a typo and when it is a copy of nothing); `any_with` tells whether SRC
@@ -351,12 +359,17 @@ def first_or_refuse(
         relaxed = replace(filters, min_size=None, max_size=None, modified_from=None, modified_to=None)
         if filters.by_details and any_with(relaxed):
             return iter(())  # sizes or ages chose nothing this time: a copy of nothing, not a typo
+        if is_ferrys_own(src.key, marks_prefixes(marks)):
+            raise ConfigError(
+                f"nothing matched s3://{src.bucket}/{src.key}: it is among Ferry's own upload marks, "
+                "which are never copied"
+            )
         raise ConfigError(nothing_matched(client, src, filters))
     return itertools.chain([first], pairs)
 
 
-def _any_pair(client: Any, src: S3Url, dst: S3Url, filters: Filters) -> bool:
-    return next(plan_pairs(client, src, dst, filters=filters), None) is not None
+def _any_pair(client: Any, src: S3Url, dst: S3Url, filters: Filters, marks_prefix: str | None) -> bool:
+    return next(plan_pairs(client, src, dst, filters=filters, marks_prefix=marks_prefix), None) is not None
 
 
 def nothing_matched(client: Any, src: S3Url, filters: Filters) -> str:

@@ -17,14 +17,24 @@ Three ways, chosen by `plan_retry` from how the execution ended:
   JSON Lines manifest (`{"bucket", "key", "version_id"}` per line) in the report bucket, and
   job `<job>-retry-N` copies those objects only, with the same destination, prefixes and
   options (so every key lands where the first job would have put it).
+- A NEW JOB OVER THE FAILED KEYS' HISTORIES for an all_versions job: a history is listed from
+  the source bucket, never named by a manifest (the validator refuses all_versions with
+  source.manifest), so job `<job>-retry-N` is the same all_versions job with options.include
+  naming the failed keys exactly (glob characters escaped). When they are too many for a job
+  spec, the retry is a new job over the same source (below): versions already at the
+  destination are found by its history and not copied again.
 - A NEW JOB OVER THE SAME SOURCE when the job ended without a report and cannot be redriven:
   nothing says which objects were done, and objects already identical at the destination are
   skipped (unless the job asked for skip_existing false).
+
+Every retry's spec goes through the one validator (`validate_job_spec`) before it is started,
+so a retry Prepare would refuse is refused here, with the reason, and nothing is started.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import glob
 import hashlib
 import json
 import re
@@ -47,13 +57,14 @@ from ferry.cli.job_runs import (
 from ferry.cli.stack_outputs import StackOutputs
 from ferry.counts import plural
 from ferry.errors import ConfigError, error_code
-from ferry.jobspec import SpecError, parse_job_spec
+from ferry.jobspec import MAX_SPEC_BYTES, JobSpec, SpecError, parse_job_spec, validate_job_spec
 from ferry.pipeline.job_reports import job_prefix
 from ferry.pipeline.ledger.dynamodb import DynamoLedger
 
 REDRIVE_DAYS = 14  # RedriveExecution: executions that ended in the last 14 days
 REDRIVE = "redrive"
 FAILED_OBJECTS = "failed-objects"
+FAILED_HISTORIES = "failed-histories"
 SAME_SOURCE = "same-source"
 NOTHING = "nothing"
 _RETRY_SUFFIX = re.compile(r"-retry-\d+$")
@@ -65,7 +76,7 @@ _HASH_CHARS = 8
 
 @dataclass(frozen=True)
 class RetryPlan:
-    action: str  # REDRIVE, FAILED_OBJECTS, SAME_SOURCE or NOTHING
+    action: str  # REDRIVE, FAILED_OBJECTS, FAILED_HISTORIES, SAME_SOURCE or NOTHING
     reason: str
 
 
@@ -129,7 +140,7 @@ class RetryOutcome:
     started: StartedJob | None = None  # the new job, when one was started
     redriven_arn: str | None = None
     manifest: str | None = None  # s3:// URL of the failed objects' manifest
-    objects: int | None = None  # objects in that manifest
+    objects: int | None = None  # objects in that manifest; keys named by an all_versions retry
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -164,6 +175,14 @@ def retry_job(
             plan = RetryPlan(SAME_SOURCE, f"Step Functions refused the redrive: {error}")
     spec = _original_spec(described, ledger, job_id)
     new_id = next_retry_id(job_id, lambda candidate: _taken(clients, outputs, ledger, candidate))
+    if plan.action == FAILED_OBJECTS and (spec.get("options") or {}).get("all_versions"):
+        keys = failed_history_keys(read_failures(clients, outputs, job_id), spec)
+        if keys is not None:
+            started = start_job(clients, outputs, histories_retry_spec(spec, new_id, keys))
+            return RetryOutcome(job_id, RetryPlan(FAILED_HISTORIES, plan.reason), started, objects=len(keys))
+        plan = RetryPlan(
+            SAME_SOURCE, f"{plan.reason}; their keys are too many to name in a job spec's options.include"
+        )
     if plan.action == FAILED_OBJECTS:
         manifest_key = f"{job_prefix(new_id)}input/failed-objects.jsonl"
         count = write_failed_manifest(
@@ -174,12 +193,46 @@ def retry_job(
             "manifest": {"bucket": outputs.report_bucket, "key": manifest_key, "format": "jsonl"},
         }
         spec["job_id"] = new_id
-        started = start_job(clients, outputs, parse_job_spec(spec))
+        started = start_job(clients, outputs, validate_job_spec(spec))
         return RetryOutcome(
             job_id, plan, started, manifest=f"s3://{outputs.report_bucket}/{manifest_key}", objects=count
         )
     spec["job_id"] = new_id
-    return RetryOutcome(job_id, plan, start_job(clients, outputs, parse_job_spec(spec)))
+    return RetryOutcome(job_id, plan, start_job(clients, outputs, validate_job_spec(spec)))
+
+
+def failed_history_keys(failures: Iterable[Mapping[str, Any]], spec: Mapping[str, Any]) -> list[str] | None:
+    """The keys, relative to source.prefix, whose histories an all_versions job failed to copy
+    (failures.jsonl has a line per failed version or key), each once, in the order listed. None
+    when they cannot all be named in the retry's spec: more than a spec holds (read no further,
+    so memory stays within one spec), or a failure that names no key under source.prefix."""
+    prefix = str((spec.get("source") or {}).get("prefix") or "")
+    # Measured as the validator measures a spec (jobspec.check_spec_size), with room for the
+    # include list itself and for the retry's longer job id.
+    bare = {**spec, "options": {**(spec.get("options") or {}), "include": []}}
+    used = len(json.dumps(bare, ensure_ascii=False, separators=(",", ":")).encode()) + _RETRY_ROOM
+    room = MAX_SPEC_BYTES - used
+    keys: dict[str, None] = {}
+    for failure in failures:
+        key = str(failure.get("key") or "")
+        if not key.startswith(prefix) or key == prefix:
+            return None
+        relative = glob.escape(key[len(prefix) :])
+        if relative in keys:
+            continue
+        room -= len(json.dumps(relative, ensure_ascii=False).encode()) + 1
+        if room < 0:
+            return None
+        keys[relative] = None
+    return list(keys)
+
+
+def histories_retry_spec(spec: Mapping[str, Any], new_id: str, include: list[str]) -> JobSpec:
+    """The all_versions job again, as `new_id`, over the keys `include` names (escaped globs,
+    so each matches its own key only); the original's excludes still hold (the keys passed
+    them), and so does everything else the first job was given."""
+    options = {**(spec.get("options") or {}), "include": include}
+    return validate_job_spec({**spec, "job_id": new_id, "options": options})
 
 
 def next_retry_id(job_id: str, taken: Callable[[str], bool]) -> str:

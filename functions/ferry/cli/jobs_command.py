@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
 from ferry.cli.copy_command import _flag, _pairs
-from ferry.cli.job_retry import FAILED_OBJECTS, NOTHING, REDRIVE, retry_job
+from ferry.cli.job_retry import FAILED_HISTORIES, FAILED_OBJECTS, NOTHING, REDRIVE, retry_job
 from ferry.cli.job_runs import (
     JobClients,
     JobStatus,
@@ -133,7 +133,8 @@ def spec_from_args(args: argparse.Namespace, now: dt.datetime | None = None) -> 
             raise ConfigError(f"options: must be an object, not {type(current).__name__}")
         spec["options"] = {**current, **options}
     moment = now or dt.datetime.now(dt.UTC)
-    spec["job_id"] = job_id_of(args.job_id, spec, args.spec) or f"job-{moment:%Y%m%d-%H%M%S}"
+    job_id = job_id_of(args.job_id, spec, args.spec)  # an empty one is refused, not replaced
+    spec["job_id"] = job_id if job_id is not None else f"job-{moment:%Y%m%d-%H%M%S}"
     return spec
 
 
@@ -401,9 +402,11 @@ def run_retry(clients: JobClients, args: argparse.Namespace, stdout: IO[str]) ->
         return EXIT_OK
     started = outcome.started
     assert started is not None
+    those = "that" if outcome.objects == 1 else "those"
     if outcome.plan.action == FAILED_OBJECTS:
-        those = "that" if outcome.objects == 1 else "those"
         what = f"over {those} {plural(outcome.objects, 'object')} only\n  manifest: {outcome.manifest}"
+    elif outcome.plan.action == FAILED_HISTORIES:
+        what = f"over the histories of {those} {plural(outcome.objects, 'key')} only (options.include names them)"
     else:
         what = "over the same source (objects already identical at the destination are skipped)"
     stdout.write(

@@ -24,7 +24,7 @@ from ferry.engine.copier import Copier, client_pool_size
 from ferry.engine.downloads import Downloader
 from ferry.engine.uploads import Uploader
 from ferry.errors import ConfigError
-from ferry.filters import Filters
+from ferry.filters import Filters, is_ferrys_own, marks_prefixes
 from ferry.jobspec import JobOptions, as_folder
 from ferry.local.files import LocalFile, admits_file, local_files, one_file
 from ferry.local.paths import LocalTarget, is_local, name_max, target_for
@@ -87,12 +87,14 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
         src = parse_s3_url(args.src, "SRC")
         client = make_client(source, pool)
         check_bucket(client, src.bucket, "source")
+        marks = marks_prefixes(options.policy.marks_prefix)
         pairs = first_or_refuse(
-            _download_pairs(client, src, args.dst, filters),
+            _download_pairs(client, src, args.dst, filters, marks),
             client,
             src,
             filters,
-            lambda relaxed: next(_download_pairs(client, src, args.dst, relaxed), None) is not None,
+            lambda relaxed: next(_download_pairs(client, src, args.dst, relaxed, marks), None) is not None,
+            options.policy.marks_prefix,
         )
         copier = Downloader(source, options.policy, source_client=client, **copier_options)
     return copy_and_report(args, lambda _: copier, pairs, stdout, stderr)  # (no byte hook: as before)
@@ -153,12 +155,15 @@ def upload_pairs(
 
 
 def _download_pairs(
-    client: Any, src: S3Url, dst: str, filters: Filters
+    client: Any, src: S3Url, dst: str, filters: Filters, marks: tuple[str, ...]
 ) -> Iterator[tuple[SourceObject, LocalTarget]]:
     """An object lands in DST (a folder, or DST ending in '/'), or as DST itself; a prefix's
     objects land under the folder DST with their keys relative to the prefix. The local side
-    is checked here, before the first pair is asked for."""
+    is checked here, before the first pair is asked for. Ferry's own upload marks (`marks`)
+    are never objects: none is downloaded."""
     single = single_object(client, src)
+    if single is not None and is_ferrys_own(src.key, marks):
+        return iter([])
     if single is not None:
         name = src.key.rsplit("/", 1)[-1]
         if dst.endswith(("/", os.sep)) or os.path.isdir(dst):
@@ -169,17 +174,17 @@ def _download_pairs(
         pairs = [(SourceObject(src.bucket, src.key), target_for(root, relative, None, name_max(root)))]
         return iter(pairs if filters.admits(name, single.size, single.last_modified) else [])
     check_local_folder(dst, dst)
-    return listed_pairs(client, src, dst, filters, name_max(dst))
+    return listed_pairs(client, src, dst, filters, name_max(dst), marks)
 
 
 def listed_pairs(
-    client: Any, src: S3Url, dst: str, filters: Filters, longest: int
+    client: Any, src: S3Url, dst: str, filters: Filters, longest: int, marks: tuple[str, ...]
 ) -> Iterator[tuple[SourceObject, LocalTarget]]:
     """Each object under SRC's prefix the filters take, and the file it becomes under `dst`."""
     prefix = as_folder(src.key)
     for obj in list_objects(client, src.bucket, prefix):
         relative = obj.key[len(prefix) :]
-        if filters.admits(relative, obj.size, obj.last_modified):
+        if not is_ferrys_own(obj.key, marks) and filters.admits(relative, obj.size, obj.last_modified):
             yield obj, target_for(dst, relative, obj.size, longest)
 
 

@@ -121,13 +121,17 @@ def _down(
         return delete_local_extras(args.dst, extras)
 
     def listed(chosen: Filters) -> Iterator[Any]:
-        found = listed_pairs(client, src, args.dst, chosen, name_max(args.dst))
-        return (pair for pair in found if not is_ferrys_own(pair[0].key, marks))
+        return listed_pairs(client, src, args.dst, chosen, name_max(args.dst), marks)
 
     # A SRC that matches nothing is refused before any delete is planned: a mistyped prefix
     # must never read as "the source is empty" (with --delete, "delete everything").
     pairs = first_or_refuse(
-        listed(filters), client, src, filters, lambda relaxed: next(listed(relaxed), None) is not None
+        listed(filters),
+        client,
+        src,
+        filters,
+        lambda relaxed: next(listed(relaxed), None) is not None,
+        options.policy.marks_prefix,
     )
     deletes.marks = marks
     deletes.plan(source, destination, remove)

@@ -100,7 +100,9 @@ def job_id_of(option: str | None, spec: Any, path: str | None) -> Any:
     spec that names its job could otherwise run only once without editing the file. Nothing
     is guessed: the id used is the one typed last, and the run prints it."""
     written = spec.get("job_id") if isinstance(spec, dict) else None
-    return option or written  # a job_id of the wrong type is named by the spec's validator
+    # An id given empty is an id (refused by the spec's validator), not a missing one; so is
+    # a job_id of the wrong type.
+    return option if option is not None else written
 
 
 def read_json_file(path: str) -> Any:

@@ -19,11 +19,14 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote_plus
 
+from ferry.filters import is_ferrys_own, marks_prefixes
 from ferry.jobspec import JobSpec, changes_attributes
 from ferry.limits import MAX_OBJECT_SIZE
 from ferry.listed_items import expand
 from ferry.models import SourceObject, Target
 from ferry.s3.listing import matches
+
+OWN_MARK = "one of Ferry's own upload marks: never copied as an object"
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,10 @@ def plan_item(item: Mapping[str, Any], spec: JobSpec) -> Planned:
     relative = key[len(spec.source_prefix) :] if key.startswith(spec.source_prefix) else key
     target = Target(spec.destination_bucket, spec.destination_prefix + relative)
     planned = Planned(item, obj, target)
+    if is_ferrys_own(key, marks_prefixes(spec.options.policy.marks_prefix)):
+        # A source that is itself a Ferry destination holds its upload marks: listed, or named
+        # by a manifest or an event, they are counted, never copied (sync and check leave them out).
+        return Planned(item, obj, target, skip=OWN_MARK)
     if not key.startswith(spec.source_prefix):  # only a manifest's row can be: a listing is inside
         return Planned(item, obj, target, skip=f"outside source.prefix {spec.source_prefix!r}")
     if wrong_size:  # named with the object's bucket and (decoded) key, as a failed copy is

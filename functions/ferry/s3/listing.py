@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError
 
 from ferry.bucket_names import bucket_name_problem
 from ferry.errors import ConfigError, describe, error_code, explain_bare
-from ferry.filters import Filters, matches_globs
+from ferry.filters import Filters, is_ferrys_own, marks_prefixes, matches_globs
 from ferry.jobspec import JobOptions, as_folder, check_not_overlapping
 from ferry.models import SourceObject, Target
 
@@ -170,21 +170,26 @@ def plan_pairs(
     exclude: Sequence[str] = (),
     *,
     filters: Filters | None = None,
+    marks_prefix: str | None = None,
 ) -> Iterator[tuple[SourceObject, Target]]:
     """Each source object the filters take (`filters`, else the globs) and where it lands. An
-    object left out is not yielded: it is no object of the copy, and is not counted."""
+    object left out is not yielded: it is no object of the copy, and is not counted. Ferry's
+    own upload marks (filters.marks_prefixes: the configured folder and the default one) are
+    never objects, as sync and check leave them out: a source that is itself a Ferry
+    destination holds them."""
     chosen = filters or Filters(include=tuple(include), exclude=tuple(exclude))
+    marks = marks_prefixes(marks_prefix)
     single = single_object(client, src)
     if single is not None:
         name = src.key.rsplit("/", 1)[-1]
-        if chosen.admits(name, single.size, single.last_modified):
+        if not is_ferrys_own(src.key, marks) and chosen.admits(name, single.size, single.last_modified):
             # Only the name goes on: the copy takes its evidence from its own HEAD, as always.
             yield SourceObject(src.bucket, src.key), Target(dst.bucket, object_target_key(src, dst))
         return
     prefix, dest_prefix = as_folder(src.key), as_folder(dst.key)
     for obj in list_objects(client, src.bucket, prefix):
         relative = obj.key[len(prefix) :]
-        if chosen.admits(relative, obj.size, obj.last_modified):
+        if not is_ferrys_own(obj.key, marks) and chosen.admits(relative, obj.size, obj.last_modified):
             yield obj, Target(dst.bucket, dest_prefix + relative)
 
 

@@ -174,7 +174,7 @@ class Ledger(Protocol):
     same tests over both): a job id is created once (`JobExists`); a batch pass is recorded
     once, by whichever attempt creates its marker first, and every later attempt gets that
     attempt's counts and hand-over back; `tally` is the sum of the markers; a failed object is
-    one item, written any number of times; checkpoints outlive the process that saved them.
+    one item, written any number of times (twice in one call too); checkpoints outlive the process that saved them.
     """
 
     def create_job(self, job_id: str, spec: Mapping[str, Any], *, execution_arn: str | None = None) -> None:

@@ -226,16 +226,23 @@ class DynamoLedger:
     # -- failed objects -----------------------------------------------------------------------
 
     def put_failures(self, job_id: str, failures: Iterable[Failure]) -> None:
-        """One item per failed object, keyed by object: writing one twice changes nothing."""
+        """One item per failed object, keyed by object: writing one twice changes nothing.
+
+        A manifest may name one key twice, and both rows may fail: the batch then hands over
+        two failures of one item. BatchWriteItem refuses a call whose requests name one item
+        twice ("Provided list of item keys contains duplicates"), so each item is sent once,
+        the last failure of it kept (as SQLite's upsert keeps it). The job's counts still hold
+        both rows; the ledger and failures.jsonl hold the object once."""
+        unique = {f.item_id: f for f in failures}
         requests = [
             {
                 "PutRequest": {
                     "Item": _item(
-                        {"pk": _job(job_id), "sk": f"FAIL#{f.item_id}", **f.to_dict(), "recorded_at": _now()}
+                        {"pk": _job(job_id), "sk": f"FAIL#{item_id}", **f.to_dict(), "recorded_at": _now()}
                     )
                 }
             }
-            for f in failures
+            for item_id, f in unique.items()
         ]
         for start in range(0, len(requests), 25):
             pending = {self.table: requests[start : start + 25]}

@@ -23,10 +23,11 @@ from typing import Any
 from urllib.parse import quote_plus
 
 from ferry.errors import ConfigError
+from ferry.filters import marks_prefixes
 from ferry.jobspec import as_folder, check_not_overlapping, parse_options
 from ferry.pipeline.locations import ACCESS_FIELDS, Location
 
-NAME = re.compile(r"^[A-Za-z0-9-]{1,40}$")
+NAME = re.compile(r"[A-Za-z0-9-]{1,40}")  # matched whole: `$` would let a trailing newline through
 FIELDS = (
     "name",
     "source",
@@ -76,7 +77,7 @@ class Replication:
                 f"{where}: unknown field(s) {', '.join(sorted(unknown))}: known are {', '.join(FIELDS)}"
             )
         name = data.get("name")
-        if not isinstance(name, str) or not NAME.match(name):
+        if not isinstance(name, str) or not NAME.fullmatch(name):
             raise ConfigError(f"{where}.name: {name!r} must be 1-40 letters, digits or '-'")
         where = f"{where} ({name})"
         source = Location.parse(data.get("source"), f"{where}.source")
@@ -129,6 +130,12 @@ class Replication:
             MAX_CONCURRENT_BATCHES,
         )
         return cls(name, source, destination, dict(options), batch_size, window, deletes, concurrency)
+
+    @property
+    def marks(self) -> tuple[str, ...]:
+        """Where Ferry keeps its upload marks in a bucket (filters.marks_prefixes): events for
+        keys there name no object of the replication."""
+        return marks_prefixes(parse_options(self.options).policy.marks_prefix)
 
     def job_spec(self, job_id: str, manifest_bucket: str, manifest_key: str) -> dict[str, Any]:
         """The job one drained event batch starts: the manifest's rows, copied from the source

@@ -48,6 +48,8 @@ from aws_lambda_powertools.utilities.data_classes import S3EventBridgeNotificati
 from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from botocore.exceptions import ClientError
 
+from ferry.filters import is_ferrys_own
+from ferry.jobspec import check_job_id
 from ferry.pipeline.replication.config import MANIFEST_NAME, Replication
 from ferry.pipeline.replication.deletes import OBJECT_DELETED, Deletion, sequencer_newer
 from ferry.pipeline.replication.event_keys import (
@@ -222,7 +224,7 @@ def job_id_for(replication: Replication, message_ids: Iterable[str]) -> str:
     batch's sorted message ids. A redelivered batch (the same messages) gets the same name, and
     Step Functions starts a STANDARD execution name only once in 90 days."""
     digest = hashlib.sha256("\n".join(sorted(message_ids)).encode()).hexdigest()[:32]
-    return f"{replication.name}-{digest}"
+    return check_job_id(f"{replication.name}-{digest}")  # a name of 1-40 makes 34-73 characters
 
 
 def manifest_key(job_id: str) -> str:
@@ -307,7 +309,9 @@ def handle_batch(
     failed: list[str] = []
     with processor(records=records, handler=parse):
         outcomes = processor.process()
-        parsed = [result for status, result, _ in outcomes if status == "success"]
+        parsed = _without_marks(
+            [result for status, result, _ in outcomes if status == "success"], replication
+        )
         newest = latest_per_key(parsed)
         _log_superseded(parsed, newest, replication)
         deletions = [(e.message_id, e.deletion) for e in newest if e.deletion is not None]
@@ -448,6 +452,32 @@ def _log_deferred(events: Sequence[ObjectEvent], keys: int, replication: Replica
         len(events),
     )
     return [e.message_id for e in events]
+
+
+def _without_marks(events: Sequence[ObjectEvent], replication: Replication) -> list[ObjectEvent]:
+    """The events but those of Ferry's own upload marks (a source that is itself a Ferry
+    destination writes and deletes them): no object to copy or delete. Each one left out is
+    logged, and its message is done with (not returned to the queue)."""
+    marks, kept = replication.marks, []
+    for event in events:
+        if any(is_ferrys_own(form, marks) for form in (event.key_forms or (event.key,))):
+            log.info(
+                "replication %s: event left out: %s",
+                replication.name,
+                json.dumps(
+                    {
+                        "bucket": event.bucket,
+                        "key": event.key,
+                        "message_id": event.message_id,
+                        "status": "left out",
+                        "reason": "one of Ferry's own upload marks: never copied or deleted as an object",
+                    },
+                    sort_keys=True,
+                ),
+            )
+            continue
+        kept.append(event)
+    return kept
 
 
 def _log_superseded(
