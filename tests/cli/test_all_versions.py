@@ -12,6 +12,7 @@ import pytest
 
 from conftest import S3Server
 from ferry.cli.main import main
+from ferry_process import ferry
 from version_histories import MARKER, history, versioned, write
 
 
@@ -210,3 +211,26 @@ def test_a_version_without_comparable_evidence_is_proved_by_the_destinations_che
     kms = _AsIfKmsWithoutChecksum(server.client)
     unproved = same_bytes(kms, kms, src, dst)(ours[0], theirs[0])
     assert not unproved.same and unproved.evidence == UNPROVED, unproved
+
+
+def test_a_destination_with_a_newer_version_than_the_sources_newest_fails_that_key_and_writes_nothing(minio):
+    """Every source version is held at its position, but the destination has one more on top:
+    its current object is not the source's (as `ferry check` finds), and no version written
+    above it could put the history in the source's order. The key fails, naming why; the
+    other keys are untouched."""
+    src, dst = versioned(minio, "src"), versioned(minio, "dst")
+    write(minio, src, [("rec/c.txt", b"c1"), ("rec/c.txt", b"c2"), ("rec/d.txt", b"d1")])
+    where = ("--endpoint-url", minio.url)
+    first = ferry("copy", f"s3://{src}/rec", f"s3://{dst}/rec", *where, "--all-versions")
+    assert first.returncode == 0, first.stdout + first.stderr
+    write(minio, dst, [("rec/c.txt", b"written later")])
+
+    again = ferry("copy", f"s3://{src}/rec", f"s3://{dst}/rec", *where, "--all-versions")
+
+    assert again.returncode == 2, again.stdout + again.stderr
+    assert "3 objects: 0 copied, 2 skipped, 1 failed" in again.stdout
+    assert "the destination holds 3 versions, more than the source's 2" in again.stdout
+    assert history(minio, dst, "rec/c.txt") == ["c1", "c2", "written later"]
+    assert history(minio, dst, "rec/d.txt") == ["d1"]
+    check = ferry("check", f"s3://{src}/rec", f"s3://{dst}/rec", *where)
+    assert check.returncode == 2 and "differs: c.txt" in check.stdout, check.stdout

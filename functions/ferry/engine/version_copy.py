@@ -10,7 +10,9 @@ checksum, or an MD5 ETag). The source's history from the first position the dest
 lacks is copied; the destination's own versions are never touched. A destination history
 that is not the start of the source's (another writer's version at some position, or more
 versions than the source has) cannot be brought into the same order: the key fails with the
-position and the reason, and nothing of it is written.
+position and the reason, and nothing of it is written. Where the destination holds every
+source version and more above them, the source's newest version is the one that fails: the
+destination's current object is not the source's.
 
 The destination needs nothing kept between runs (no ledger, no report): its history is the
 record. Each result maps the source version to the destination version holding it.
@@ -152,7 +154,12 @@ def copy_history(
         reason = f"cannot compare the histories: {describe(error, side='source', action='s3:GetObjectVersion', bucket=source_bucket, key=source.key)}"
         yield from _all_failed(source.versions, source_bucket, target, reason)
         return
-    for ours, theirs in match.held:
+    rest = source.versions[len(match.held) :]
+    on_top = bool(match.diverged) and not rest  # every version held, and more above them
+    for position, (ours, theirs) in enumerate(match.held, start=1):
+        if on_top and position == len(match.held):
+            yield _failed_under_newer(ours, theirs, str(match.diverged), source_bucket, target)
+            return
         yield _result(
             ours,
             source_bucket,
@@ -161,7 +168,6 @@ def copy_history(
             f"already there as version {theirs.version_id}",
             theirs.version_id,
         )
-    rest = source.versions[len(match.held) :]
     if match.diverged:
         reason = f"not copied: {match.diverged}; versions cannot be put in the source's order after it"
         yield from _all_failed(rest, source_bucket, target, reason)
@@ -172,6 +178,21 @@ def copy_history(
         if not _lets_newer_follow(result, dry_run):
             yield from _held_back(rest[index + 1 :], version, result, source_bucket, target)
             return
+
+
+def _failed_under_newer(
+    ours: Version, theirs: Version, why: str, source_bucket: str, target: Target
+) -> CopyResult:
+    """The source's newest version, held in the destination's history with more above it: the
+    destination's current object is not the source's (as `ferry check` finds), and nothing
+    written on top would put the history back in the source's order. It fails, so the key
+    does, rather than reading as already there."""
+    reason = (
+        f"not copied: held as version {theirs.version_id}, but {why}: the destination's newer "
+        "versions are not the source's, and nothing written on top would put its history in the "
+        "source's order"
+    )
+    return _result(ours, source_bucket, target, Status.FAILED, reason, theirs.version_id)
 
 
 def _lets_newer_follow(result: CopyResult, dry_run: bool) -> bool:
