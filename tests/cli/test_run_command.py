@@ -20,6 +20,7 @@ import pytest
 from conftest import S3Server
 from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from ferry.pipeline.ledger.sqlite import SQLiteLedger
+from ferry_process import ferry as run_process
 
 FERRY = str(Path(sys.executable).with_name("ferry"))
 MiB = 1024 * 1024
@@ -208,6 +209,7 @@ def test_a_refused_spec_a_reused_job_id_and_a_missing_table_exit_1_with_one_line
     }
     refused = ferry("run", write_spec(tmp_path, deletes), *ledger)
     assert refused.returncode == 1 and refused.stderr.startswith("ferry: error: replication.deletes: ")
+    versitygw.client.put_object(Bucket=src, Key="k", Body=b"1")
     spec = write_spec(
         tmp_path,
         {"job_id": "once", "source": {"bucket": src}, "destination": {"bucket": dst, "prefix": "x/"}},
@@ -230,6 +232,37 @@ def test_a_refused_spec_a_reused_job_id_and_a_missing_table_exit_1_with_one_line
         missing.stderr
         == "ferry: error: --table: no DynamoDB table 'nope' in us-east-1: give the stack's TableName output (and --table-region if it lives elsewhere)\n"
     )
+
+
+def test_a_mistyped_source_prefix_is_refused_in_one_line_and_the_job_id_stays_free(
+    versitygw: S3Server, vgw_buckets: tuple[str, str], tmp_path: Path
+) -> None:
+    """As `ferry copy` refuses a SRC that matches nothing: a job of no object is far more
+    often a typo than a wish. Refused before the job is recorded, so the same job id runs
+    once the prefix is put right."""
+    src, dst = vgw_buckets
+    for key in ("photos/a.jpg", "photos/b.jpg"):
+        versitygw.client.put_object(Bucket=src, Key=key, Body=b"picture")
+    ledger = ["--ledger", str(tmp_path / "l.sqlite"), "--report-dir", str(tmp_path / "reports")]
+    job = {"job_id": "pictures", "destination": {"bucket": dst, "prefix": "p/"}}
+
+    typo = run_process(
+        "run", write_spec(tmp_path, {**job, "source": {"bucket": src, "prefix": "photo"}}),
+        "--endpoint-url", versitygw.url, *ledger,
+    )  # fmt: skip
+
+    assert (typo.returncode, typo.stdout) == (1, ""), typo.stdout + typo.stderr
+    assert typo.stderr == (
+        f"ferry: error: source: nothing matched s3://{src}/photo/: no object under it; "
+        f"did you mean s3://{src}/photos/?\n"
+    )
+    assert not (tmp_path / "reports" / "jobs" / "pictures").exists()
+    fixed = run_process(
+        "run", write_spec(tmp_path, {**job, "source": {"bucket": src, "prefix": "photos"}}),
+        "--endpoint-url", versitygw.url, *ledger, "--json",
+    )  # fmt: skip
+    assert fixed.returncode == 0, fixed.stderr
+    assert json.loads(fixed.stdout)["copied"] == 2
 
 
 def test_a_job_between_two_endpoints_checks_and_writes_the_destination_on_its_own(

@@ -64,6 +64,7 @@ def open_uploads(s3: Any, bucket: str = "dst") -> set[tuple[str, str]]:
 
 def test_finalize_aborts_its_own_abandoned_uploads_and_counts_them(pipeline) -> None:
     s3 = pipeline.s3
+    s3.put_object(Bucket="src", Key="in/a.txt", Body=b"a")
     job = start_job("job-1")
     ours = crashed_upload(s3, "out/big.bin", "job-1")
     ours_too = crashed_upload(s3, "out/deep/er.bin", "job-1")

@@ -470,6 +470,7 @@ def test_every_state_payload_stays_under_256_kib_at_the_batch_limit(pipeline, ch
         quotas, "to_json_str", lambda value: json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     )
 
+    pipeline.s3.put_object(Bucket="src", Key="in/listed.txt", Body=b"x")  # an empty source is refused
     job = start_job({"source": {"bucket": "src", "prefix": "in/"}, "destination": {"bucket": "dst"}})
     batch_input = batch_input_for(job)
     items: list[dict[str, Any]] = []

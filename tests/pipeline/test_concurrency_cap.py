@@ -28,7 +28,8 @@ from handlers import prepare
 SPEC = {"source": {"bucket": "src", "prefix": "in/"}, "destination": {"bucket": "dst"}}
 
 
-def prepared(job_id: str = "job-1") -> dict[str, Any]:
+def prepared(pipeline: Any, job_id: str = "job-1") -> dict[str, Any]:
+    pipeline.s3.put_object(Bucket="src", Key="in/a.txt", Body=b"a")  # an empty source is refused
     job = prepare.handler({"spec": SPEC, "execution_name": job_id}, FakeLambdaContext())
     assert "rejected" not in job, job
     return job
@@ -56,7 +57,7 @@ def test_an_account_of_ten_lambdas_gets_eight_children_and_the_job_says_why(pipe
     pipeline.lambda_quota(10)
     assert pipeline.settings.max_concurrency == 100
 
-    job = prepared()
+    job = prepared(pipeline)
 
     assert job["limits"]["max_concurrency"] == 8  # 10 less 2 left for RecordFailure, Finalize, others
     concurrency = job["concurrency"]
@@ -70,7 +71,7 @@ def test_an_account_of_ten_lambdas_gets_eight_children_and_the_job_says_why(pipe
 def test_an_account_of_a_thousand_runs_the_setting_as_it_is(pipeline) -> None:
     pipeline.lambda_quota(1_000)
 
-    job = prepared()
+    job = prepared(pipeline)
 
     assert job["limits"]["max_concurrency"] == 100
     assert job["concurrency"] == {
@@ -89,7 +90,7 @@ def test_other_functions_reservations_leave_the_copies_less(pipeline) -> None:
         FunctionName="someone-elses", ReservedConcurrentExecutions=895
     )
 
-    job = prepared()
+    job = prepared(pipeline)
 
     assert job["limits"]["max_concurrency"] == 105 - 11 == 94
     assert "895 of it reserved by functions" in job["concurrency"]["note"]
@@ -106,7 +107,7 @@ def test_a_reserved_copy_function_caps_the_children_at_its_reservation(pipeline,
     monkeypatch.setenv("FERRY_COPY_RESERVED_CONCURRENCY", "40")
     pipeline.services.cache_clear()
 
-    job = prepared()
+    job = prepared(pipeline)
 
     assert job["limits"]["max_concurrency"] == 40
     assert job["concurrency"]["account"]["unreserved_concurrent_executions"] == 960
@@ -135,7 +136,7 @@ def test_an_account_that_cannot_be_read_keeps_the_setting_and_says_so(pipeline, 
 
     monkeypatch.delitem(urls.url_paths, ACCOUNT_SETTINGS_PATH)
 
-    job = prepared()
+    job = prepared(pipeline)
 
     assert job["limits"]["max_concurrency"] == 100
     assert "could not be read" in job["concurrency"]["note"]

@@ -277,11 +277,12 @@ def test_start_validates_the_spec_before_anything_starts(stack: Parent, tmp_path
     assert sfn.list_executions(stateMachineArn=stack.machine_arn)["executions"] == []
 
     # --spec with an option on top: the flag wins.
+    stack.pipeline.s3.put_object(Bucket="src", Key="some/a.txt", Body=b"a")
     spec.write_text(
         json.dumps(
             {
                 "job_id": "from-spec",
-                "source": {"bucket": "src", "prefix": "none/"},
+                "source": {"bucket": "src", "prefix": "some/"},
                 "destination": {"bucket": "dst"},
                 "options": {"mode": "stream"},
             }

@@ -333,12 +333,16 @@ def test_the_map_runs_record_is_found_whatever_resultwriter_resolves_paths_again
     assert manifest["MapRunArn"] == job_map_run(parent).map_run_arn
 
 
-def test_an_empty_prefix_copies_nothing_and_says_so(parent) -> None:
+def test_a_scheduled_sync_of_an_empty_prefix_copies_nothing_and_says_so(parent) -> None:
+    """A schedule's fire (named `<schedule>_<scheduled time>`, its spec without a job id) may
+    find nothing under its prefix tonight: the Map reads no item and the job succeeds. (The
+    same job started by hand is refused by Prepare: tests/pipeline/test_scheduled_start.py.)"""
     spec = {"source": {"bucket": "src", "prefix": "nothing/"}, "destination": {"bucket": "dst"}}
+    name = "nightly_20261122T020000Z"
 
-    described = parent.run(spec, "empty-job")
+    described = parent.run(spec, name)
 
-    output = assert_job_succeeded(parent, described, "empty-job", 0)
+    output = assert_job_succeeded(parent, described, name, 0)
     assert output["bytes_copied"] == 0 and output["batches"] == 0
     assert parent.pipeline.s3.list_objects_v2(Bucket="dst").get("KeyCount") == 0
     manifest, records = parent.result_files(output["map_run"]["results"])

@@ -54,6 +54,7 @@ SPEC = {"source": {"bucket": "src", "prefix": "data"}, "destination": {"bucket":
 
 
 def test_prepare_accepts_a_job_and_passes_the_configured_limits_to_the_map(pipeline) -> None:
+    fill(pipeline.s3, 1)  # a source with nothing under its prefix is refused
     job = start_job(SPEC)
 
     assert job["job_id"] == "exec-1"
@@ -93,6 +94,10 @@ def test_prepare_accepts_a_job_and_passes_the_configured_limits_to_the_map(pipel
         ({**SPEC, "job_id": "no spaces please"}, "job_id:"),
         ({"source": {"bucket": "src"}}, "destination: missing"),
         ({**SPEC, "source": {"bucket": "missing-bucket"}}, "source: cannot list s3://missing-bucket/"),
+        (
+            {**SPEC, "source": {"bucket": "src", "prefix": "dat"}},
+            "source: nothing matched s3://src/dat/: no object under it; did you mean s3://src/data/?",
+        ),
         ({**SPEC, "destination": {"bucket": "missing-dest"}}, "destination: cannot write s3://missing-dest/"),
         (
             {
@@ -104,6 +109,7 @@ def test_prepare_accepts_a_job_and_passes_the_configured_limits_to_the_map(pipel
     ],
 )
 def test_prepare_refuses_a_wrong_job_naming_the_field_before_any_record(pipeline, spec, named) -> None:
+    fill(pipeline.s3, 1)  # a source with nothing under its prefix is refused
     result = start_job(spec)
 
     assert set(result) == {"rejected"}
@@ -114,6 +120,7 @@ def test_prepare_refuses_a_wrong_job_naming_the_field_before_any_record(pipeline
 
 
 def test_prepare_refuses_a_job_id_used_before(pipeline) -> None:
+    fill(pipeline.s3, 1)  # a source with nothing under its prefix is refused
     start_job({**SPEC, "job_id": "nightly"})
     again = start_job({**SPEC, "job_id": "nightly"}, name="exec-2")
     assert "job_id: a job 'nightly' already exists" in again["rejected"]
@@ -122,6 +129,7 @@ def test_prepare_refuses_a_job_id_used_before(pipeline) -> None:
 def test_a_retried_prepare_of_the_same_execution_gives_the_same_job_not_a_rejection(pipeline) -> None:
     """Step Functions retries Prepare after a Lambda service error, which may come after the
     function ran and recorded the job: the retry is the same execution, so the job is its own."""
+    fill(pipeline.s3, 1)  # a source with nothing under its prefix is refused
     first = start_job({**SPEC, "job_id": "nightly"})
     retried = start_job({**SPEC, "job_id": "nightly"})
     assert "rejected" not in retried, retried
@@ -304,6 +312,7 @@ def test_finalize_reports_partial_with_the_failures_and_where_they_are(pipeline)
 
 
 def test_finalize_after_the_map_failed_says_failed(pipeline) -> None:
+    fill(pipeline.s3, 1)  # a source with nothing under its prefix is refused
     job = start_job(SPEC)
     summary = finalize.handler(
         {"job": job, "map_error": {"Error": "States.ExceedToleratedFailureThreshold", "Cause": "too many"}},
@@ -357,6 +366,7 @@ def test_failures_of_a_recorded_batch_are_kept_even_if_the_worker_died_before_wr
     from ferry.pipeline.batches import record
     from ferry.pipeline.ledger.contract import BatchCounts
 
+    fill(pipeline.s3, 1)  # a source with nothing under its prefix is refused
     job = start_job(SPEC)
     services = pipeline.services()
     failed = CopyResult(
@@ -647,6 +657,7 @@ def test_a_kms_source_key_of_another_region_is_not_sent_to_the_destinations_regi
 
 
 def test_prepare_refuses_a_kms_key_id_the_workers_may_not_write_with(pipeline, monkeypatch) -> None:
+    fill(pipeline.s3, 1)  # a source with nothing under its prefix is refused
     configure_destination_keys(pipeline, monkeypatch, (SOURCE_KEY,))
     other = "arn:aws:kms:us-east-1:123456789012:key/99999999-2222-3333-4444-notconfigured"
 
@@ -763,6 +774,7 @@ def test_prepare_refuses_a_destination_overlapping_the_source(
     ],
 )
 def test_prepare_accepts_an_in_place_rewrite_and_disjoint_prefixes(pipeline, destination, options) -> None:
+    fill(pipeline.s3, 1)  # a source with nothing under its prefix is refused
     job = start_job(
         {"source": {"bucket": "src", "prefix": "data"}, "destination": destination, "options": options}
     )

@@ -16,9 +16,10 @@ import boto3
 import pytest
 from test_parent_workflow import parent, put_sources  # noqa: F401 - `parent` is the harness fixture
 
-from conftest import FakeLambdaContext
+from conftest import PIPELINE_TABLE, FakeLambdaContext
+from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from ferry.pipeline.locations import Location
-from ferry.pipeline.scheduled import execution_name, parse_schedules
+from ferry.pipeline.scheduled import execution_name, is_scheduled_fire, parse_schedules
 
 SPEC = {
     "source": {"bucket": "src", "prefix": "in/"},
@@ -291,3 +292,42 @@ def test_a_nightly_sync_run_by_the_parent_harness_copies_only_what_changed(paren
     assert "KeyCount" in s3.list_objects_v2(Bucket="dst", Prefix="c/scratch") and not s3.list_objects_v2(
         Bucket="dst", Prefix="c/scratch"
     ).get("Contents")
+
+
+def test_a_fire_that_finds_nothing_tonight_succeeds_where_the_same_job_started_by_hand_is_refused(
+    parent,  # noqa: F811
+    monkeypatch,
+) -> None:
+    """A nightly sync of a prefix that is empty tonight is a sync of nothing: its run succeeds
+    with 0 objects. The same spec started by hand (`ferry job start` sends a job id) is far more
+    often a typo: Prepare refuses it as `ferry copy` refuses a SRC that matches nothing, before
+    the job is recorded."""
+    from handlers import start_scheduled
+
+    monkeypatch.setenv("FERRY_STATE_MACHINE_ARN", parent.machine_arn)
+    start_scheduled._stepfunctions.cache_clear()
+    parent.pipeline.s3.put_object(Bucket="src", Key="inbox/a.txt", Body=b"elsewhere")
+
+    fired = start_scheduled.handler(fire_event(T1), FakeLambdaContext())
+    assert wait_for(parent, fired["execution_name"])["status"] == "SUCCEEDED"
+    report = parent.report(fired["execution_name"])
+    assert (report["objects"], report["copied"], report["failed"]) == (0, 0, 0)
+
+    by_hand = parent.run({**stored_spec(), "job_id": "by-hand"}, "by-hand")
+    assert by_hand["status"] == "FAILED"
+    assert by_hand["error"] == "FerryJobRejected"
+    assert by_hand["cause"] == (
+        "source: nothing matched s3://src/in/: no object under it; did you mean s3://src/inbox/?"
+    )
+    assert DynamoLedger(parent.pipeline.dynamodb, PIPELINE_TABLE).job("by-hand") is None
+
+
+def test_only_a_schedules_fire_is_taken_for_one() -> None:
+    """The marks a fire carries, all of them: an execution (an ARN), named `<schedule>_<time>`
+    as execution_name names it, of a spec without a job id."""
+    name = execution_name("nightly", T1)
+    fire = {"spec": stored_spec(), "execution_name": name, "execution_arn": f"arn:...:{name}"}
+    assert is_scheduled_fire(fire)
+    assert not is_scheduled_fire({**fire, "spec": {**stored_spec(), "job_id": name}})  # ferry job start
+    assert not is_scheduled_fire({k: v for k, v in fire.items() if k != "execution_arn"})  # ferry run
+    assert not is_scheduled_fire({**fire, "execution_name": "nightly-20261122"})

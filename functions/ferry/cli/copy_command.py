@@ -35,7 +35,7 @@ from ferry.models import SYMLINK_SKIPPED, CopyResult, SourceObject, Status, Targ
 from ferry.reports.report_html import render_report_html
 from ferry.s3.clients import make_client
 from ferry.s3.lean_s3 import LEAN_ENV
-from ferry.s3.listing import S3Url, check_bucket, check_overlap, parse_s3_url, plan_pairs
+from ferry.s3.listing import S3Url, check_bucket, check_overlap, nothing_matched, parse_s3_url, plan_pairs
 
 Pair = tuple[SourceObject, Target]
 
@@ -370,38 +370,6 @@ def first_or_refuse(
 
 def _any_pair(client: Any, src: S3Url, dst: S3Url, filters: Filters, marks_prefix: str | None) -> bool:
     return next(plan_pairs(client, src, dst, filters=filters, marks_prefix=marks_prefix), None) is not None
-
-
-def nothing_matched(client: Any, src: S3Url, filters: Filters) -> str:
-    """Why SRC matched nothing: globs that left out every object, or no object there; then
-    the nearest key listed from SRC as typed (`s3://b/photo` when `photos/` exists). A request
-    or two, on this path only."""
-    shown = f"s3://{src.bucket}/{src.key}"
-    if filters != Filters() and _first_key(client, src.bucket, src.key) is not None:
-        return f"nothing matched {shown}: there are objects, but the filters (--include, --exclude, sizes, ages, --files-from) left out every one"
-    near = _near_prefix(client, src)
-    hint = f"; did you mean s3://{src.bucket}/{near}?" if near else ""
-    return f"nothing matched {shown}: no object under it{hint}"
-
-
-def _near_prefix(client: Any, src: S3Url) -> str | None:
-    """The first key listed from SRC's own text (no folder slash added), cut after the next
-    `/`: `photo` finds `photos/`, `photos/2024` finds `photos/2024-01/`."""
-    typed = src.key.rstrip("/")
-    key = _first_key(client, src.bucket, typed) if typed else None
-    if key is None:
-        return None
-    slash = key.find("/", len(typed))
-    return key if slash < 0 else key[: slash + 1]
-
-
-def _first_key(client: Any, bucket: str, prefix: str) -> str | None:
-    try:
-        page = client.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1)
-    except (ClientError, BotoCoreError):
-        return None  # only a hint: the one-line refusal stands without it
-    contents = page.get("Contents") or []
-    return str(contents[0]["Key"]) if contents else None
 
 
 def _print_summary(

@@ -18,6 +18,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.counts import plural
 from ferry.errors import ConfigError, describe, error_code, explain_bare
+from ferry.filters import Filters
 from ferry.jobspec import JobSpec, SpecError, parse_job_spec, validate_job_spec
 from ferry.pipeline.abandoned_uploads import AbandonedUploads, abort_abandoned_uploads
 from ferry.pipeline.count_check import (
@@ -34,6 +35,7 @@ from ferry.pipeline.manifest_check import check_manifest
 from ferry.pipeline.map_runs import MapRunRecord, job_map_runs, lambda_error_message
 from ferry.pipeline.reach import reached_otherwise
 from ferry.pipeline.recording import record_lost_batch
+from ferry.pipeline.scheduled import is_scheduled_fire
 from ferry.pipeline.services import Services
 from ferry.pipeline.settings import WorkerSettings
 from ferry.quotas.lambda_concurrency import (
@@ -44,6 +46,7 @@ from ferry.quotas.lambda_concurrency import (
 )
 from ferry.reports.report_html import render_report_html
 from ferry.s3.clients import make_client
+from ferry.s3.listing import S3Url, nothing_matched
 
 
 class AccessCheckFailed(ConfigError):
@@ -62,7 +65,7 @@ def prepare(
     (`concurrency_cap`); none on a machine, where no Lambda runs."""
     spec = validate_job_spec(event.get("spec"), default_job_id=event.get("execution_name"))
     check_reader_region(spec, services)
-    check_access(spec, services)
+    check_access(spec, services, empty_source_ok=is_scheduled_fire(event))
     if spec.manifest:  # read through once, so a manifest the ItemReader would choke on is refused now
         check_manifest(services.s3, spec.manifest.bucket, spec.manifest.key, spec.manifest.format)
     services.ledger.create_job(spec.job_id, spec.to_dict(), execution_arn=event.get("execution_arn"))
@@ -172,8 +175,11 @@ def bucket_region(s3: Any, bucket: str) -> str | None:
     return response.get("BucketRegion") or headers.get("x-amz-bucket-region")
 
 
-def check_access(spec: JobSpec, services: Services) -> None:
-    """Ask S3 the questions the Map will ask, once, before anything is copied."""
+def check_access(spec: JobSpec, services: Services, *, empty_source_ok: bool = False) -> None:
+    """Ask S3 the questions the Map will ask, once, before anything is copied. A listing
+    job's source with no object under its prefix is refused as `ferry copy` refuses it (far
+    more often a mistyped prefix than a wish; the job id stays free), unless
+    `empty_source_ok`: a schedule's nightly sync may find nothing there tonight."""
     s3 = services.s3
     if spec.manifest:
         m = spec.manifest
@@ -196,12 +202,14 @@ def check_access(spec: JobSpec, services: Services) -> None:
         # A listing job's ItemReader lists as the stack (check_listable refuses any other
         # way); a manifest's source reached otherwise is checked as the workers reach it.
         lister = make_client(source, pool_size=4) if spec.manifest and reached_otherwise(source) else s3
-        _ask(
+        first = _ask(
             lambda: lister.list_objects_v2(Bucket=bucket, Prefix=prefix, MaxKeys=1),
             f"source: cannot list s3://{bucket}/{prefix}",
             action="s3:ListBucket",
             bucket=bucket,
         )
+        if not spec.manifest and not empty_source_ok and not first.get("Contents"):
+            raise AccessCheckFailed(f"source: {nothing_matched(lister, S3Url(bucket, prefix), Filters())}")
     dest_bucket, probe = spec.destination_bucket, f"{spec.destination_prefix}.ferry-write-check"
     s3 = destination_client(spec, services)
 
@@ -315,13 +323,13 @@ def _ask(
     side: str = "source",
     explain: Callable[[], object] | None = None,
     missing: str | None = None,
-) -> None:
-    """Make one check's request; a refusal becomes one sentence. `explain` asks again, when
+) -> Any:
+    """Make one check's request, and return its answer; a refusal becomes one sentence. `explain` asks again, when
     `call` is a HEAD, with a request whose error has a body (see `errors.explain_bare`).
     `missing` is the sentence for a key that is not there: checked before the job starts, it
     does not exist (errors.describe's "no longer exists" is for an object listed, then gone)."""
     try:
-        call()
+        return call()
     except ClientError as bare:
         error = (explain_bare(bare, explain) if explain else bare) or bare
         if missing and error_code(error) in ("NoSuchKey", "404", "NotFound"):

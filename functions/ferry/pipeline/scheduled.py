@@ -203,6 +203,25 @@ def execution_name(schedule: str, scheduled_time: str) -> str:
     return f"{schedule}{NAME_SEPARATOR}{moment.strftime('%Y%m%dT%H%M%SZ')}"
 
 
+_FIRE_NAME = re.compile(rf"{SCHEDULE_NAME.pattern}{NAME_SEPARATOR}\d{{8}}T\d{{6}}Z")
+
+
+def is_scheduled_fire(event: Mapping[str, Any]) -> bool:
+    """Whether Prepare's event is a schedule's fire: an execution of the state machine (it has
+    an execution ARN; `ferry run` has none) named as `execution_name` names a fire, whose spec
+    carries no job id (a schedule's never does, the fire names the run; `ferry job start`
+    always sends one). Such a run may find nothing under its prefix tonight, legitimately."""
+    spec = event.get("spec")
+    name = event.get("execution_name")
+    return (
+        bool(event.get("execution_arn"))
+        and isinstance(spec, Mapping)
+        and "job_id" not in spec
+        and isinstance(name, str)
+        and _FIRE_NAME.fullmatch(name) is not None
+    )
+
+
 def parse_scheduled_time(value: Any) -> datetime:
     if not isinstance(value, str):
         raise ConfigError(
