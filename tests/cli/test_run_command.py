@@ -265,6 +265,36 @@ def test_a_mistyped_source_prefix_is_refused_in_one_line_and_the_job_id_stays_fr
     assert json.loads(fixed.stdout)["copied"] == 2
 
 
+def test_a_local_jobs_report_is_written_as_html_as_finalize_wrote_it(
+    versitygw: S3Server, vgw_buckets: tuple[str, str], tmp_path: Path
+) -> None:
+    """`ferry job report JOB --local --html FILE` writes the page, as it does for a job on
+    AWS: the very page Finalize wrote beside summary.json, failures listed."""
+    src, dst = vgw_buckets
+    versitygw.client.put_object(Bucket=src, Key="a.txt", Body=b"a")
+    versitygw.client.put_object(Bucket=src, Key="m.csv", Body=b"key\na.txt\ngone.txt\n")
+    ledger = ["--ledger", str(tmp_path / "l.sqlite")]
+    spec = write_spec(
+        tmp_path,
+        {
+            "job_id": "with-page",
+            "source": {"bucket": src, "manifest": {"bucket": src, "key": "m.csv", "format": "csv"}},
+            "destination": {"bucket": dst},
+        },
+    )
+    run = run_process("run", spec, "--endpoint-url", versitygw.url, *ledger, "--report-dir", str(tmp_path))
+    assert run.returncode == 2, run.stdout + run.stderr
+    page = tmp_path / "page.html"
+
+    report = run_process("job", "report", "with-page", "--local", *ledger, "--html", str(page))
+
+    assert report.returncode == 2, report.stdout + report.stderr
+    assert page.is_file(), report.stdout + report.stderr
+    written = (tmp_path / "jobs" / "with-page" / "report.html").read_text()
+    assert page.read_text() == written
+    assert "gone.txt" in written and "with-page" in written
+
+
 def test_a_job_between_two_endpoints_checks_and_writes_the_destination_on_its_own(
     versitygw: S3Server, motoserver: S3Server, tmp_path: Path
 ) -> None:

@@ -19,7 +19,7 @@ import datetime as dt
 import itertools
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from typing import IO, Any
 
 from rich.console import Console
@@ -39,14 +39,12 @@ from ferry.cli.job_runs import (
 )
 from ferry.cli.local_jobs import run_local, wants_local
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, job_id_of, read_json_file
-from ferry.cli.report import report_text
+from ferry.cli.report import report_text, write_html
 from ferry.cli.stack_outputs import DEFAULT_STACK, StackOutputs
 from ferry.counts import plural
 from ferry.errors import ConfigError
 from ferry.jobspec import JobSpec, parse_options, validate_job_spec
 from ferry.limits import format_size
-from ferry.reports.report_html import FAILURES_SHOWN as HTML_FAILURES_SHOWN
-from ferry.reports.report_html import render_report_html
 from ferry.s3.listing import parse_s3_url
 
 FAILURES_SHOWN = 20
@@ -314,26 +312,6 @@ def load_report(
     """The job's report as a dict ({"summary", "report", "failures_report"[, "failures"]}):
     the hook for other renderings of `ferry job report` (e.g. an HTML file)."""
     return job_report(clients, outputs, job_id, failures=failures)
-
-
-def write_html(report: Mapping[str, Any], failures: Iterable[Mapping[str, Any]], path: str) -> None:
-    """The same page Finalize writes beside summary.json, rendered here from the summary and
-    the first rows of failures.jsonl (read lazily: the rest are counted, not loaded)."""
-    summary = report["summary"]
-    shown = list(itertools.islice(failures, HTML_FAILURES_SHOWN))
-    page = render_report_html(
-        {
-            **summary,
-            "failures": shown,
-            "failures_more": int(summary.get("failed", 0)) - len(shown),
-            "failures_report": report["failures_report"],
-        }
-    )
-    try:
-        with open(path, "w", encoding="utf-8") as file:
-            file.write(page)
-    except OSError as error:
-        raise ConfigError(f"cannot write {path!r}: {error.strerror}") from error
 
 
 def _report_exit(summary: Mapping[str, Any]) -> int:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import IO, Any
 
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING
-from ferry.cli.report import report_text
+from ferry.cli.report import report_text, write_html
 from ferry.cli.state_dir import ledger_path
 from ferry.counts import plural
 from ferry.errors import ConfigError
@@ -117,6 +117,8 @@ def _report(ledger: SQLiteLedger, job: Mapping[str, Any], args: argparse.Namespa
         "failures_report": summary.get("failures_report"),
         "failures": shown,
     }
+    if args.html:  # the page Finalize wrote beside summary.json, rendered again from the ledger
+        write_html(report, (f.to_dict() for f in ledger.failures(job["job_id"])), args.html)
     if args.json:
         stdout.write(json.dumps(report, ensure_ascii=False) + "\n")
     else:

@@ -6,18 +6,22 @@ Counts always add up: every result lands in exactly one of copied, skipped, fail
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import IO, Any
 
 from ferry.counts import Counts, plural
 from ferry.engine.outcome import WOULD_COPY, WOULD_DELETE, WOULD_MARK, WOULD_RESTORE
+from ferry.errors import ConfigError
 from ferry.limits import format_size
 from ferry.models import CopyResult, Status
+from ferry.reports.report_html import FAILURES_SHOWN as HTML_FAILURES_SHOWN
+from ferry.reports.report_html import render_report_html
 from ferry.reports.report_stats import ReportStats, Timeline, iso_time
 
 
@@ -325,3 +329,24 @@ def _counts_line(s: Mapping[str, Any]) -> str:
         f"{s.get('failed', 0)} failed, {s.get('pending', 0)} pending | "
         f"{format_size(s.get('bytes_copied') or 0)} copied in {plural(s.get('batches', 0), 'batch')}"
     )
+
+
+def write_html(report: Mapping[str, Any], failures: Iterable[Mapping[str, Any]], path: str) -> None:
+    """The same page Finalize writes beside summary.json, rendered here from the summary and
+    the first failures (failures.jsonl's rows for a job on AWS, the ledger's for one `ferry
+    run` ran; read lazily: the rest are counted, not loaded). For `ferry job report --html`."""
+    summary = report["summary"]
+    shown = list(itertools.islice(failures, HTML_FAILURES_SHOWN))
+    page = render_report_html(
+        {
+            **summary,
+            "failures": shown,
+            "failures_more": int(summary.get("failed", 0)) - len(shown),
+            "failures_report": report["failures_report"],
+        }
+    )
+    try:
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(page)
+    except OSError as error:
+        raise ConfigError(f"cannot write {path!r}: {error.strerror}") from error
