@@ -498,7 +498,7 @@ def test_each_role_gets_what_its_code_does(built: SimpleNamespace) -> None:
         "s3:ListMultipartUploadParts",
         "s3:DeleteObject",
         # Versioned destinations: the engine HEADs (to verify) and deletes (an unproved copy)
-        # exactly the version it wrote, with VersionId (server_side._written_size, discard_copy).
+        # exactly the version it wrote, with VersionId (server_side._written_head, discard_copy).
         "s3:GetObjectVersion",
         "s3:DeleteObjectVersion",
         # ... and reads back the tags of that version (streaming.check_tags_kept).

@@ -105,8 +105,8 @@ class CheckSummary:
             lines.append(f"  identical by: {how}")
         if self.identical_by.get("size"):
             lines.append(
-                f"  note: {plural(self.identical_by['size'], 'key')} are the same size but share no comparable "
-                "checksum or ETag: not proved identical byte for byte"
+                f"  note: {plural(self.identical_by['size'], 'key')} identical by size alone (no comparable "
+                "checksum or ETag): not proved identical byte for byte"
             )
         return lines
 

@@ -137,6 +137,8 @@ class Summary(Counts):
             how = ", ".join(f"{k} {v}" for k, v in self.strategies.most_common())
             proof = ", ".join(f"{k} {v}" for k, v in self.verified_by.most_common())
             lines += [f"  copied by: {how}", f"  verified by: {proof}"]
+            if self.verified_by.get(SIZE_ONLY):
+                lines.append(size_only_note(self.verified_by[SIZE_ONLY]))
         if self.needs_restore:
             lines.append(
                 f"  skipped: {plural(self.needs_restore, 'archived object')} (an archive storage class): "
@@ -182,6 +184,18 @@ class Summary(Counts):
             f"{self.pending} pending{deleted} | {format_size(self.bytes_copied)} in {self.seconds:.1f}s "
             f"({format_size(self.throughput)}/s)"
         )
+
+
+SIZE_ONLY = "size"  # verified_by of a copy only its size could prove (engine/verify.py)
+
+
+def size_only_note(copies: int) -> str:
+    """What `verified by: size N` does not say: those copies are not proved byte for byte
+    (the same words `ferry check` uses for keys matched on size alone)."""
+    return (
+        f"  note: {plural(copies, 'object')} verified by size alone (no checksum or ETag comparable "
+        "with the source's): not proved identical byte for byte"
+    )
 
 
 def failure_line(bucket: str | None, key: str | None, reason: str | None) -> str:

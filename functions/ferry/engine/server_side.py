@@ -335,7 +335,14 @@ def _verified_copy(
     *,
     same_layout: bool,
 ) -> Outcome:
-    """Check what S3 reports; fall back to a HEAD for the size. A mismatch removes the copy."""
+    """Check what S3 reports; where that proves nothing, what a HEAD of the copy gives. A
+    mismatch removes the copy.
+
+    Not every server reports the copy's checksum: MinIO's CopyObject answer carries none,
+    though the copy stores the source's full-object checksum. The HEAD (ChecksumMode) then
+    gives it, with the copy's ETag and size, so the copy is proved by the strongest evidence
+    both sides carry, as `ferry check` would compare them, and by its size only where they
+    share nothing else."""
     version_id = response.get("VersionId")
     encryption = response.get("ServerSideEncryption")
     dest_checksum = checksums.from_response(result)
@@ -349,13 +356,16 @@ def _verified_copy(
             dest_size=None,
         )
         if verified_by == "unverified":
+            head = _written_head(ctx, target, version_id)
+            encryption = encryption or head.get("ServerSideEncryption")
+            dest_checksum = dest_checksum or checksums.from_response(head)
             verified_by = verify_server_copy(
                 info,
-                dest_etag=None,
-                dest_checksum=None,
+                dest_etag=result.get("ETag") or head.get("ETag"),
+                dest_checksum=dest_checksum,
                 dest_encryption=encryption,
                 same_layout=same_layout,
-                dest_size=_written_size(ctx, target, version_id),
+                dest_size=int(head["ContentLength"]),
             )
     except CopyFailed as failure:
         raise discard_copy(
@@ -371,19 +381,20 @@ def _verified_copy(
     )
 
 
-def _written_size(ctx: TransferContext, target: Target, version_id: str | None) -> int:
-    """The copy's size, from a HEAD of the version just written. A `null` version id (an
-    unversioned bucket, as moto reports it) names the object itself: it is not sent, as
-    elsewhere in the engine, since some servers refuse `versionId=null`."""
+def _written_head(ctx: TransferContext, target: Target, version_id: str | None) -> dict[str, Any]:
+    """A HEAD of the version just written, with its stored checksum (ChecksumMode). A `null`
+    version id (an unversioned bucket, as moto reports it) names the object itself: it is not
+    sent, as elsewhere in the engine, since some servers refuse `versionId=null`."""
     args = {"VersionId": version_id} if version_id and version_id != "null" else {}
     try:
-        head = ctx.dest_client.head_object(Bucket=target.bucket, Key=target.key, **args)
+        return ctx.dest_client.head_object(  # type: ignore[no-any-return]
+            Bucket=target.bucket, Key=target.key, ChecksumMode="ENABLED", **args
+        )
     except Exception as error:
         reason = describe(
             error, side="destination", action="s3:GetObject (to verify)", bucket=target.bucket, key=target.key
         )
         raise CopyFailed(f"the copy could not be verified: {reason}") from error
-    return int(head["ContentLength"])
 
 
 # Codes with which an endpoint refuses to copy one particular object server-side although a
