@@ -12,6 +12,7 @@ import pytest
 
 from conftest import S3Server
 from ferry.cli.main import main
+from ferry_process import ferry
 
 
 def call(*argv: str) -> tuple[int, str, str]:
@@ -79,6 +80,43 @@ def test_files_from_copies_only_the_keys_it_lists(versitygw, vgw_buckets, tmp_pa
     assert code == 0, err
     assert sorted(versitygw.keys(dst)) == ["out/a.txt", "out/sub/c.txt"]
     assert json.loads(out)["objects"] == 2
+
+
+def test_files_from_reads_a_leading_slash_as_srcs_root_and_says_which_names_match_nothing(
+    versitygw, vgw_buckets, tmp_path
+) -> None:
+    """rclone reads `/empty.txt` in a --files-from file as `empty.txt` below SRC. A name that
+    matches no object is not dropped without a word: the summary counts and names them, and
+    the report's summary lists them all."""
+    src, dst = vgw_buckets
+    put(versitygw, src, {"in/a.txt": b"a", "in/empty.txt": b"", "in/sub/c.txt": b"c"})
+    listed = tmp_path / "keys.txt"
+    listed.write_text("/empty.txt\na.txt\nnot-there.txt\n/sub/c.txt\n/gone/d.txt\n", encoding="utf-8")
+    report = tmp_path / "report.jsonl"
+
+    run = ferry(
+        "copy", f"s3://{src}/in", f"s3://{dst}/out", "--endpoint-url", versitygw.url,
+        "--files-from", str(listed), "--report", str(report),
+    )  # fmt: skip
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert sorted(versitygw.keys(dst)) == ["out/a.txt", "out/empty.txt", "out/sub/c.txt"]
+    assert "3 objects: 3 copied" in run.stdout
+    assert (
+        "  note: 2 of the 5 names --files-from lists match no object: gone/d.txt, not-there.txt"
+        in run.stdout.splitlines()
+    ), run.stdout
+    summary = json.loads(report.read_text().splitlines()[-1])["summary"]
+    assert summary["files_from"] == {"names": 5, "unmatched": ["gone/d.txt", "not-there.txt"]}
+    # ferry check, with the same list, compares the same keys and says the same of the others.
+    check = ferry(
+        "check", f"s3://{src}/in", f"s3://{dst}/out", "--endpoint-url", versitygw.url,
+        "--files-from", str(listed),
+    )  # fmt: skip
+    assert check.returncode == 0 and "3 keys: 3 identical" in check.stdout, check.stdout + check.stderr
+    assert "  note: 2 of the 5 names --files-from lists match no object: gone/d.txt, not-there.txt" in (
+        check.stdout.splitlines()
+    )
 
 
 @pytest.mark.parametrize(

@@ -30,6 +30,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ferry.cli.filter_options import filters_from
 from ferry.cli.local_check import local_sides
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_USAGE, open_for_writing
+from ferry.cli.report import unmatched_names_note
 from ferry.cli.sides import endpoints
 from ferry.counts import plural
 from ferry.engine.check import KeyCheck, Verdict, check_objects, check_sides
@@ -63,6 +64,8 @@ class CheckSummary:
     started: float = field(default_factory=time.time)
     seconds: float = 0.0
     stopped: str | None = None
+    # --files-from: how many names it lists, and those neither side's listing matched.
+    files_from: dict[str, Any] | None = None
 
     def add(self, check: KeyCheck) -> None:
         self.verdicts[str(check.verdict)] += 1
@@ -85,6 +88,8 @@ class CheckSummary:
         data["identical_by"] = dict(self.identical_by)
         data["match"] = self.matched
         data["seconds"] = round(self.seconds, 3)
+        if self.files_from is not None:
+            data["files_from"] = self.files_from
         if self.stopped:
             data["stopped"] = self.stopped
         return data
@@ -108,6 +113,8 @@ class CheckSummary:
                 f"  note: {plural(self.identical_by['size'], 'key')} identical by size alone (no comparable "
                 "checksum or ETag): not proved identical byte for byte"
             )
+        if self.files_from and self.files_from["unmatched"]:
+            lines.append(unmatched_names_note(self.files_from["names"], self.files_from["unmatched"]))
         return lines
 
 
@@ -164,6 +171,8 @@ def run_check(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
                     out.write(_line(check))
         except (FerryError, ClientError, BotoCoreError, OSError) as error:
             summary.stopped = str(error)
+        if summary.stopped is None and filters.keys is not None:  # both listings went to their end
+            summary.files_from = {"names": len(filters.keys), "unmatched": filters.keys.unmatched()}
         summary.seconds = time.time() - summary.started
         if report:
             report.write(json.dumps({"summary": summary.to_dict()}) + "\n")

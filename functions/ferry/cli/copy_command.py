@@ -29,7 +29,7 @@ from ferry.engine.copier import Copier, client_pool_size
 from ferry.engine.deadlines import stopping
 from ferry.engine.outcome import WOULD_COPY, WOULD_MARK, WOULD_RESTORE
 from ferry.errors import ConfigError, FerryError
-from ferry.filters import Filters, is_ferrys_own, marks_prefixes
+from ferry.filters import Filters, NamedKeys, is_ferrys_own, marks_prefixes
 from ferry.jobspec import JobOptions, parse_options
 from ferry.models import SYMLINK_SKIPPED, CopyResult, SourceObject, Status, Target
 from ferry.reports.report_html import render_report_html
@@ -145,7 +145,7 @@ def run_copy(
             on_part=on_part,
         )
 
-    return copy_and_report(args, make_copier, pairs, stdout, stderr, extension)
+    return copy_and_report(args, make_copier, pairs, stdout, stderr, extension, filters.keys)
 
 
 def copy_and_report(
@@ -155,12 +155,14 @@ def copy_and_report(
     stdout: IO[str],
     stderr: IO[str],
     extension: CopyExtension | None = None,
+    names: NamedKeys | None = None,
 ) -> int:
     """Copy `pairs` with the copier `make_copier` makes (given the progress bar's byte hook,
     or None), for every door (S3 to S3, a folder's upload, a prefix's download): results into
     the summary, the report, the HTML page and the progress bar; the first failures named; the
     extension (sync's deletes, --all-versions' histories) sees each result and does its work
-    after the copies."""
+    after the copies. `names`, --files-from's, says which of them matched no object, once the
+    listing went to its end."""
     summary = Summary(dry_run=bool(args.dry_run))
     would_out = stderr if args.json else stdout  # a dry run's list: --json keeps stdout to the JSON
     with ExitStack() as stack:
@@ -210,6 +212,8 @@ def copy_and_report(
             else None
         )
         summary.degradations = copier.degradations
+        if not stopped:  # a listing that broke off has not met every name it would have
+            summary.note_files_from(names)
         summary.finish()
         unwritten = finish_reports(args, summary, failures, report, html_file)  # also after a stop
         stopped = stopped or unwritten

@@ -35,7 +35,8 @@ def add_filter_arguments(group: argparse._ArgumentGroup, *, files_from: bool = T
         group.add_argument(
             "--files-from",
             metavar="FILE",
-            help="only the keys listed in FILE, one per line, relative to SRC (# comments)",
+            help="only the keys listed in FILE, one per line, relative to SRC (a leading / is SRC's root; "
+            "# comments); names that match no object are counted in the summary",
         )
 
 

@@ -97,7 +97,8 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
             options.policy.marks_prefix,
         )
         copier = Downloader(source, options.policy, source_client=client, **copier_options)
-    return copy_and_report(args, lambda _: copier, pairs, stdout, stderr)  # (no byte hook: as before)
+    # (no byte hook: as before)
+    return copy_and_report(args, lambda _: copier, pairs, stdout, stderr, names=filters.keys)
 
 
 def local_setup(args: argparse.Namespace, upload: bool) -> tuple[JobOptions, Filters, int, dict[str, Any]]:

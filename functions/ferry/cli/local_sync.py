@@ -58,7 +58,9 @@ def run_local_sync(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
         copier, pairs = _up(args, options, filters, deletes, pool, copier_options)
     else:
         copier, pairs = _down(args, options, filters, deletes, pool, copier_options)
-    return copy_and_report(args, lambda _: copier, pairs, stdout, stderr, extension=deletes)
+    return copy_and_report(
+        args, lambda _: copier, pairs, stdout, stderr, extension=deletes, names=filters.keys
+    )
 
 
 def _up(

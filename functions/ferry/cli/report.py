@@ -18,6 +18,7 @@ from typing import IO, Any
 from ferry.counts import Counts, plural
 from ferry.engine.outcome import WOULD_COPY, WOULD_DELETE, WOULD_MARK, WOULD_RESTORE
 from ferry.errors import ConfigError
+from ferry.filters import NamedKeys
 from ferry.limits import format_size
 from ferry.models import CopyResult, Status
 from ferry.reports.report_html import FAILURES_SHOWN as HTML_FAILURES_SHOWN
@@ -47,6 +48,8 @@ class Summary(Counts):
     # A dry run: its JSON and report count what it would do apart from `pending` (which means
     # a restore under way), so the counts still add up to `objects`.
     dry_run: bool = False
+    # --files-from: how many names it lists, and those no listed object matched (every one).
+    files_from: dict[str, Any] | None = None
     started: float = field(default_factory=time.monotonic)
     seconds: float = 0.0
     # For the HTML report's charts: fixed-size counters, nothing kept per object.
@@ -124,6 +127,7 @@ class Summary(Counts):
             "strategies": dict(self.strategies),
             "verified_by": dict(self.verified_by),
             "degradations": list(self.degradations),
+            **({"files_from": self.files_from} if self.files_from is not None else {}),
             "bytes": self.stats.to_dict()["bytes"],
             "sizes": self.stats.size_histogram(),
             "timeline": self.timeline.to_dict(),
@@ -145,7 +149,14 @@ class Summary(Counts):
                 "restore first, or run with --restore bulk|standard|expedited"
             )
         lines += [f"  note: {sentence}" for sentence in self.degradations]
+        if self.files_from and self.files_from["unmatched"]:
+            lines.append(unmatched_names_note(self.files_from["names"], self.files_from["unmatched"]))
         return "\n".join(lines)
+
+    def note_files_from(self, names: NamedKeys | None) -> None:
+        """What `--files-from` named and no listed object matched, once the listing is done."""
+        if names is not None:
+            self.files_from = {"names": len(names), "unmatched": names.unmatched()}
 
     def dry_run_dict(self) -> dict[str, Any]:
         """What `--json` adds for a dry run: what the run would have done."""
@@ -195,6 +206,21 @@ def size_only_note(copies: int) -> str:
     return (
         f"  note: {plural(copies, 'object')} verified by size alone (no checksum or ETag comparable "
         "with the source's): not proved identical byte for byte"
+    )
+
+
+UNMATCHED_SHOWN = 10  # names the summary shows; the report's summary has every one
+
+
+def unmatched_names_note(listed: int, unmatched: list[str]) -> str:
+    """`note: 2 of the 5 names --files-from lists match no object: a.txt, b.txt`."""
+    shown = ", ".join(unmatched[:UNMATCHED_SHOWN])
+    more = len(unmatched) - UNMATCHED_SHOWN
+    rest = f" and {more} more (the report lists them)" if more > 0 else ""
+    return (
+        f"  note: {len(unmatched)} of the {plural(listed, 'name')} --files-from lists "
+        f"{'matches' if len(unmatched) == 1 else 'match'} no object: "
+        f"{shown}{rest}"
     )
 
 

@@ -15,7 +15,10 @@ rclone command line carries over:
   instant, in the local time zone unless it names one. `--max-age` keeps objects modified at
   or after the cut-off, `--min-age` objects modified at or before it.
 - `--files-from FILE`: one key per line, relative to the source prefix; blank lines and lines
-  starting with `#` are skipped, and surrounding whitespace is stripped (rclone's rules).
+  starting with `#` are skipped, and surrounding whitespace is stripped (rclone's rules). A
+  leading `/` is the source's root, as rclone reads it: `/a.txt` is `a.txt` (so `//a.txt` names
+  a key that itself starts with `/`). The names that match no object are kept (NamedKeys), so
+  the command can say which.
 
 An object whose size or modification time is not known passes that filter (nothing to judge
 it by). Filtered-out objects are not objects of the command: no side counts them.
@@ -27,7 +30,8 @@ import datetime as dt
 import fnmatch
 import math
 import re
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from ferry.errors import ConfigError
@@ -44,7 +48,7 @@ class Filters:
     max_size: int | None = None
     modified_from: dt.datetime | None = None  # --max-age: modified at or after this
     modified_to: dt.datetime | None = None  # --min-age: modified at or before this
-    keys: frozenset[str] | None = None  # --files-from: only these relative keys
+    keys: NamedKeys | None = None  # --files-from: only these relative keys
 
     def admits_key(self, relative_key: str) -> bool:
         """The key alone decides: globs and the list of keys."""
@@ -172,7 +176,42 @@ def _aware(moment: dt.datetime) -> dt.datetime:
 # -- a list of keys ---------------------------------------------------------------------------
 
 
-def read_files_from(path: str) -> frozenset[str]:
+class NamedKeys:
+    """The keys `--files-from` names, and which of them the listings have met: a name that
+    matches no object is said by the command (its summary and report), never dropped without
+    a word. Two lists are equal when they name the same keys."""
+
+    def __init__(self, names: Iterable[str]) -> None:
+        self.names = frozenset(names)
+        self._met: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __contains__(self, key: object) -> bool:
+        if key not in self.names:
+            return False
+        with self._lock:
+            self._met.add(str(key))
+        return True
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, NamedKeys) and other.names == self.names
+
+    def __hash__(self) -> int:
+        return hash(self.names)
+
+    def __repr__(self) -> str:
+        return f"NamedKeys({len(self.names)} names)"
+
+    def unmatched(self) -> list[str]:
+        """The names no listing met, in key order."""
+        with self._lock:
+            return sorted(self.names - self._met)
+
+
+def read_files_from(path: str) -> NamedKeys:
     """The keys a `--files-from` file names, or one sentence saying why it cannot be read."""
     try:
         with open(path, "rb") as file:
@@ -190,5 +229,5 @@ def read_files_from(path: str) -> frozenset[str]:
     for line in text.splitlines():
         key = line.strip()
         if key and not key.startswith("#"):
-            keys.add(key)
-    return frozenset(keys)
+            keys.add(key.removeprefix("/"))  # the source's root, as rclone reads it
+    return NamedKeys(key for key in keys if key)
