@@ -32,34 +32,38 @@ MAX_REPRODUCED_STREAM_PART = 256 * MiB
 # 256 MiB whatever the source's parts (16 parts of 8 MiB fit; of 16 MiB parts, 10 run at once).
 DEFAULT_MEMORY_LIMIT = 160 * MiB
 
-_UNITS = {
-    "": 1,
-    "B": 1,
-    "K": KiB,
-    "KB": 1000,
-    "KIB": KiB,
-    "M": MiB,
-    "MB": 1000**2,
-    "MIB": MiB,
-    "G": GiB,
-    "GB": 1000**3,
-    "GIB": GiB,
-    "T": TiB,
-    "TB": 1000**4,
-    "TIB": TiB,
-}
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
+# One rule for every size a user writes (options, job specs, settings): a bare number is
+# bytes, as S3, boto3's transfer settings and the AWS CLI read one, and a JSON number in a job
+# spec is; every unit is binary, whether written K, KB or KiB, as the AWS CLI reads `16MB`
+# (1024 * 1024 * 16) and as rclone's suffixes are. Decimal units are never meant: `5MB` is
+# 5 MiB, the smallest part S3 takes, not 5,000,000 bytes below it.
+SIZE_RULE = "a bare number is bytes; units are binary (1MB = 1MiB)"
+_UNITS = {"K": KiB, "M": MiB, "G": GiB, "T": TiB, "P": 1024 * TiB}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*$")
 
 
-def parse_size(text: str) -> int:
-    """Read sizes the way people write them: `8MiB`, `16MB`, `5G`, `1048576`."""
+def parse_size(text: str, what: str | None = None) -> int:
+    """A size as a user writes it: `8388608`, `8MiB`, `8MB`, `8M`, `1.5GiB`, `500B` (see
+    SIZE_RULE); refused in one sentence, naming `what` (the option) when given."""
     match = _SIZE_RE.match(text)
-    unit = match.group(2).upper() if match else None
-    if not match or unit not in _UNITS:
+    scale = _scale(match.group(2).upper()) if match else None
+    if match is None or scale is None:
+        where = f"{what}: " if what else ""
         raise ConfigError(
-            f"cannot read size {text!r}: write a number with an optional unit, such as 8MiB or 16MB"
+            f"{where}cannot read size {text!r}: write a number of bytes, or one with a unit such as "
+            f"8MiB or 8MB; {SIZE_RULE}"
         )
-    return int(float(match.group(1)) * _UNITS[unit])
+    return int(float(match.group(1)) * scale)
+
+
+def _scale(unit: str) -> int | None:
+    """Bytes in one `unit` (upper case): none or B, else K, M, G, T or P, alone or with B, I
+    or IB after it; None for anything else."""
+    if unit in ("", "B"):
+        return 1
+    if unit[:1] in _UNITS and unit[1:] in ("", "B", "I", "IB"):
+        return _UNITS[unit[:1]]
+    return None
 
 
 def format_size(n: float) -> str:

@@ -31,12 +31,14 @@ from ferry.limits import (
     "text,expected",
     [
         ("8MiB", 8 * 1024**2),
-        ("16MB", 16 * 1000**2),
+        ("16MB", 16 * 1024**2),  # every unit binary, as the AWS CLI reads 16MB
         ("5G", 5 * 1024**3),
         ("1048576", 1048576),
         ("0", 0),
         ("512KiB", 512 * 1024),
-        ("64kb", 64_000),
+        ("64kb", 64 * 1024),
+        ("3Mi", 3 * 1024**2),
+        ("2P", 2 * 1024**5),
         ("1.5GiB", 3 * 512 * 1024**2),
         (" 2 TiB ", 2 * 1024**4),
         ("7B", 7),
@@ -46,7 +48,9 @@ def test_sizes_are_read_the_way_people_write_them(text, expected):
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "MiB", "eight MiB", "8 MiBs", "8XB", "-5MiB", "5 M i B", "1e6", "0x10"])
+@pytest.mark.parametrize(
+    "text", ["", "MiB", "eight MiB", "8 MiBs", "8XB", "-5MiB", "5 M i B", "1e6", "0x10", "5BB", "5KBB"]
+)
 def test_unreadable_sizes_are_a_config_error(text):
     with pytest.raises(ConfigError, match="cannot read size"):
         parse_size(text)

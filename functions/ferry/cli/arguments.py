@@ -14,8 +14,11 @@ from ferry.cli.filter_options import add_filter_arguments
 from ferry.cli.parsing import JOB_ID_RULE, Parser
 from ferry.cli.ranges import add_memory_limit_argument
 from ferry.cli.stack_outputs import DEFAULT_STACK
-from ferry.limits import DEFAULT_OBJECTS_PER_DAY
+from ferry.limits import DEFAULT_OBJECTS_PER_DAY, SIZE_RULE
 from ferry.models import CHECKSUM_ALGORITHMS, DEFAULT_MARKS_PREFIX
+
+# Said under every command that takes a size (its --help's last line): one rule for all.
+SIZES = f"Sizes (SIZE): {SIZE_RULE}."
 
 
 def add_copy_parser(
@@ -28,7 +31,7 @@ def add_copy_parser(
 ) -> argparse.ArgumentParser:
     """`ferry copy`'s arguments, under the root parser's subcommands (`ferry sync` takes the
     same, under its own name, with folders rather than single files: `local=False`)."""
-    copy = commands.add_parser(name, help=help, description=description)
+    copy = commands.add_parser(name, help=help, description=description, epilog=SIZES)
     if local:
         copy.add_argument(
             "src", metavar="SRC", help="s3://bucket/prefix, or a local file or folder to upload"
@@ -61,10 +64,13 @@ def add_copy_parser(
         "also FERRY_LEAN_REQUESTS=0)",
     )
     how.add_argument(
-        "--part-size", help="multipart part size, e.g. 8MiB (default: the source's layout, else chosen)"
+        "--part-size",
+        metavar="SIZE",
+        help="multipart part size, e.g. 8MiB (default: the source's layout, else chosen)",
     )
     how.add_argument(
         "--multipart-threshold",
+        metavar="SIZE",
         default="16MiB",
         help="stream objects above this in parts (default %(default)s)",
     )
@@ -169,6 +175,7 @@ def add_check_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentP
         description="Compare SRC and DST (s3://bucket/prefix, or a local folder on one side) key by key: "
         "missing on either side, "
         "different or identical, by checksum, ETag or size. Exit 0 when they match, 2 when they differ.",
+        epilog=SIZES,
     )
     check.add_argument("src", metavar="SRC", help="s3://bucket/prefix, or a local folder")
     check.add_argument("dst", metavar="DST", help="s3://bucket/prefix, or a local folder")
@@ -200,6 +207,7 @@ def add_run_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
         "run",
         help="run a pipeline job spec on this machine",
         description="Run JOB.json (the spec the state machine takes) with the pipeline's code, here.",
+        epilog=SIZES,
     )
     run.add_argument("spec", metavar="JOB.json", help="a JSON job spec, as given to the state machine")
     ledger = run.add_argument_group("ledger and reports").add_mutually_exclusive_group()
@@ -233,9 +241,13 @@ def add_run_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
     how = run.add_argument_group("how the job runs (the pipeline's settings)")
     how.add_argument("--batch-concurrency", type=int, default=4, help="batches at once (default 4)")
     how.add_argument("--max-items-per-batch", type=int, help="objects per batch (default 10,000)")
-    how.add_argument("--max-input-bytes-per-batch", help="batch input size, e.g. 64KiB (default 150KiB)")
     how.add_argument(
-        "--large-object-threshold", help="objects above this take the large-object path (default 10GiB)"
+        "--max-input-bytes-per-batch", metavar="SIZE", help="batch input size, e.g. 64KiB (default 150KiB)"
+    )
+    how.add_argument(
+        "--large-object-threshold",
+        metavar="SIZE",
+        help="objects above this take the large-object path (default 10GiB)",
     )
     how.add_argument("--max-passes", type=int, help="passes a batch may take (default 50)")
     how.add_argument(
@@ -261,6 +273,7 @@ def add_estimate_parser(commands: argparse._SubParsersAction) -> argparse.Argume
         description="Predict what copying SRC, a job spec's source (--spec) or N objects of SIZE with "
         "the deployed pipeline costs, per service, beside S3 Batch Operations, DataSync and S3 Batch "
         "Replication.",
+        epilog=SIZES,
     )
     parser.add_argument(
         "src", metavar="SRC", nargs="?", help="s3://bucket/prefix to list (real sizes and classes)"
@@ -272,7 +285,7 @@ def add_estimate_parser(commands: argparse._SubParsersAction) -> argparse.Argume
         "options assumed; options given here override its own",
     )
     parser.add_argument("--objects", type=int, help="number of objects (without SRC)")
-    parser.add_argument("--avg-size", help="average object size, e.g. 500KB (without SRC)")
+    parser.add_argument("--avg-size", metavar="SIZE", help="average object size, e.g. 500KiB (without SRC)")
     parser.add_argument(
         "--source-storage-class",
         default="STANDARD",
@@ -292,6 +305,7 @@ def add_estimate_parser(commands: argparse._SubParsersAction) -> argparse.Argume
     parser.add_argument("--no-skip-existing", action="store_true", help="no destination listing")
     parser.add_argument(
         "--source-part-size",
+        metavar="SIZE",
         default="8MiB",
         help="part size multipart sources were uploaded in (assumed; default %(default)s)",
     )
@@ -383,7 +397,9 @@ def add_job_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
     where.add_argument("--region", help="the stack's region (default: your AWS configuration's)")
     where.add_argument("--profile", help="AWS profile")
 
-    start = sub.add_parser("start", parents=[stack], help="start a job: SRC DST, or --spec FILE")
+    start = sub.add_parser(
+        "start", parents=[stack], help="start a job: SRC DST, or --spec FILE", epilog=SIZES
+    )
     start.add_argument("src", metavar="SRC", nargs="?", help="s3://bucket/prefix")
     start.add_argument("dst", metavar="DST", nargs="?", help="s3://bucket/prefix")
     start.add_argument("--spec", metavar="FILE", help="a JSON job spec (options given here override its own)")
@@ -435,8 +451,8 @@ def _add_option_arguments(parser: argparse.ArgumentParser) -> None:
     only what is given overrides a --spec file's options."""
     how = parser.add_argument_group("job options (as in a job spec's options)")
     how.add_argument("--mode", choices=["auto", "server-side", "stream"])
-    how.add_argument("--part-size")
-    how.add_argument("--multipart-threshold")
+    how.add_argument("--part-size", metavar="SIZE")
+    how.add_argument("--multipart-threshold", metavar="SIZE")
     how.add_argument("--checksum-algorithm", type=str.upper, choices=CHECKSUM_ALGORITHMS)
     how.add_argument("--include", action="append", metavar="GLOB")
     how.add_argument("--exclude", action="append", metavar="GLOB")
@@ -481,11 +497,16 @@ def add_clean_uploads_parser(commands: argparse._SubParsersAction) -> argparse.A
 
 
 def add_demo_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    demo = commands.add_parser("demo", help="run a copy on an embedded S3 endpoint (no AWS account)")
+    demo = commands.add_parser(
+        "demo", help="run a copy on an embedded S3 endpoint (no AWS account)", epilog=SIZES
+    )
     demo.add_argument(
         "--objects", type=int, default=300, help="small objects to create (default %(default)s)"
     )
     demo.add_argument(
-        "--large-size", default="80MiB", help="size of the multipart object (default %(default)s)"
+        "--large-size",
+        metavar="SIZE",
+        default="80MiB",
+        help="size of the multipart object (default %(default)s)",
     )
     return demo

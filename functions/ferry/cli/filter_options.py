@@ -9,8 +9,8 @@ import datetime as dt
 from collections.abc import Sequence
 
 from ferry.errors import ConfigError
-from ferry.filters import Filters, parse_age, parse_filter_size, read_files_from
-from ferry.limits import format_size
+from ferry.filters import Filters, parse_age, read_files_from
+from ferry.limits import SIZE_RULE, format_size, parse_size
 
 
 def add_filter_arguments(group: argparse._ArgumentGroup, *, files_from: bool = True) -> None:
@@ -18,7 +18,7 @@ def add_filter_arguments(group: argparse._ArgumentGroup, *, files_from: bool = T
     group.add_argument(
         "--min-size",
         metavar="SIZE",
-        help="only objects of at least this size, e.g. 10MiB (a bare number is KiB)",
+        help=f"only objects of at least this size, e.g. 10MiB ({SIZE_RULE})",
     )
     group.add_argument("--max-size", metavar="SIZE", help="only objects of at most this size")
     group.add_argument(
@@ -71,4 +71,4 @@ def filters_from(
 
 
 def _size(text: str | None, flag: str) -> int | None:
-    return parse_filter_size(text, flag) if text is not None else None
+    return parse_size(text, flag) if text is not None else None

@@ -33,6 +33,7 @@ def add_memory_limit_argument(group: Any) -> None:
     """`--memory-limit`, the same for `ferry copy` and `ferry run`."""
     group.add_argument(
         "--memory-limit",
+        metavar="SIZE",
         default=f"{DEFAULT_MEMORY_LIMIT // MiB}MiB",
         help="object bytes held in memory by streaming (default %(default)s; the process adds about 70 MiB)",
     )

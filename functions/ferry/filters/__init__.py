@@ -6,9 +6,9 @@ The size and age options read and mean what rclone's filtering options do, so a 
 rclone command line carries over:
 
 - `--min-size` / `--max-size`: inclusive bounds (rclone: "don't transfer any file smaller /
-  larger than this"). A bare number is KiB, as in rclone; suffixes B, K, M, G, T, P are
-  binary (KiB ... PiB), and may be written Ki/KiB, Mi/MiB, ...; the decimal spellings KB, MB
-  are refused, as rclone refuses them, rather than read one way or the other.
+  larger than this"), read by the one rule every size option follows (ferry.limits.parse_size):
+  units binary, as rclone's suffixes are (`10M`, `10MB` and `10MiB` alike), but a bare number
+  is bytes, as for `--part-size`, where rclone reads it as KiB.
 - `--min-age` / `--max-age`: on the object's LastModified. A duration (Go's `1h30m`, `300ms`;
   or a number with d, w, M (30 days), y (365 days), or none for seconds) counts back from the
   moment the command starts; a date (`2024-05-01`, `2024-05-01 12:00:00`, RFC 3339) is that
@@ -97,36 +97,6 @@ def marks_prefixes(configured: str | None) -> tuple[str, ...]:
 
 def is_ferrys_own(key: str, marks: Sequence[str]) -> bool:
     return any(key.startswith(prefix) for prefix in marks)
-
-
-# -- sizes ------------------------------------------------------------------------------------
-
-_BINARY = {"B": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([A-Za-z]*)\s*$")
-
-
-def parse_filter_size(text: str, flag: str) -> int:
-    """A size as rclone reads `--min-size` and `--max-size`: `100` is 100 KiB, `10M` and
-    `10MiB` are 10 MiB, `500B` is 500 bytes."""
-    match = _SIZE.match(text)
-    if not match:
-        raise ConfigError(f"{flag} {text!r}: write a size such as 10MiB, 500K or 100B (a bare number is KiB)")
-    number, unit = float(match.group(1)), match.group(2).upper()
-    prefix, rest = unit[:1], unit[1:]
-    if unit == "":
-        multiplier = 1024  # rclone's default unit
-    elif unit in _BINARY or (prefix in _BINARY and prefix != "B" and rest in ("I", "IB")):
-        multiplier = _BINARY[prefix]
-    elif prefix in _BINARY and rest == "B":
-        raise ConfigError(
-            f"{flag} {text!r}: {unit} is ambiguous (rclone refuses it): write {match.group(1)}{prefix}iB "
-            "for binary units, or the number of bytes with B"
-        )
-    else:
-        raise ConfigError(
-            f"{flag} {text!r}: unknown unit {unit!r}; use B, K, M, G, T or P (binary, as rclone)"
-        )
-    return int(number * multiplier)
 
 
 # -- ages -------------------------------------------------------------------------------------
