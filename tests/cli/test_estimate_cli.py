@@ -109,11 +109,13 @@ def test_the_model_predicts_the_requests_ferry_copy_sends(
     assert code == 0, err.getvalue() + out.getvalue()
     # The model, per object, summed over the listing, plus what the run sends once: both
     # buckets' HeadBucket, the source listing and one destination listing per window of 1,000
-    # keys. These servers report no encryption in CopyObject's answer and hold no encrypted
+    # keys; and, before the run's first mark or probe in the destination, one read of its
+    # Object Lock configuration (upload_marks: no mark where a default retention would keep
+    # it). These servers report no encryption in CopyObject's answer and hold no encrypted
     # object (versitygw ignores SSE headers, MinIO without a KMS refuses them): one probe per
     # run learns that (engine/encryption_probe.py), and no HEAD follows a copy from the listing.
     assumptions = Assumptions(mode=mode, head_after_listed_copy=False)
-    predicted: Counter[str] = Counter({"HeadBucket": 2, "ListObjectsV2": 2})
+    predicted: Counter[str] = Counter({"HeadBucket": 2, "ListObjectsV2": 2, "GetObjectLockConfiguration": 1})
     if mode == "server-side":
         probe = {"PutObject": 1, "HeadObject": 1, "DeleteObject": 1} if server_name == "versitygw" else {}
         predicted.update(probe or {"PutObject": 1})
