@@ -93,6 +93,14 @@ Functions reports for a `.sync` task whose container exits non-zero.
    whose counters the replaced `_map_run` above never updates. Here: moto's description with
    both counts taken from the harness's `MapRun`; `itemCounts` counts objects, or batches when
    `ParentHarness.item_counts_count` is "batches", so a test can run under either reading.
+9. State payload sizes. AWS: every state's input and output, and a task's result, is at most
+   256 KiB of UTF-8 (aws-limits.md); moto checks each state's output against that after its
+   OutputPath (`CommonStateField._verify_size_quota`; a Task state checks its result before
+   ResultSelector too, with its own override). Here: those checks are wrapped to record, per
+   state name, how many payloads there were and the largest one's compact UTF-8 size
+   (`ParentHarness.state_outputs`), in the parent and in every child, and `LambdaRouter`
+   records the largest response of each function (`LambdaRouter.largest_response`), so a test
+   can assert the margin at a job's real size rather than only a failure past it.
 
 Tasks routed in-process:
 - `arn:aws:states:::lambda:invoke` -> `LambdaRouter` replaces
@@ -204,6 +212,24 @@ def _moto_objects(root: Any) -> list[Any]:
     return out
 
 
+def payload_bytes(value: Any) -> int:
+    """A state payload's size as Step Functions counts it: UTF-8 bytes of compact JSON."""
+    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    return len(text.encode("utf-8"))
+
+
+@dataclass
+class StateOutputs:
+    """The outputs one state (by name) produced during a run: how many, and the largest."""
+
+    count: int = 0
+    largest: int = 0
+
+    def add(self, size: int) -> None:
+        self.count += 1
+        self.largest = max(self.largest, size)
+
+
 # -- the harness ---------------------------------------------------------------------------------
 
 
@@ -223,6 +249,9 @@ class ParentHarness:
         # reference's wording) or "batches" (one per child execution). Finalize must settle a
         # job the same way under both.
         self.item_counts_count: str = "items"
+        # Every state's output, by state name (parent's and children's): see 9 above.
+        self.state_outputs: dict[str, StateOutputs] = {}
+        self._outputs_lock = threading.Lock()
         self._original_parse: Any = None
 
     def install(self, monkeypatch: Any) -> ParentHarness:
@@ -238,9 +267,16 @@ class ParentHarness:
         from moto.stepfunctions.parser.asl.component.state.exec.state_map.result_writer.result_writer_decl import (
             ResultWriter,
         )
+        from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service import (
+            StateTaskService,
+        )
         from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_ecs import (
             StateTaskServiceEcs,
         )
+        from moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task_lambda import (
+            StateTaskLambda,
+        )
+        from moto.stepfunctions.parser.asl.component.state.state import CommonStateField
         from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
         from moto.stepfunctions.parser.models import StepFunctionsParserBackend
 
@@ -286,6 +322,10 @@ class ParentHarness:
             ),
         )
         monkeypatch.setattr(retrier_decl, "time", SimpleNamespace(sleep=self.retry_sleeps.append))
+        # Task states check their result (before ResultSelector) and their output with their
+        # own override; every other state with CommonStateField's.
+        for checks in (CommonStateField, StateTaskService, StateTaskLambda):
+            monkeypatch.setattr(checks, "_verify_size_quota", harness._size_check(checks._verify_size_quota))
         original_describe = StepFunctionsParserBackend.describe_map_run
         monkeypatch.setattr(
             StepFunctionsParserBackend,
@@ -293,6 +333,18 @@ class ParentHarness:
             lambda backend, map_run_arn: harness._describe_map_run(original_describe(backend, map_run_arn)),
         )
         return self
+
+    def _size_check(self, original: Callable[..., None]) -> Callable[..., None]:
+        """moto's 256 KiB check of a state's payload, recording its size first (compact UTF-8
+        JSON, as AWS measures a payload) under the state's name."""
+
+        def check(state: Any, env: Any, value: Any) -> None:
+            size = payload_bytes(value)
+            with self._outputs_lock:
+                self.state_outputs.setdefault(state.name, StateOutputs()).add(size)
+            original(state, env, value)
+
+        return check
 
     def _describe_map_run(self, described: dict[str, Any]) -> dict[str, Any]:
         run = next((r for r in self.map_runs if r.map_run_arn == described.get("mapRunArn")), None)
@@ -570,6 +622,8 @@ class MapRun:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     exceeded: bool = False
     result_writer_output: dict[str, Any] | None = None
+    running: int = 0
+    peak_running: int = 0  # the most children running at once (at most MaxConcurrency)
 
     @property
     def total_items(self) -> int:
@@ -689,11 +743,17 @@ def _map_run(harness: ParentHarness, component: Any, env: Any, eval_input: Any) 
         with queue_lock:
             if run.exceeded or not pending:
                 return None
+            run.running += 1
+            run.peak_running = max(run.peak_running, run.running)
             return pending.pop()
 
     def worker() -> None:
         while (child := next_child()) is not None:
-            _run_child(component, env, eval_input, run, program, child)
+            try:
+                _run_child(component, env, eval_input, run, program, child)
+            finally:
+                with queue_lock:
+                    run.running -= 1
 
     workers = len(run.children)
     if run.max_concurrency != DEFAULT_MAX_CONCURRENCY_VALUE:
@@ -929,6 +989,7 @@ class LambdaRouter:
         self.handlers = dict(handlers)
         self.context = context  # (function name, call number) -> a Lambda context
         self.calls: list[tuple[str, Any]] = []
+        self.largest_response: dict[str, int] = {}  # function name -> largest payload returned
         self._lock = threading.Lock()
 
     def invoke(self, function_name: str, body: Any, response_headers: dict[str, Any]) -> bytes:
@@ -940,7 +1001,11 @@ class LambdaRouter:
         try:
             if name not in self.handlers:
                 raise LookupError(f"parent_harness: no handler routed for Lambda function {name!r}")
-            return json.dumps(self.handlers[name](event, self.context(name, number))).encode()
+            result = self.handlers[name](event, self.context(name, number))
+            size = payload_bytes(result)
+            with self._lock:
+                self.largest_response[name] = max(self.largest_response.get(name, 0), size)
+            return json.dumps(result).encode()
         except Exception as error:
             response_headers["x-amz-function-error"] = "Unhandled"
             return json.dumps(
