@@ -101,6 +101,13 @@ Functions reports for a `.sync` task whose container exits non-zero.
    (`ParentHarness.state_outputs`), in the parent and in every child, and `LambdaRouter`
    records the largest response of each function (`LambdaRouter.largest_response`), so a test
    can assert the margin at a job's real size rather than only a failure past it.
+10. Payload copies. moto copies a state's data with `copy.deepcopy` wherever it reads or
+   hands it on (`States`, paths, a task's parameters): for a child whose batch holds
+   thousands of items that is most of the interpreter's time, and a Map Run of a million
+   items pays it for every item several times. Here: those modules' `copy.deepcopy` is
+   `plain_copy`, which copies JSON data (dicts, lists, scalars) without deepcopy's memo and
+   dispatch, and hands anything else to `copy.deepcopy`. The data is JSON on AWS, so the
+   copies are the same values, each container new as before.
 
 Tasks routed in-process:
 - `arn:aws:states:::lambda:invoke` -> `LambdaRouter` replaces
@@ -212,9 +219,30 @@ def _moto_objects(root: Any) -> list[Any]:
     return out
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def plain_copy(value: Any, memo: Any = None) -> Any:
+    """copy.deepcopy for JSON data, a few times faster: dicts and lists are copied, str, int,
+    float, bool and None kept (immutable), anything else deep-copied as before (see 10 above)."""
+    kind = type(value)
+    if kind is dict:
+        return {key: plain_copy(item) for key, item in value.items()}
+    if kind is list:
+        return [plain_copy(item) for item in value]
+    if kind in _SCALARS:
+        return value
+    return copy.deepcopy(value, memo)
+
+
+# Compact JSON as Step Functions measures a payload; one encoder (json.dumps with options makes
+# a new one on every call, and the batcher measures every item of a Map Run).
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def payload_bytes(value: Any) -> int:
     """A state payload's size as Step Functions counts it: UTF-8 bytes of compact JSON."""
-    text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    text = value if isinstance(value, str) else _COMPACT.encode(value)
     return len(text.encode("utf-8"))
 
 
@@ -322,6 +350,17 @@ class ParentHarness:
             ),
         )
         monkeypatch.setattr(retrier_decl, "time", SimpleNamespace(sleep=self.retry_sleeps.append))
+        from moto.stepfunctions.parser.asl.component.common.path import result_path
+        from moto.stepfunctions.parser.asl.component.common.string import string_expression
+        from moto.stepfunctions.parser.asl.component.state.exec import execute_state
+        from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+            state_task_service,
+        )
+        from moto.stepfunctions.parser.asl.eval import states
+
+        plain = SimpleNamespace(**{**vars(copy), "deepcopy": plain_copy})
+        for module in (states, string_expression, result_path, execute_state, state_task_service):
+            monkeypatch.setattr(module, "copy", plain)
         # Task states check their result (before ResultSelector) and their output with their
         # own override; every other state with CommonStateField's.
         for checks in (CommonStateField, StateTaskService, StateTaskLambda):
@@ -680,7 +719,7 @@ def _batches(harness: ParentHarness, extras: MapExtras, env: Any, items: list[An
         return child
 
     def size(chunk: list[Any]) -> int:
-        return len(json.dumps(wrap(chunk), separators=(",", ":"), ensure_ascii=False).encode())
+        return len(_COMPACT.encode(wrap(chunk)).encode())
 
     # Incremental size: the wrapper once, plus each item and its comma.
     base = size([])
@@ -688,7 +727,7 @@ def _batches(harness: ParentHarness, extras: MapExtras, env: Any, items: list[An
     chunk: list[Any] = []
     used = base
     for item in items:
-        item_bytes = len(json.dumps(item, separators=(",", ":"), ensure_ascii=False).encode())
+        item_bytes = len(_COMPACT.encode(item).encode())
         extra = item_bytes + (1 if chunk else 0)
         if chunk and (used + extra > limit or (max_items and len(chunk) >= int(max_items))):
             out.append((wrap(chunk), len(chunk)))
@@ -795,7 +834,7 @@ def _select_item(component: Any, env: Any, eval_input: Any, index: int, item: An
             parameters=None,
         )
         worker._eval_input(env_frame=frame)
-        return copy.deepcopy(frame.states.get_input())
+        return frame.states.get_input()  # a copy already
     finally:
         env.delete_frame(frame)
 
@@ -838,7 +877,7 @@ def _run_child(
         }
         context["StateMachine"] = {"Id": run.state_machine_arn, "Name": run.state_machine_arn.split(":")[-1]}
         context["Map"] = MapData(Item=ItemData(Index=child.index, Value=child.input))
-        frame.states.reset(copy.deepcopy(child.input))
+        frame.states.reset(child.input)  # which copies it
         selector = InlineItemProcessorWorker(
             work_name=eval_input.state_name,
             job_pool=JobPool(job_program=program, job_inputs=[]),

@@ -66,12 +66,15 @@ class Parent:
         arn = self.sfn.start_execution(stateMachineArn=self.machine_arn, name=name, input=json.dumps(spec))[
             "executionArn"
         ]
-        deadline = time.monotonic() + timeout_s
+        deadline, pause = time.monotonic() + timeout_s, 0.05
         while time.monotonic() < deadline:
             described = self.sfn.describe_execution(executionArn=arn)
             if described["status"] != "RUNNING":
                 return described
-            time.sleep(0.1)
+            # Asked often at first (most runs take a second or two), then less: every
+            # question takes the interpreter's lock from the execution it waits for.
+            time.sleep(pause)
+            pause = min(pause * 1.5, 1.0)
         raise AssertionError(
             f"execution {name} still RUNNING after {timeout_s} s; Lambda calls so far: "
             f"{[n for n, _ in self.harness.lambdas.calls][-20:]}"
