@@ -18,10 +18,6 @@ The objects are settled cheaply by a real path: 999,000 rows name `.tmp` files t
 and skips are counted together in every batch. Every tenth batch with copies starts its first
 pass too late to make them (LateFirstPasses), so the hand-over path, whose state payloads
 are the largest, runs at this size as well.
-
-It passed on its first run against the pipeline as it was: it guards the limit. What it
-measured there (py-spy) was fixed on the way: planning a row normalised its column names
-23 times, and each report line built its own JSON encoder.
 """
 
 from __future__ import annotations
