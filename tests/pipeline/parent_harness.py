@@ -99,6 +99,21 @@ Functions reports for a `.sync` task whose container exits non-zero.
    whose counters the replaced `_map_run` above never updates. Here: moto's description with
    both counts taken from the harness's `MapRun`; `itemCounts` counts objects, or batches when
    `ParentHarness.item_counts_count` is "batches", so a test can run under either reading.
+9. State payload sizes. AWS: every state's input and output, and a task's result, is at most
+   256 KiB of UTF-8 (aws-limits.md); moto checks each state's output against that after its
+   OutputPath (`CommonStateField._verify_size_quota`; a Task state checks its result before
+   ResultSelector too, with its own override). Here: those checks are wrapped to record, per
+   state name, how many payloads there were and the largest one's compact UTF-8 size
+   (`ParentHarness.state_outputs`), in the parent and in every child, and `LambdaRouter`
+   records the largest response of each function (`LambdaRouter.largest_response`), so a test
+   can assert the margin at a job's real size rather than only a failure past it.
+10. Payload copies. moto copies a state's data with `copy.deepcopy` wherever it reads or
+   hands it on (`States`, paths, a task's parameters): for a child whose batch holds
+   thousands of items that is most of the interpreter's time, and a Map Run of a million
+   items pays it for every item several times. Here: those modules' `copy.deepcopy` is
+   `plain_copy`, which copies JSON data (dicts, lists, scalars) without deepcopy's memo and
+   dispatch, and hands anything else to `copy.deepcopy`. The data is JSON on AWS, so the
+   copies are the same values, each container new as before.
 
 Speed only, no behaviour changed: moto parses a JSONPath again (PLY, about a millisecond)
 at every evaluation, so each parsed path is kept (`moto...asl.utils.json_path.parse`); and a
@@ -224,6 +239,45 @@ def _moto_objects(root: Any) -> list[Any]:
     return out
 
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def plain_copy(value: Any, memo: Any = None) -> Any:
+    """copy.deepcopy for JSON data, a few times faster: dicts and lists are copied, str, int,
+    float, bool and None kept (immutable), anything else deep-copied as before (see 10 above)."""
+    kind = type(value)
+    if kind is dict:
+        return {key: plain_copy(item) for key, item in value.items()}
+    if kind is list:
+        return [plain_copy(item) for item in value]
+    if kind in _SCALARS:
+        return value
+    return copy.deepcopy(value, memo)
+
+
+# Compact JSON as Step Functions measures a payload; one encoder (json.dumps with options makes
+# a new one on every call, and the batcher measures every item of a Map Run).
+_COMPACT = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def payload_bytes(value: Any) -> int:
+    """A state payload's size as Step Functions counts it: UTF-8 bytes of compact JSON."""
+    text = value if isinstance(value, str) else _COMPACT.encode(value)
+    return len(text.encode("utf-8"))
+
+
+@dataclass
+class StateOutputs:
+    """The outputs one state (by name) produced during a run: how many, and the largest."""
+
+    count: int = 0
+    largest: int = 0
+
+    def add(self, size: int) -> None:
+        self.count += 1
+        self.largest = max(self.largest, size)
+
+
 # -- the harness ---------------------------------------------------------------------------------
 
 
@@ -243,6 +297,9 @@ class ParentHarness:
         # reference's wording) or "batches" (one per child execution). Finalize must settle a
         # job the same way under both.
         self.item_counts_count: str = "items"
+        # Every state's output, by state name (parent's and children's): see 9 above.
+        self.state_outputs: dict[str, StateOutputs] = {}
+        self._outputs_lock = threading.Lock()
         self._original_parse: Any = None
         self.children: dict[str, ChildRecord] = {}  # every child execution started, by its ARN
 
@@ -259,9 +316,16 @@ class ParentHarness:
         from moto.stepfunctions.parser.asl.component.state.exec.state_map.result_writer.result_writer_decl import (
             ResultWriter,
         )
+        from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service import (
+            StateTaskService,
+        )
         from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service_ecs import (
             StateTaskServiceEcs,
         )
+        from moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task_lambda import (
+            StateTaskLambda,
+        )
+        from moto.stepfunctions.parser.asl.component.state.state import CommonStateField
         from moto.stepfunctions.parser.asl.parse.asl_parser import AmazonStateLanguageParser
         from moto.stepfunctions.parser.asl.utils import json_path
         from moto.stepfunctions.parser.models import StepFunctionsParserBackend
@@ -324,6 +388,21 @@ class ParentHarness:
                 backend, execution_arn, original_history
             ),
         )
+        from moto.stepfunctions.parser.asl.component.common.path import result_path
+        from moto.stepfunctions.parser.asl.component.common.string import string_expression
+        from moto.stepfunctions.parser.asl.component.state.exec import execute_state
+        from moto.stepfunctions.parser.asl.component.state.exec.state_task.service import (
+            state_task_service,
+        )
+        from moto.stepfunctions.parser.asl.eval import states
+
+        plain = SimpleNamespace(**{**vars(copy), "deepcopy": plain_copy})
+        for module in (states, string_expression, result_path, execute_state, state_task_service):
+            monkeypatch.setattr(module, "copy", plain)
+        # Task states check their result (before ResultSelector) and their output with their
+        # own override; every other state with CommonStateField's.
+        for checks in (CommonStateField, StateTaskService, StateTaskLambda):
+            monkeypatch.setattr(checks, "_verify_size_quota", harness._size_check(checks._verify_size_quota))
         original_describe = StepFunctionsParserBackend.describe_map_run
         monkeypatch.setattr(
             StepFunctionsParserBackend,
@@ -340,6 +419,18 @@ class ParentHarness:
         if child is None:
             return original(backend, execution_arn)
         return GetExecutionHistoryOutput(events=child.history.get_event_history() if child.history else [])
+
+    def _size_check(self, original: Callable[..., None]) -> Callable[..., None]:
+        """moto's 256 KiB check of a state's payload, recording its size first (compact UTF-8
+        JSON, as AWS measures a payload) under the state's name."""
+
+        def check(state: Any, env: Any, value: Any) -> None:
+            size = payload_bytes(value)
+            with self._outputs_lock:
+                self.state_outputs.setdefault(state.name, StateOutputs()).add(size)
+            original(state, env, value)
+
+        return check
 
     def _describe_map_run(self, described: dict[str, Any]) -> dict[str, Any]:
         run = next((r for r in self.map_runs if r.map_run_arn == described.get("mapRunArn")), None)
@@ -618,6 +709,8 @@ class MapRun:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     exceeded: bool = False
     result_writer_output: dict[str, Any] | None = None
+    running: int = 0
+    peak_running: int = 0  # the most children running at once (at most MaxConcurrency)
 
     @property
     def total_items(self) -> int:
@@ -674,7 +767,7 @@ def _batches(harness: ParentHarness, extras: MapExtras, env: Any, items: list[An
         return child
 
     def size(chunk: list[Any]) -> int:
-        return len(json.dumps(wrap(chunk), separators=(",", ":"), ensure_ascii=False).encode())
+        return len(_COMPACT.encode(wrap(chunk)).encode())
 
     # Incremental size: the wrapper once, plus each item and its comma.
     base = size([])
@@ -682,7 +775,7 @@ def _batches(harness: ParentHarness, extras: MapExtras, env: Any, items: list[An
     chunk: list[Any] = []
     used = base
     for item in items:
-        item_bytes = len(json.dumps(item, separators=(",", ":"), ensure_ascii=False).encode())
+        item_bytes = len(_COMPACT.encode(item).encode())
         extra = item_bytes + (1 if chunk else 0)
         if chunk and (used + extra > limit or (max_items and len(chunk) >= int(max_items))):
             out.append((wrap(chunk), len(chunk)))
@@ -737,11 +830,17 @@ def _map_run(harness: ParentHarness, component: Any, env: Any, eval_input: Any) 
         with queue_lock:
             if run.exceeded or not pending:
                 return None
+            run.running += 1
+            run.peak_running = max(run.peak_running, run.running)
             return pending.pop()
 
     def worker() -> None:
         while (child := next_child()) is not None:
-            _run_child(harness, component, env, eval_input, run, program, child)
+            try:
+                _run_child(harness, component, env, eval_input, run, program, child)
+            finally:
+                with queue_lock:
+                    run.running -= 1
 
     workers = len(run.children)
     if run.max_concurrency != DEFAULT_MAX_CONCURRENCY_VALUE:
@@ -783,7 +882,7 @@ def _select_item(component: Any, env: Any, eval_input: Any, index: int, item: An
             parameters=None,
         )
         worker._eval_input(env_frame=frame)
-        return copy.deepcopy(frame.states.get_input())
+        return frame.states.get_input()  # a copy already
     finally:
         env.delete_frame(frame)
 
@@ -834,7 +933,7 @@ def _run_child(
         }
         context["StateMachine"] = {"Id": run.state_machine_arn, "Name": run.state_machine_arn.split(":")[-1]}
         context["Map"] = MapData(Item=ItemData(Index=child.index, Value=child.input))
-        frame.states.reset(copy.deepcopy(child.input))
+        frame.states.reset(child.input)  # which copies it
         selector = InlineItemProcessorWorker(
             work_name=eval_input.state_name,
             job_pool=JobPool(job_program=program, job_inputs=[]),
@@ -1049,6 +1148,7 @@ class LambdaRouter:
         self.handlers = dict(handlers)
         self.context = context  # (function name, call number) -> a Lambda context
         self.calls: list[tuple[str, Any]] = []
+        self.largest_response: dict[str, int] = {}  # function name -> largest payload returned
         self._lock = threading.Lock()
 
     def invoke(self, function_name: str, body: Any, response_headers: dict[str, Any]) -> bytes:
@@ -1060,7 +1160,11 @@ class LambdaRouter:
         try:
             if name not in self.handlers:
                 raise LookupError(f"parent_harness: no handler routed for Lambda function {name!r}")
-            return json.dumps(self.handlers[name](event, self.context(name, number))).encode()
+            result = self.handlers[name](event, self.context(name, number))
+            size = payload_bytes(result)
+            with self._lock:
+                self.largest_response[name] = max(self.largest_response.get(name, 0), size)
+            return json.dumps(result).encode()
         except Exception as error:
             response_headers["x-amz-function-error"] = "Unhandled"
             return json.dumps(

