@@ -19,6 +19,7 @@ from rich.progress import Progress as RichProgress
 from rich.progress import ProgressColumn, Task
 from rich.text import Text
 
+from ferry.counts import plural
 from ferry.limits import format_size
 
 BAR_WIDTH = 20
@@ -68,7 +69,7 @@ def progress_line(
         # The bar goes after the time, before the rate: the counts beside it say the same.
         parts = [
             (bar, 3),
-            (f"{done:,}/{total:,} objects", 0),
+            (f"{done:,}/{plural(total, 'object', thousands=True)}", 0),
             (format_size(copied), 1),
             speed,
             clock,
