@@ -44,6 +44,19 @@ for _var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_CA_BUN
     os.environ.pop(_var, None)
 
 
+def create_ledger_table(client: Any, name: str) -> None:
+    """The ledger's DynamoDB table as the stack makes it: `pk` and `sk`, paid per request."""
+    client.create_table(
+        TableName=name,
+        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        AttributeDefinitions=[
+            {"AttributeName": "pk", "AttributeType": "S"},
+            {"AttributeName": "sk", "AttributeType": "S"},
+        ],
+        BillingMode="PAY_PER_REQUEST",
+    )
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -423,18 +436,7 @@ def pipeline(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         dynamodb = boto3.client("dynamodb", region_name="us-east-1")
         for bucket in ("src", "dst", PIPELINE_REPORTS):
             s3.create_bucket(Bucket=bucket)
-        dynamodb.create_table(
-            TableName=PIPELINE_TABLE,
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_ledger_table(dynamodb, PIPELINE_TABLE)
         from handlers import runtime
 
         runtime.services.cache_clear()

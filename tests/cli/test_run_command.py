@@ -17,7 +17,7 @@ from typing import Any
 import boto3
 import pytest
 
-from conftest import S3Server
+from conftest import S3Server, create_ledger_table
 from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from ferry.pipeline.ledger.sqlite import SQLiteLedger
 from ferry_process import ferry as run_process
@@ -44,15 +44,7 @@ def assert_counts_add_up(summary: dict[str, Any]) -> None:
 def dynamodb_table(motoserver: S3Server) -> tuple[Any, str]:
     client = boto3.client("dynamodb", endpoint_url=motoserver.url, region_name="us-east-1")
     name = f"ledger-{uuid.uuid4().hex[:8]}"
-    client.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_ledger_table(client, name)
     return client, name
 
 

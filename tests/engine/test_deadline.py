@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from conftest import create_ledger_table
 from ferry import (
     Checkpoint,
     Copier,
@@ -330,15 +331,7 @@ def test_a_checkpoint_that_cannot_be_saved_stops_the_copy_and_leaves_no_upload(
         aws_secret_access_key="testing",
     )
     table = f"ledger-{mode}"
-    dynamodb.create_table(
-        TableName=table,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_ledger_table(dynamodb, table)
     store = DynamoCheckpointStore(dynamodb, table)
     deleted = []
 

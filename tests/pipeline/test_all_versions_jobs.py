@@ -22,7 +22,7 @@ from typing import Any
 import boto3
 import pytest
 
-from conftest import FakeLambdaContext, S3Server, copy_batch_pass
+from conftest import FakeLambdaContext, S3Server, copy_batch_pass, create_ledger_table
 from ferry.pipeline.history_keys import history_items
 from ferry.pipeline.item_reader import batches
 from ferry.pipeline.job_reports import JobReports
@@ -215,18 +215,7 @@ def handlers_on(monkeypatch: pytest.MonkeyPatch, motoserver: S3Server) -> Any:
         reports = server.bucket("rep")
         dynamodb = boto3.client("dynamodb", endpoint_url=motoserver.url, region_name="us-east-1")
         table = f"ledger-{uuid.uuid4().hex[:8]}"
-        dynamodb.create_table(
-            TableName=table,
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_ledger_table(dynamodb, table)
         settings = PipelineSettings(sources=(Location("src"),), destinations=(Location("dst"),))
         env = {
             **settings.worker_environment(),

@@ -14,7 +14,7 @@ from typing import Any
 import boto3
 import pytest
 
-from conftest import S3Server
+from conftest import S3Server, create_ledger_table
 from ferry.engine.copier import Copier
 from ferry.models import CopyPolicy, CopyResult, SourceObject, Target
 from ferry.pipeline.ledger.dynamodb import DynamoCopyRecords
@@ -74,15 +74,7 @@ def records(motoserver: S3Server) -> DynamoCopyRecords:
     """Copy records on a fresh DynamoDB table of the ledger's shape (moto's server)."""
     client = boto3.client("dynamodb", endpoint_url=motoserver.url, region_name="us-east-1")
     table = f"ledger-{uuid.uuid4().hex[:8]}"
-    client.create_table(
-        TableName=table,
-        KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
-        AttributeDefinitions=[
-            {"AttributeName": "pk", "AttributeType": "S"},
-            {"AttributeName": "sk", "AttributeType": "S"},
-        ],
-        BillingMode="PAY_PER_REQUEST",
-    )
+    create_ledger_table(client, table)
     return DynamoCopyRecords(client, table)
 
 

@@ -33,6 +33,7 @@ from typing import Any
 import boto3
 import pytest
 
+from conftest import create_ledger_table
 from ferry.engine.upload_marks import list_marks
 from ferry.jobspec import parse_job_spec
 from ferry.pipeline.ledger.dynamodb import DynamoLedger
@@ -60,18 +61,7 @@ class Task:
         )
         self.table = f"ledger-{uuid.uuid4().hex[:8]}"
         self.dynamodb = boto3.client("dynamodb", endpoint_url=motoserver.url, region_name="us-east-1")
-        self.dynamodb.create_table(
-            TableName=self.table,
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_ledger_table(self.dynamodb, self.table)
         self.ledger = DynamoLedger(self.dynamodb, self.table)
         self.data = os.urandom(PARTS * PART - 1234)
         self.s3.put_object(Bucket=self.src, Key=KEY, Body=self.data)

@@ -12,6 +12,7 @@ from typing import Any
 import boto3
 import pytest
 
+from conftest import create_ledger_table
 from ferry.engine.checkpoints import Checkpoint
 from ferry.pipeline.ledger.contract import BatchCounts, Failure, JobExists, Ledger
 from ferry.pipeline.ledger.dynamodb import DynamoLedger
@@ -36,18 +37,7 @@ def ledger(
     _atomic_moto_dynamodb(monkeypatch)  # DynamoDB's conditional writes are atomic; moto's need a lock
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(
-            TableName="ledger",
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_ledger_table(client, "ledger")
         yield DynamoLedger(client, "ledger")
 
 
@@ -327,18 +317,7 @@ def test_a_checkpoint_saved_whole_before_checkpoints_were_split_still_resumes(mo
 
     with mock_aws():
         client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(
-            TableName="ledger",
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_ledger_table(client, "ledger")
         old = _full_checkpoint("c-old", "upload-1", [5 * 1024**2] * 3)
         client.put_item(
             TableName="ledger",

@@ -25,6 +25,7 @@ from typing import Any
 import boto3
 import pytest
 
+from conftest import create_ledger_table
 from ferry.jobspec import parse_job_spec
 from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from ferry.pipeline.locations import Location
@@ -52,18 +53,7 @@ class LargeTask:
             aws_access_key_id="testing",
             aws_secret_access_key="testing",
         )
-        self.dynamodb.create_table(
-            TableName=self.table,
-            KeySchema=[
-                {"AttributeName": "pk", "KeyType": "HASH"},
-                {"AttributeName": "sk", "KeyType": "RANGE"},
-            ],
-            AttributeDefinitions=[
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "sk", "AttributeType": "S"},
-            ],
-            BillingMode="PAY_PER_REQUEST",
-        )
+        create_ledger_table(self.dynamodb, self.table)
         self.ledger = DynamoLedger(self.dynamodb, self.table)
         spec = parse_job_spec(
             {
