@@ -429,6 +429,7 @@ def pipeline(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     _atomic_moto_dynamodb(monkeypatch)
+    _atomic_moto_s3(monkeypatch)
     serve_lambda_account_settings(monkeypatch, DEFAULT_LAMBDA_QUOTA)  # Prepare reads it
     config = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
     with mock_aws(config=config):
@@ -509,6 +510,40 @@ def _atomic_moto_dynamodb(monkeypatch: pytest.MonkeyPatch) -> None:
                 return _original(self, *args, **kwargs)
 
         monkeypatch.setattr(DynamoDBBackend, name, locked)
+
+
+# The S3 backend's calls that read or change a bucket's keys: each is one request, which S3
+# answers from one state of the bucket.
+_MOTO_S3_WHOLE_CALLS = (
+    "list_object_versions",
+    "list_objects",
+    "list_objects_v2",
+    "put_object",
+    "copy_object",
+    "complete_multipart_upload",
+    "delete_object",
+    "delete_objects",
+)
+
+
+def _atomic_moto_s3(monkeypatch: pytest.MonkeyPatch) -> None:
+    """moto's in-process S3 lists a bucket from a snapshot of its key names, then reads each
+    key's versions: a key whose last version another thread deletes in between (a mark deleted
+    by version id) fails the listing with a TypeError S3 would never give. One lock around the
+    calls that list or change keys makes each whole, as S3's own requests are."""
+    import threading
+
+    from moto.s3.models import S3Backend
+
+    lock = threading.RLock()
+    for name in _MOTO_S3_WHOLE_CALLS:
+        original = getattr(S3Backend, name)
+
+        def locked(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            with lock:
+                return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(S3Backend, name, locked)
 
 
 @pytest.fixture
