@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any
 
-from ferry.cli.copy_command import run_copy
+from ferry.cli.copy_command import first_or_refuse, run_copy
 from ferry.cli.copy_extension import CopySides, Pair
 from ferry.cli.report import ReportWriter, Summary
 from ferry.engine.copier import Copier
@@ -63,6 +63,7 @@ class AllVersions:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.sides: CopySides | None = None
+        self._jobs: Iterator[tuple[History, History, Target]] = iter(())
 
     def before_copy(self, sides: CopySides) -> None:
         """The destination must keep versions, and the source must list them: refused in one
@@ -82,7 +83,21 @@ class AllVersions:
         )
 
     def pairs(self, pairs: Iterator[Pair]) -> Iterator[Pair]:
-        return pairs  # never read: the histories are listed instead
+        """The histories to copy, in place of the listing (`pairs` is never read): SRC that
+        holds no history the filters take is refused in one line, before anything is written,
+        as a plain copy refuses it (`nothing matched ...`). A key whose history holds only
+        delete markers is matched: its markers are copied."""
+        sides = self.sides
+        assert sides is not None
+        self._jobs = first_or_refuse(
+            self._plan(),
+            sides.source_client,
+            sides.src,
+            sides.filters,
+            lambda _: False,  # sizes and ages are refused with --all-versions: never a copy of nothing
+            sides.options.policy.marks_prefix,
+        )
+        return pairs
 
     def on_result(self, result: CopyResult) -> None:
         return None
@@ -90,7 +105,7 @@ class AllVersions:
     def copy(self, copier: Copier, pairs: Iterator[Pair], on_result: Callable[[CopyResult], None]) -> None:
         assert self.sides is not None
         bucket = self.sides.src.bucket
-        plan = self._plan()
+        plan = self._jobs
         with ThreadPoolExecutor(KEYS_AT_ONCE, thread_name_prefix="ferry-history") as pool:
             while True:
                 window = list(itertools.islice(plan, KEYS_AT_ONCE * 4))
