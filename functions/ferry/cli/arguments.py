@@ -15,10 +15,11 @@ from ferry.cli.parsing import JOB_ID_RULE, Parser
 from ferry.cli.ranges import add_memory_limit_argument
 from ferry.cli.stack_outputs import DEFAULT_STACK
 from ferry.limits import DEFAULT_OBJECTS_PER_DAY, SIZE_RULE
-from ferry.models import CHECKSUM_ALGORITHMS, DEFAULT_MARKS_PREFIX
+from ferry.models import CHECKSUM_ALGORITHMS, DEFAULT_MARKS_PREFIX, Compare
 
 # Said under every command that takes a size (its --help's last line): one rule for all.
 SIZES = f"Sizes (SIZE): {SIZE_RULE}."
+COMPARES = [compare.value for compare in Compare]
 
 
 def add_copy_parser(
@@ -95,7 +96,22 @@ def add_copy_parser(
     what.add_argument(
         "--no-skip-existing", action="store_true", help="copy even when the destination is identical"
     )
-    what.add_argument("--compare", choices=["checksum", "size-mtime"], default="checksum")
+    what.add_argument(
+        "--compare",
+        choices=COMPARES,
+        help="what makes the destination's object the same, so it is skipped: its checksum or ETag, "
+        "size and age, size alone, or its being there at all (default checksum)",
+    )
+    what.add_argument(
+        "--size-only",
+        action="store_true",
+        help="skip what the destination holds at the same size, contents not compared (--compare size)",
+    )
+    what.add_argument(
+        "--ignore-existing",
+        action="store_true",
+        help="skip every key the destination already has, whatever it holds (--compare existence)",
+    )
     what.add_argument("--restore", choices=["bulk", "standard", "expedited"], help="restore archived objects")
     what.add_argument(
         "--restore-days", type=int, default=7, help="days a restored copy stays (default %(default)s)"
@@ -460,7 +476,7 @@ def _add_option_arguments(parser: argparse.ArgumentParser) -> None:
     how.add_argument(
         "--all-versions", action="store_true", help="every version of each key, oldest first (all_versions)"
     )
-    how.add_argument("--compare", choices=["checksum", "size-mtime"])
+    how.add_argument("--compare", choices=COMPARES)
     how.add_argument("--restore", choices=["bulk", "standard", "expedited"])
     how.add_argument("--restore-days", type=int)
     how.add_argument("--storage-class")

@@ -31,7 +31,7 @@ from ferry.engine.outcome import WOULD_COPY, WOULD_MARK, WOULD_RESTORE
 from ferry.errors import ConfigError, FerryError
 from ferry.filters import Filters, NamedKeys, is_ferrys_own, marks_prefixes
 from ferry.jobspec import JobOptions, parse_options
-from ferry.models import SYMLINK_SKIPPED, CopyResult, SourceObject, Status, Target
+from ferry.models import SYMLINK_SKIPPED, Compare, CopyResult, SourceObject, Status, Target
 from ferry.reports.report_html import render_report_html
 from ferry.s3.clients import make_client
 from ferry.s3.lean_s3 import LEAN_ENV
@@ -70,6 +70,37 @@ def _flag(field: str) -> str:
     return _FLAGS.get(field, "--" + field.replace("_", "-"))
 
 
+# rclone's names for two of --compare's choices.
+COMPARE_ALIASES = {"size_only": Compare.SIZE, "ignore_existing": Compare.EXISTENCE}
+
+
+def compare_choices(args: argparse.Namespace) -> list[tuple[str, Compare]]:
+    """Each test of what is already there the command line asks for: (how it was written,
+    the test), from --compare and its rclone-named aliases."""
+    given = [(_flag(field), compare) for field, compare in COMPARE_ALIASES.items() if getattr(args, field)]
+    if args.compare is not None:
+        given.append((f"--compare {args.compare}", Compare(args.compare)))
+    return given
+
+
+def compare_from(args: argparse.Namespace) -> str | None:
+    """The one test of what is already there; refused in one line when two options choose
+    different ones, or when one is given with --no-skip-existing, which skips nothing."""
+    given = compare_choices(args)
+    for said, compare in given[1:]:
+        if compare != given[0][1]:
+            raise ConfigError(
+                f"{given[0][0]} and {said} choose different tests of what the destination already "
+                "holds: give one"
+            )
+    if given and args.no_skip_existing:
+        raise ConfigError(
+            f"{given[0][0]} and --no-skip-existing contradict each other: the first skips what the "
+            "destination already holds, the second copies everything"
+        )
+    return str(given[0][1]) if given else None
+
+
 def options_from(args: argparse.Namespace) -> JobOptions:
     """The CLI's options, validated by the same code as a pipeline job's `options`."""
     options = {
@@ -83,7 +114,7 @@ def options_from(args: argparse.Namespace) -> JobOptions:
         "preserve_tags": not args.no_tags,
         "kms_key_id": args.kms_key_id,
         "skip_existing": not args.no_skip_existing,
-        "compare": args.compare,
+        "compare": compare_from(args),
         "restore_tier": args.restore,
         "restore_days": args.restore_days,
         "dry_run": args.dry_run,

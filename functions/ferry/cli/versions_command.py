@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any
 
-from ferry.cli.copy_command import first_or_refuse, run_copy
+from ferry.cli.copy_command import compare_choices, first_or_refuse, run_copy
 from ferry.cli.copy_extension import CopySides, Pair
 from ferry.cli.report import ReportWriter, Summary
 from ferry.engine.copier import Copier
@@ -43,6 +43,12 @@ def run_copy_all_versions(args: argparse.Namespace, stdout: IO[str], stderr: IO[
     if args.no_skip_existing:
         raise ConfigError(
             "--all-versions finds what is already there by the destination's history: leave out --no-skip-existing"
+        )
+    chosen = compare_choices(args)
+    if chosen:
+        raise ConfigError(
+            f"{chosen[0][0]} cannot go with --all-versions: a history is matched version by version "
+            "by its contents; leave it out"
         )
     # Every version is written: the destination's current object says nothing of its history.
     args.no_skip_existing = True
