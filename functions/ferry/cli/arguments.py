@@ -42,7 +42,11 @@ def add_copy_parser(
         copy.add_argument("src", metavar="SRC", help="s3://bucket/prefix, or a local folder to upload")
         copy.add_argument("dst", metavar="DST", help="s3://bucket/prefix, or a local folder to download into")
     where = copy.add_argument_group("endpoints and credentials")
-    where.add_argument("--endpoint-url", help="S3 endpoint for both sides (an S3-compatible server)")
+    where.add_argument(
+        "--endpoint-url",
+        help="S3 endpoint for both sides (an S3-compatible server; default: the one the AWS "
+        "configuration names for each side's profile, else AWS)",
+    )
     where.add_argument("--source-endpoint-url")
     where.add_argument("--dest-endpoint-url")
     where.add_argument("--region", help="region for both sides")
