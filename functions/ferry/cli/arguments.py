@@ -35,11 +35,19 @@ def add_copy_parser(
     copy = commands.add_parser(name, help=help, description=description, epilog=SIZES)
     if local:
         copy.add_argument(
-            "src", metavar="SRC", help="s3://bucket/prefix, or a local file or folder to upload"
+            "src",
+            metavar="SRC",
+            help="s3://bucket/prefix, or a local file or folder to upload; * and ? are wildcards "
+            "('s3://bucket/logs/*.gz': the keys that match, below the folder before the first)",
         )
         copy.add_argument("dst", metavar="DST", help="s3://bucket/prefix, or a local folder to download into")
     else:
-        copy.add_argument("src", metavar="SRC", help="s3://bucket/prefix, or a local folder to upload")
+        copy.add_argument(
+            "src",
+            metavar="SRC",
+            help="s3://bucket/prefix, or a local folder to upload; * and ? are wildcards "
+            "(DST's keys are weighed against the same pattern)",
+        )
         copy.add_argument("dst", metavar="DST", help="s3://bucket/prefix, or a local folder to download into")
     where = copy.add_argument_group("endpoints and credentials")
     where.add_argument(

@@ -35,7 +35,15 @@ from ferry.models import SYMLINK_SKIPPED, Compare, CopyResult, SourceObject, Sta
 from ferry.reports.report_html import render_report_html
 from ferry.s3.clients import make_client
 from ferry.s3.lean_s3 import LEAN_ENV
-from ferry.s3.listing import S3Url, check_bucket, check_overlap, nothing_matched, parse_s3_url, plan_pairs
+from ferry.s3.listing import (
+    S3Url,
+    check_bucket,
+    check_overlap,
+    nothing_matched,
+    parse_s3_url,
+    plan_pairs,
+    wildcard_source,
+)
 
 Pair = tuple[SourceObject, Target]
 
@@ -147,6 +155,7 @@ def run_copy(
     dest_client = source_client if destination == source else make_client(destination, pool)
     check_bucket(source_client, src.bucket, "source")
     check_bucket(dest_client, dst.bucket, "destination")
+    src, filters = wildcard_source(source_client, src, filters)
     same_endpoint = (source.endpoint_url, source.partition) == (
         destination.endpoint_url,
         destination.partition,

@@ -23,7 +23,7 @@ from typing import IO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.cli.copy_command import run_copy
+from ferry.cli.copy_command import matched_pairs, run_copy
 from ferry.cli.copy_extension import CopySides, Pair
 from ferry.cli.report import ReportWriter, Summary
 from ferry.counts import plural
@@ -62,11 +62,13 @@ class SyncDeletes:
         self.extras: list[Extra] = []
         self.marks: tuple[str, ...] = ()
         self.remove: Remove | None = None
+        self.sides: CopySides | None = None
 
     def before_copy(self, sides: CopySides) -> None:
         """Two S3 prefixes: plan the deletes with S3 sides and conditional DeleteObjects."""
         configured, filters = sides.options.policy.marks_prefix, sides.filters
         self.marks = marks_prefixes(configured)
+        self.sides = sides
         if not self.args.delete:
             return
         source = S3Side.of(
@@ -105,8 +107,12 @@ class SyncDeletes:
         self.remove = remove
 
     def pairs(self, pairs: Iterator[Pair]) -> Iterator[Pair]:
-        """Ferry's own upload marks are never a side's objects: not copied either."""
-        marks = self.marks
+        """Ferry's own upload marks are never a side's objects: not copied either. A SRC with
+        wildcards that takes no key is refused as `ferry copy` refuses it, before anything is
+        written: with --delete, DST's keys the mistyped pattern takes would all go."""
+        marks, sides = self.marks, self.sides
+        if sides is not None and sides.filters.pattern is not None:
+            pairs = matched_pairs(sides.source_client, sides.src, sides.dst, sides.options, sides.filters)
         return (pair for pair in pairs if not is_ferrys_own(pair[0].key, marks))
 
     def on_result(self, result: CopyResult) -> None:
