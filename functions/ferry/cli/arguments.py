@@ -154,6 +154,13 @@ def add_copy_parser(
     )
     out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     out.add_argument("--quiet", action="store_true", help="no progress bar")
+    out.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="one line per object on stderr as it ends: copied, skipped or failed with the reason "
+        "(and each of a sync's deletes); above the progress bar on a terminal",
+    )
     return copy
 
 

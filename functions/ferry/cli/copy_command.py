@@ -27,10 +27,12 @@ from ferry.cli.signals import StopOnSignals
 from ferry.counts import plural
 from ferry.engine.copier import Copier, client_pool_size
 from ferry.engine.deadlines import stopping
-from ferry.engine.outcome import WOULD_COPY, WOULD_MARK, WOULD_RESTORE
+from ferry.engine.outcome import WOULD_COPY, WOULD_DELETE, WOULD_MARK, WOULD_RESTORE
+from ferry.engine.prune import DeleteResult
 from ferry.errors import ConfigError, FerryError
 from ferry.filters import Filters, NamedKeys, is_ferrys_own, marks_prefixes
 from ferry.jobspec import JobOptions, parse_options
+from ferry.limits import format_size
 from ferry.models import SYMLINK_SKIPPED, Compare, CopyResult, SourceObject, Status, Target
 from ferry.reports.report_html import render_report_html
 from ferry.s3.clients import make_client
@@ -210,6 +212,7 @@ def copy_and_report(
         html_file = open_for_writing(stack, args.report_html, "the HTML report") if args.report_html else None
         show = not args.quiet and stderr.isatty()
         progress = stack.enter_context(Progress(stderr, enabled=show))
+        verbose = bool(getattr(args, "verbose", False))
         copier = stack.enter_context(make_copier(progress.part_done if progress.enabled else None))
         failures: list[CopyResult] = []
         links = 0  # local symbolic links not followed (only a folder's upload meets them)
@@ -228,6 +231,10 @@ def copy_and_report(
                 said = would_line(result)
                 if said:
                     would_out.write(said + "\n")
+            if verbose:
+                line = object_line(result)
+                if line:
+                    progress.say(line)
             if extension:
                 extension.on_result(result)
 
@@ -246,7 +253,11 @@ def copy_and_report(
         interrupted = signals.received
         held = (
             extension.after_copy(
-                summary, report, failures, stopped or ("interrupted" if interrupted else None)
+                summary,
+                report,
+                failures,
+                stopped or ("interrupted" if interrupted else None),
+                progress.say if verbose else None,
             )
             if extension
             else None
@@ -318,6 +329,35 @@ def would_line(result: CopyResult) -> str | None:
         if reason.startswith(said):
             return f"{verb}: {_source_name(result)}"
     return None
+
+
+def object_line(result: CopyResult) -> str | None:
+    """`-v`'s line for one object as it ends, in the summary's and the report's words:
+    `copied: SRC -> DST (12 B, server-side, verified by crc32c (full object))`, `skipped: SRC:
+    reason`, `failed: SRC: reason`, `pending: SRC: reason`. None for what a dry run already
+    says (its `would copy:` lines) and for an object handed over to come again."""
+    if result.handed_over or (result.status == Status.PENDING and would_line(result)):
+        return None
+    source = _source_name(result)
+    if result.status == Status.COPIED:
+        how = ", ".join(
+            part
+            for part in (format_size(result.bytes), result.strategy, f"verified by {result.verified_by}")
+            if part and not part.endswith(" None")
+        )
+        return f"copied: {source} -> {_dest_name(result)} ({how})"
+    return f"{result.status}: {source}: {result.reason or 'no reason given'}"
+
+
+def delete_line(result: DeleteResult) -> str | None:
+    """`-v`'s line for one of a sync's deletes: `deleted: DST`, `skipped delete: DST: reason`,
+    `failed delete: DST: reason`. None for a dry run's, which says `would delete:` itself."""
+    where = result.key if result.bucket is None else f"s3://{result.bucket}/{result.key}"
+    if result.status == "deleted":
+        return f"deleted: {where}"
+    if (result.reason or "").startswith(WOULD_DELETE):
+        return None
+    return f"{result.status} delete: {where}: {result.reason or 'no reason given'}"
 
 
 def exit_code(
@@ -448,6 +488,13 @@ def _print_summary(
             + (f" (see {args.report})" if args.report else "")
             + "\n"
         )
+
+
+def _dest_name(result: CopyResult) -> str:
+    """Where an object landed as s3://bucket/key; a local file (a download's) by its path."""
+    if result.dest_bucket is None:
+        return result.dest_key
+    return f"s3://{result.dest_bucket}/{result.dest_key}"
 
 
 def _source_name(result: CopyResult) -> str:

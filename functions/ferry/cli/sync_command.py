@@ -23,7 +23,7 @@ from typing import IO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.cli.copy_command import matched_pairs, run_copy
+from ferry.cli.copy_command import delete_line, matched_pairs, run_copy
 from ferry.cli.copy_extension import CopySides, Pair
 from ferry.cli.report import ReportWriter, Summary
 from ferry.counts import plural
@@ -122,7 +122,12 @@ class SyncDeletes:
         copier.copy_batch(pairs, on_result=on_result, collect=False)
 
     def after_copy(
-        self, summary: Summary, report: ReportWriter | None, failures: list[CopyResult], stopped: str | None
+        self,
+        summary: Summary,
+        report: ReportWriter | None,
+        failures: list[CopyResult],
+        stopped: str | None,
+        say: Callable[[str], None] | None = None,
     ) -> str | None:
         if not self.args.delete:
             return None
@@ -131,14 +136,14 @@ class SyncDeletes:
             results = [DeleteResult(e.bucket, e.key, "pending", WOULD_DELETE) for e in self.extras]
             for extra in self.extras:
                 self.out.write(f"would delete: {extra.url}\n")
-            self._record(results, summary, report, failures)
+            self._record(results, summary, report, failures, say)
             return None
         unfinished = self._unfinished(summary, stopped)
         if unfinished:
             held = [
                 DeleteResult(e.bucket, e.key, "skipped", f"not deleted: {unfinished}") for e in self.extras
             ]
-            self._record(held, summary, report, failures)
+            self._record(held, summary, report, failures, say)
             return (
                 f"deleted nothing ({plural(len(self.extras), 'object')} kept): {unfinished}"
                 if self.extras
@@ -146,7 +151,7 @@ class SyncDeletes:
             )
         assert self.remove is not None or not self.extras
         results = self.remove(self.extras) if self.remove and self.extras else []
-        self._record(results, summary, report, failures)
+        self._record(results, summary, report, failures, say)
         return None
 
     @staticmethod
@@ -160,12 +165,19 @@ class SyncDeletes:
 
     @staticmethod
     def _record(
-        results: list[DeleteResult], summary: Summary, report: ReportWriter | None, failures: list[CopyResult]
+        results: list[DeleteResult],
+        summary: Summary,
+        report: ReportWriter | None,
+        failures: list[CopyResult],
+        say: Callable[[str], None] | None,
     ) -> None:
         for result in results:
             summary.add_delete(result.status, result.reason)
             if report:
                 report.write_record(result.to_dict())
+            line = delete_line(result) if say else None
+            if say and line:
+                say(line)
             if result.status == Status.FAILED and len(failures) < 20:
                 failures.append(
                     CopyResult(

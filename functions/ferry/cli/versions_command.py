@@ -131,7 +131,12 @@ class AllVersions:
                         on_result(result)
 
     def after_copy(
-        self, summary: Summary, report: ReportWriter | None, failures: list[CopyResult], stopped: str | None
+        self,
+        summary: Summary,
+        report: ReportWriter | None,
+        failures: list[CopyResult],
+        stopped: str | None,
+        say: Callable[[str], None] | None = None,
     ) -> str | None:
         return None
 
