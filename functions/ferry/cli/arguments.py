@@ -88,6 +88,12 @@ def add_copy_parser(
         help="stream objects above this in parts (default %(default)s)",
     )
     add_memory_limit_argument(how)
+    how.add_argument(
+        "--bwlimit",
+        metavar="SIZE",
+        help="at most SIZE of object bytes a second through this machine, all threads together, "
+        "e.g. 10MiB (a server-side copy moves none here: it is not limited; --mode stream is)",
+    )
     how.add_argument("--checksum-algorithm", type=str.upper, choices=CHECKSUM_ALGORITHMS)
     how.add_argument(
         "--marks-prefix",

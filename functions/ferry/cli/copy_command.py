@@ -20,11 +20,12 @@ from ferry.cli.copy_extension import CopyExtension, CopySides
 from ferry.cli.filter_options import filters_from
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, open_for_writing
 from ferry.cli.progress import Progress
-from ferry.cli.ranges import check_count, check_kms_region, memory_limit
+from ferry.cli.ranges import bandwidth_limit, check_count, check_kms_region, memory_limit
 from ferry.cli.report import ReportWriter, Summary, report_for_html
 from ferry.cli.sides import endpoints
 from ferry.cli.signals import StopOnSignals
 from ferry.counts import plural
+from ferry.engine.bandwidth import Bandwidth
 from ferry.engine.copier import Copier, client_pool_size
 from ferry.engine.deadlines import stopping
 from ferry.engine.outcome import WOULD_COPY, WOULD_DELETE, WOULD_MARK, WOULD_RESTORE
@@ -144,6 +145,7 @@ def run_copy(
     check_count(args.concurrency, "--concurrency")
     check_count(args.part_concurrency, "--part-concurrency")
     memory = memory_limit(args.memory_limit)
+    limit = bandwidth_limit(args.bwlimit)
     src, dst = parse_s3_url(args.src, "SRC"), parse_s3_url(args.dst, "DST")
     source, destination = endpoints(args)
     check_kms_region(options.policy.dest_kms_key_id, destination.region, "--kms-key-id")
@@ -185,6 +187,7 @@ def run_copy(
             source_client=source_client,
             dest_client=dest_client,
             on_part=on_part,
+            bandwidth=Bandwidth(limit) if limit else None,
         )
 
     return copy_and_report(args, make_copier, pairs, stdout, stderr, extension, filters.keys)
@@ -269,6 +272,13 @@ def copy_and_report(
         unwritten = finish_reports(args, summary, failures, report, html_file)  # also after a stop
         stopped = stopped or unwritten
     _print_summary(args, summary, failures, stdout, stderr)
+    inside = sum(n for how, n in summary.strategies.items() if how.startswith("server-side"))
+    if getattr(args, "bwlimit", None) and inside:
+        (stderr if args.json else stdout).write(
+            f"  note: {plural(inside, 'object')} {'was' if inside == 1 else 'were'} copied server-side, "
+            "inside the store: no byte passed through this machine, so --bwlimit did not slow them "
+            "(--mode stream sends every byte through it)\n"
+        )
     if links:
         # Each one is in the report; the summary says how many, and how to copy them.
         (stderr if args.json else stdout).write(

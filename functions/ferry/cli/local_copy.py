@@ -20,8 +20,9 @@ from typing import IO, Any
 
 from ferry.cli.copy_command import copy_and_report, first_or_refuse, options_from
 from ferry.cli.filter_options import filters_from
-from ferry.cli.ranges import check_count, memory_limit
+from ferry.cli.ranges import bandwidth_limit, check_count, memory_limit
 from ferry.cli.sides import check_local_source, endpoints
+from ferry.engine.bandwidth import Bandwidth
 from ferry.engine.copier import Copier, client_pool_size
 from ferry.engine.downloads import Downloader
 from ferry.engine.uploads import Uploader
@@ -116,6 +117,7 @@ def local_setup(args: argparse.Namespace, upload: bool) -> tuple[JobOptions, Fil
     check_count(args.concurrency, "--concurrency")
     check_count(args.part_concurrency, "--part-concurrency")
     memory = memory_limit(args.memory_limit)
+    limit = bandwidth_limit(args.bwlimit)
     if args.no_lean_requests:
         os.environ[LEAN_ENV] = "0"  # for every client this process makes
     pool = client_pool_size(args.concurrency, args.part_concurrency)
@@ -123,6 +125,7 @@ def local_setup(args: argparse.Namespace, upload: bool) -> tuple[JobOptions, Fil
         "concurrency": args.concurrency,
         "part_concurrency": args.part_concurrency,
         "memory_limit": memory,
+        "bandwidth": Bandwidth(limit) if limit else None,
     }
     return options, filters, pool, copier_options
 
