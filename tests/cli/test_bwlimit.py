@@ -140,3 +140,29 @@ def test_a_rate_that_is_no_rate_is_refused_before_anything_is_written(
     assert code == 1 and out == "" and err.count("\n") == 1, (out, err)
     assert err.startswith(f"ferry: error: {said}"), err
     assert versitygw.keys(dst) == []
+
+
+def test_the_run_is_paced_at_the_rate_given(versitygw: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The run's limiter gets a clock that stands still and a sleep that only records: every
+    take must then be asked to wait for all the bytes before it, so the last wait asked for is
+    (all bytes - one second's burst) / rate, whichever thread took last."""
+    sleeps: list[float] = []
+    made: list[bandwidth.Bandwidth] = []
+    init = bandwidth.Bandwidth.__init__
+
+    def still_clock(self: bandwidth.Bandwidth, rate: int, **kwargs: Any) -> None:
+        init(self, rate, clock=lambda: 0.0, sleep=sleeps.append)
+        made.append(self)
+
+    monkeypatch.setattr(bandwidth.Bandwidth, "__init__", still_clock)
+    src, dst = seed(versitygw), versitygw.bucket("dst")
+    code, out, err = call(
+        "copy", f"s3://{src}/d/", f"s3://{dst}/", "--endpoint-url", versitygw.url, "--mode", "stream",
+        "--bwlimit", "64KiB", *SMALL_PARTS,
+    )  # fmt: skip
+    assert code == 0, err
+    (limit,) = made
+    assert limit.rate == limit.burst == 64 * 1024
+    assert limit.taken >= 2 * TOTAL
+    assert max(sleeps) == pytest.approx((limit.taken - limit.burst) / limit.rate)
+    assert versitygw.client.get_object(Bucket=dst, Key="big.bin")["Body"].read() == OBJECTS["big.bin"]
