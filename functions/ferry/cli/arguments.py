@@ -38,7 +38,7 @@ def add_copy_parser(
             "src",
             metavar="SRC",
             help="s3://bucket/prefix, or a local file or folder to upload; * and ? are wildcards "
-            "('s3://bucket/logs/*.gz': the keys that match, below the folder before the first)",
+            "('s3://bucket/logs/*.gz': the keys that match, landing in DST by their path below logs/)",
         )
         copy.add_argument("dst", metavar="DST", help="s3://bucket/prefix, or a local folder to download into")
     else:
@@ -92,7 +92,8 @@ def add_copy_parser(
         "--bwlimit",
         metavar="SIZE",
         help="at most SIZE of object bytes a second through this machine, all threads together, "
-        "e.g. 10MiB (a server-side copy moves none here: it is not limited; --mode stream is)",
+        "e.g. 10MiB (a server-side copy moves none here, so it is not limited; with --mode stream "
+        "every byte passes here)",
     )
     how.add_argument("--checksum-algorithm", type=str.upper, choices=CHECKSUM_ALGORITHMS)
     how.add_argument(
