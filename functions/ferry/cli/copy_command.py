@@ -272,13 +272,10 @@ def copy_and_report(
         unwritten = finish_reports(args, summary, failures, report, html_file)  # also after a stop
         stopped = stopped or unwritten
     _print_summary(args, summary, failures, stdout, stderr)
-    inside = sum(n for how, n in summary.strategies.items() if how.startswith("server-side"))
-    if getattr(args, "bwlimit", None) and inside:
-        (stderr if args.json else stdout).write(
-            f"  note: {plural(inside, 'object')} {'was' if inside == 1 else 'were'} copied server-side, "
-            "inside the store: no byte passed through this machine, so --bwlimit did not slow them "
-            "(--mode stream sends every byte through it)\n"
-        )
+    if getattr(args, "bwlimit", None):
+        note = server_side_note(summary)
+        if note:
+            (stderr if args.json else stdout).write(note + "\n")
     if links:
         # Each one is in the report; the summary says how many, and how to copy them.
         (stderr if args.json else stdout).write(
@@ -341,6 +338,18 @@ def would_line(result: CopyResult) -> str | None:
     return None
 
 
+def server_side_note(summary: Summary) -> str | None:
+    """What --bwlimit did not limit, said once: the objects copied inside the store."""
+    inside = sum(n for how, n in summary.strategies.items() if how.startswith("server-side"))
+    if not inside:
+        return None
+    were, them = ("was", "it") if inside == 1 else ("were", "them")
+    return (
+        f"  note: {plural(inside, 'object')} {were} copied server-side, inside the store: no byte passed "
+        f"through this machine, so --bwlimit did not slow {them} (--mode stream sends every byte through it)"
+    )
+
+
 def object_line(result: CopyResult) -> str | None:
     """`-v`'s line for one object as it ends, in the summary's and the report's words:
     `copied: SRC -> DST (12 B, server-side, verified by crc32c (full object))`, `skipped: SRC:
@@ -350,12 +359,10 @@ def object_line(result: CopyResult) -> str | None:
         return None
     source = _source_name(result)
     if result.status == Status.COPIED:
-        how = ", ".join(
-            part
-            for part in (format_size(result.bytes), result.strategy, f"verified by {result.verified_by}")
-            if part and not part.endswith(" None")
-        )
-        return f"copied: {source} -> {_dest_name(result)} ({how})"
+        how = [format_size(result.bytes)]
+        how += [result.strategy] if result.strategy else []
+        how += [f"verified by {result.verified_by}"] if result.verified_by else []
+        return f"copied: {source} -> {_dest_name(result)} ({', '.join(how)})"
     return f"{result.status}: {source}: {result.reason or 'no reason given'}"
 
 
