@@ -288,6 +288,11 @@ def check_all_versions(spec: JobSpec) -> None:
             "options.skip_existing: all_versions finds what is already there by the destination's "
             "history; leave out skip_existing (or set it true)"
         )
+    if spec.options.policy.compare in (Compare.SIZE, Compare.EXISTENCE):
+        raise SpecError(
+            f"options.compare: {spec.options.policy.compare} cannot go with all_versions: a history "
+            "is matched version by version by its contents; leave out compare"
+        )
     if spec.replication:
         raise SpecError(
             "options.all_versions: a replication job copies the objects its events name; "

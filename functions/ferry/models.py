@@ -49,8 +49,12 @@ class Strategy(StrEnum):
 
 
 class Compare(StrEnum):
-    CHECKSUM = "checksum"
-    SIZE_MTIME = "size-mtime"
+    """How skip-existing decides that the destination already holds an object."""
+
+    CHECKSUM = "checksum"  # the same size and content evidence (checksum or ETag)
+    SIZE_MTIME = "size-mtime"  # the same size, and the destination not older
+    SIZE = "size"  # the same size alone (rclone's --size-only)
+    EXISTENCE = "existence"  # any object at the key, whatever it holds (rclone's --ignore-existing)
 
 
 def check_endpoint_url(url: str) -> str:

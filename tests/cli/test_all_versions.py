@@ -234,3 +234,20 @@ def test_a_destination_with_a_newer_version_than_the_sources_newest_fails_that_k
     assert history(minio, dst, "rec/d.txt") == ["d1"]
     check = ferry("check", f"s3://{src}/rec", f"s3://{dst}/rec", *where)
     assert check.returncode == 2 and "differs: c.txt" in check.stdout, check.stdout
+
+
+def test_a_mistyped_prefix_is_refused_as_a_plain_copy_refuses_it(minio):
+    src, dst = versioned(minio, "src"), versioned(minio, "dst")
+    write(minio, src, [("photos/a.jpg", b"a"), ("photos/a.jpg", None)])  # a history of a delete only
+    where = ("--endpoint-url", minio.url)
+
+    code, out, err = call("copy", f"s3://{src}/photo", f"s3://{dst}/", *where, "--all-versions")
+
+    assert code == 1, (out, err)
+    assert out == "" and err.count("\n") == 1, err
+    assert f"ferry: error: nothing matched s3://{src}/photo: no object under it" in err, err
+    assert minio.client.list_object_versions(Bucket=dst).get("Versions", []) == []
+    # A key whose history holds only a delete marker is matched: not refused, its marker copied.
+    code, out, err = call("copy", f"s3://{src}/photos/", f"s3://{dst}/", *where, "--all-versions")
+    assert code == 0, err
+    assert "2 objects: 2 copied" in out, out

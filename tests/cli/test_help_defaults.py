@@ -42,6 +42,8 @@ LEFT_UNSET: dict[tuple[str, str], Derive] = {
     ("job report", "--ledger"): ledger_path,
     ("job list", "--ledger"): ledger_path,
     ("copy", "--marks-prefix"): lambda args: options_from(args).policy.marks_prefix,
+    ("copy", "--compare"): lambda args: options_from(args).policy.compare,
+    ("sync", "--compare"): lambda args: options_from(args).policy.compare,
     ("sync", "--marks-prefix"): lambda args: options_from(args).policy.marks_prefix,
     ("check", "--marks-prefix"): lambda args: check_options(args).policy.marks_prefix,
     ("check", "--concurrency"): head_concurrency,

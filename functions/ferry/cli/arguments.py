@@ -15,10 +15,11 @@ from ferry.cli.parsing import JOB_ID_RULE, Parser
 from ferry.cli.ranges import add_memory_limit_argument
 from ferry.cli.stack_outputs import DEFAULT_STACK
 from ferry.limits import DEFAULT_OBJECTS_PER_DAY, SIZE_RULE
-from ferry.models import CHECKSUM_ALGORITHMS, DEFAULT_MARKS_PREFIX
+from ferry.models import CHECKSUM_ALGORITHMS, DEFAULT_MARKS_PREFIX, Compare
 
 # Said under every command that takes a size (its --help's last line): one rule for all.
 SIZES = f"Sizes (SIZE): {SIZE_RULE}."
+COMPARES = [compare.value for compare in Compare]
 
 
 def add_copy_parser(
@@ -34,14 +35,26 @@ def add_copy_parser(
     copy = commands.add_parser(name, help=help, description=description, epilog=SIZES)
     if local:
         copy.add_argument(
-            "src", metavar="SRC", help="s3://bucket/prefix, or a local file or folder to upload"
+            "src",
+            metavar="SRC",
+            help="s3://bucket/prefix, or a local file or folder to upload; * and ? are wildcards "
+            "('s3://bucket/logs/*.gz': the keys that match, landing in DST by their path below logs/)",
         )
         copy.add_argument("dst", metavar="DST", help="s3://bucket/prefix, or a local folder to download into")
     else:
-        copy.add_argument("src", metavar="SRC", help="s3://bucket/prefix, or a local folder to upload")
+        copy.add_argument(
+            "src",
+            metavar="SRC",
+            help="s3://bucket/prefix, or a local folder to upload; * and ? are wildcards "
+            "(DST's keys are weighed against the same pattern)",
+        )
         copy.add_argument("dst", metavar="DST", help="s3://bucket/prefix, or a local folder to download into")
     where = copy.add_argument_group("endpoints and credentials")
-    where.add_argument("--endpoint-url", help="S3 endpoint for both sides (an S3-compatible server)")
+    where.add_argument(
+        "--endpoint-url",
+        help="S3 endpoint for both sides (an S3-compatible server; default: the one the AWS "
+        "configuration names for each side's profile, else AWS)",
+    )
     where.add_argument("--source-endpoint-url")
     where.add_argument("--dest-endpoint-url")
     where.add_argument("--region", help="region for both sides")
@@ -75,6 +88,13 @@ def add_copy_parser(
         help="stream objects above this in parts (default %(default)s)",
     )
     add_memory_limit_argument(how)
+    how.add_argument(
+        "--bwlimit",
+        metavar="SIZE",
+        help="at most SIZE of object bytes a second through this machine, all threads together, "
+        "e.g. 10MiB (a server-side copy moves none here, so it is not limited; with --mode stream "
+        "every byte passes here)",
+    )
     how.add_argument("--checksum-algorithm", type=str.upper, choices=CHECKSUM_ALGORITHMS)
     how.add_argument(
         "--marks-prefix",
@@ -95,7 +115,22 @@ def add_copy_parser(
     what.add_argument(
         "--no-skip-existing", action="store_true", help="copy even when the destination is identical"
     )
-    what.add_argument("--compare", choices=["checksum", "size-mtime"], default="checksum")
+    what.add_argument(
+        "--compare",
+        choices=COMPARES,
+        help="what makes the destination's object the same, so it is skipped: its checksum or ETag, "
+        "size and age, size alone, or its being there at all (default checksum)",
+    )
+    what.add_argument(
+        "--size-only",
+        action="store_true",
+        help="skip what the destination holds at the same size, contents not compared (--compare size)",
+    )
+    what.add_argument(
+        "--ignore-existing",
+        action="store_true",
+        help="skip every key the destination already has, whatever it holds (--compare existence)",
+    )
     what.add_argument("--restore", choices=["bulk", "standard", "expedited"], help="restore archived objects")
     what.add_argument(
         "--restore-days", type=int, default=7, help="days a restored copy stays (default %(default)s)"
@@ -126,6 +161,13 @@ def add_copy_parser(
     )
     out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     out.add_argument("--quiet", action="store_true", help="no progress bar")
+    out.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="one line per object on stderr as it ends: copied, skipped or failed with the reason "
+        "(and each of a sync's deletes); above the progress bar on a terminal",
+    )
     return copy
 
 
@@ -460,7 +502,7 @@ def _add_option_arguments(parser: argparse.ArgumentParser) -> None:
     how.add_argument(
         "--all-versions", action="store_true", help="every version of each key, oldest first (all_versions)"
     )
-    how.add_argument("--compare", choices=["checksum", "size-mtime"])
+    how.add_argument("--compare", choices=COMPARES)
     how.add_argument("--restore", choices=["bulk", "standard", "expedited"])
     how.add_argument("--restore-days", type=int)
     how.add_argument("--storage-class")

@@ -20,22 +20,33 @@ from ferry.cli.copy_extension import CopyExtension, CopySides
 from ferry.cli.filter_options import filters_from
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, open_for_writing
 from ferry.cli.progress import Progress
-from ferry.cli.ranges import check_count, check_kms_region, memory_limit
+from ferry.cli.ranges import bandwidth_limit, check_count, check_kms_region, memory_limit
 from ferry.cli.report import ReportWriter, Summary, report_for_html
 from ferry.cli.sides import endpoints
 from ferry.cli.signals import StopOnSignals
 from ferry.counts import plural
+from ferry.engine.bandwidth import Bandwidth
 from ferry.engine.copier import Copier, client_pool_size
 from ferry.engine.deadlines import stopping
-from ferry.engine.outcome import WOULD_COPY, WOULD_MARK, WOULD_RESTORE
+from ferry.engine.outcome import WOULD_COPY, WOULD_DELETE, WOULD_MARK, WOULD_RESTORE
+from ferry.engine.prune import DeleteResult
 from ferry.errors import ConfigError, FerryError
 from ferry.filters import Filters, NamedKeys, is_ferrys_own, marks_prefixes
 from ferry.jobspec import JobOptions, parse_options
-from ferry.models import SYMLINK_SKIPPED, CopyResult, SourceObject, Status, Target
+from ferry.limits import format_size
+from ferry.models import SYMLINK_SKIPPED, Compare, CopyResult, SourceObject, Status, Target
 from ferry.reports.report_html import render_report_html
 from ferry.s3.clients import make_client
 from ferry.s3.lean_s3 import LEAN_ENV
-from ferry.s3.listing import S3Url, check_bucket, check_overlap, nothing_matched, parse_s3_url, plan_pairs
+from ferry.s3.listing import (
+    S3Url,
+    check_bucket,
+    check_overlap,
+    nothing_matched,
+    parse_s3_url,
+    plan_pairs,
+    wildcard_source,
+)
 
 Pair = tuple[SourceObject, Target]
 
@@ -70,6 +81,37 @@ def _flag(field: str) -> str:
     return _FLAGS.get(field, "--" + field.replace("_", "-"))
 
 
+# rclone's names for two of --compare's choices.
+COMPARE_ALIASES = {"size_only": Compare.SIZE, "ignore_existing": Compare.EXISTENCE}
+
+
+def compare_choices(args: argparse.Namespace) -> list[tuple[str, Compare]]:
+    """Each test of what is already there the command line asks for: (how it was written,
+    the test), from --compare and its rclone-named aliases."""
+    given = [(_flag(field), compare) for field, compare in COMPARE_ALIASES.items() if getattr(args, field)]
+    if args.compare is not None:
+        given.append((f"--compare {args.compare}", Compare(args.compare)))
+    return given
+
+
+def compare_from(args: argparse.Namespace) -> str | None:
+    """The one test of what is already there; refused in one line when two options choose
+    different ones, or when one is given with --no-skip-existing, which skips nothing."""
+    given = compare_choices(args)
+    for said, compare in given[1:]:
+        if compare != given[0][1]:
+            raise ConfigError(
+                f"{given[0][0]} and {said} choose different tests of what the destination already "
+                "holds: give one"
+            )
+    if given and args.no_skip_existing:
+        raise ConfigError(
+            f"{given[0][0]} and --no-skip-existing contradict each other: the first skips what the "
+            "destination already holds, the second copies everything"
+        )
+    return str(given[0][1]) if given else None
+
+
 def options_from(args: argparse.Namespace) -> JobOptions:
     """The CLI's options, validated by the same code as a pipeline job's `options`."""
     options = {
@@ -83,7 +125,7 @@ def options_from(args: argparse.Namespace) -> JobOptions:
         "preserve_tags": not args.no_tags,
         "kms_key_id": args.kms_key_id,
         "skip_existing": not args.no_skip_existing,
-        "compare": args.compare,
+        "compare": compare_from(args),
         "restore_tier": args.restore,
         "restore_days": args.restore_days,
         "dry_run": args.dry_run,
@@ -103,6 +145,7 @@ def run_copy(
     check_count(args.concurrency, "--concurrency")
     check_count(args.part_concurrency, "--part-concurrency")
     memory = memory_limit(args.memory_limit)
+    limit = bandwidth_limit(args.bwlimit)
     src, dst = parse_s3_url(args.src, "SRC"), parse_s3_url(args.dst, "DST")
     source, destination = endpoints(args)
     check_kms_region(options.policy.dest_kms_key_id, destination.region, "--kms-key-id")
@@ -116,6 +159,7 @@ def run_copy(
     dest_client = source_client if destination == source else make_client(destination, pool)
     check_bucket(source_client, src.bucket, "source")
     check_bucket(dest_client, dst.bucket, "destination")
+    src, filters = wildcard_source(source_client, src, filters)
     same_endpoint = (source.endpoint_url, source.partition) == (
         destination.endpoint_url,
         destination.partition,
@@ -143,6 +187,7 @@ def run_copy(
             source_client=source_client,
             dest_client=dest_client,
             on_part=on_part,
+            bandwidth=Bandwidth(limit) if limit else None,
         )
 
     return copy_and_report(args, make_copier, pairs, stdout, stderr, extension, filters.keys)
@@ -170,6 +215,7 @@ def copy_and_report(
         html_file = open_for_writing(stack, args.report_html, "the HTML report") if args.report_html else None
         show = not args.quiet and stderr.isatty()
         progress = stack.enter_context(Progress(stderr, enabled=show))
+        verbose = bool(getattr(args, "verbose", False))
         copier = stack.enter_context(make_copier(progress.part_done if progress.enabled else None))
         failures: list[CopyResult] = []
         links = 0  # local symbolic links not followed (only a folder's upload meets them)
@@ -188,6 +234,10 @@ def copy_and_report(
                 said = would_line(result)
                 if said:
                     would_out.write(said + "\n")
+            if verbose:
+                line = object_line(result)
+                if line:
+                    progress.say(line)
             if extension:
                 extension.on_result(result)
 
@@ -206,7 +256,11 @@ def copy_and_report(
         interrupted = signals.received
         held = (
             extension.after_copy(
-                summary, report, failures, stopped or ("interrupted" if interrupted else None)
+                summary,
+                report,
+                failures,
+                stopped or ("interrupted" if interrupted else None),
+                progress.say if verbose else None,
             )
             if extension
             else None
@@ -218,6 +272,10 @@ def copy_and_report(
         unwritten = finish_reports(args, summary, failures, report, html_file)  # also after a stop
         stopped = stopped or unwritten
     _print_summary(args, summary, failures, stdout, stderr)
+    if getattr(args, "bwlimit", None):
+        note = server_side_note(summary)
+        if note:
+            (stderr if args.json else stdout).write(note + "\n")
     if links:
         # Each one is in the report; the summary says how many, and how to copy them.
         (stderr if args.json else stdout).write(
@@ -278,6 +336,45 @@ def would_line(result: CopyResult) -> str | None:
         if reason.startswith(said):
             return f"{verb}: {_source_name(result)}"
     return None
+
+
+def server_side_note(summary: Summary) -> str | None:
+    """What --bwlimit did not limit, said once: the objects copied inside the store."""
+    inside = sum(n for how, n in summary.strategies.items() if how.startswith("server-side"))
+    if not inside:
+        return None
+    were, them = ("was", "it") if inside == 1 else ("were", "them")
+    return (
+        f"  note: {plural(inside, 'object')} {were} copied server-side, inside the store: no byte passed "
+        f"through this machine, so --bwlimit did not slow {them} (--mode stream sends every byte through it)"
+    )
+
+
+def object_line(result: CopyResult) -> str | None:
+    """`-v`'s line for one object as it ends, in the summary's and the report's words:
+    `copied: SRC -> DST (12 B, server-side, verified by crc32c (full object))`, `skipped: SRC:
+    reason`, `failed: SRC: reason`, `pending: SRC: reason`. None for what a dry run already
+    says (its `would copy:` lines) and for an object handed over to come again."""
+    if result.handed_over or (result.status == Status.PENDING and would_line(result)):
+        return None
+    source = _source_name(result)
+    if result.status == Status.COPIED:
+        how = [format_size(result.bytes)]
+        how += [result.strategy] if result.strategy else []
+        how += [f"verified by {result.verified_by}"] if result.verified_by else []
+        return f"copied: {source} -> {_dest_name(result)} ({', '.join(how)})"
+    return f"{result.status}: {source}: {result.reason or 'no reason given'}"
+
+
+def delete_line(result: DeleteResult) -> str | None:
+    """`-v`'s line for one of a sync's deletes: `deleted: DST`, `skipped delete: DST: reason`,
+    `failed delete: DST: reason`. None for a dry run's, which says `would delete:` itself."""
+    where = result.key if result.bucket is None else f"s3://{result.bucket}/{result.key}"
+    if result.status == "deleted":
+        return f"deleted: {where}"
+    if (result.reason or "").startswith(WOULD_DELETE):
+        return None
+    return f"{result.status} delete: {where}: {result.reason or 'no reason given'}"
 
 
 def exit_code(
@@ -408,6 +505,13 @@ def _print_summary(
             + (f" (see {args.report})" if args.report else "")
             + "\n"
         )
+
+
+def _dest_name(result: CopyResult) -> str:
+    """Where an object landed as s3://bucket/key; a local file (a download's) by its path."""
+    if result.dest_bucket is None:
+        return result.dest_key
+    return f"s3://{result.dest_bucket}/{result.dest_key}"
 
 
 def _source_name(result: CopyResult) -> str:

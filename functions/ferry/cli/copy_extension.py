@@ -46,7 +46,13 @@ class CopyExtension(Protocol):
         """The copy itself (a plain copy: `copier.copy_batch`); every result to `on_result`."""
 
     def after_copy(
-        self, summary: Summary, report: ReportWriter | None, failures: list[CopyResult], stopped: str | None
+        self,
+        summary: Summary,
+        report: ReportWriter | None,
+        failures: list[CopyResult],
+        stopped: str | None,
+        say: Callable[[str], None] | None = None,
     ) -> str | None:
-        """After the copies: its own work, counted in `summary`; a sentence for stderr if it
-        could not do it (the command then exits 2)."""
+        """After the copies: its own work, counted in `summary` (and with `-v`, each of its
+        objects' line given to `say`); a sentence for stderr if it could not do it (the command
+        then exits 2)."""

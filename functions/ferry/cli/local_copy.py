@@ -11,27 +11,30 @@ cannot be written), the bucket, and the options that mean nothing with a local s
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import stat
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import IO, Any
 
 from ferry.cli.copy_command import copy_and_report, first_or_refuse, options_from
 from ferry.cli.filter_options import filters_from
-from ferry.cli.ranges import check_count, memory_limit
+from ferry.cli.ranges import bandwidth_limit, check_count, memory_limit
 from ferry.cli.sides import check_local_source, endpoints
+from ferry.engine.bandwidth import Bandwidth
 from ferry.engine.copier import Copier, client_pool_size
 from ferry.engine.downloads import Downloader
 from ferry.engine.uploads import Uploader
 from ferry.errors import ConfigError
-from ferry.filters import Filters, is_ferrys_own, marks_prefixes
+from ferry.filters import Filters, is_ferrys_own, marks_prefixes, split_pattern
 from ferry.jobspec import JobOptions, as_folder
-from ferry.local.files import LocalFile, admits_file, local_files, one_file
+from ferry.local.files import LocalFile, admits_file, local_files, one_file, walk
 from ferry.local.paths import LocalTarget, is_local, name_max, target_for
 from ferry.models import SourceObject, Target
 from ferry.s3.clients import make_client
 from ferry.s3.lean_s3 import LEAN_ENV
-from ferry.s3.listing import S3Url, check_bucket, list_objects, parse_s3_url, single_object
+from ferry.s3.listing import S3Url, check_bucket, list_objects, parse_s3_url, single_object, wildcard_source
 
 # Options that mean nothing for one direction: refused in one line, not silently ignored.
 _UPLOAD_REFUSES = {
@@ -71,11 +74,14 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
 
     copier: Copier
     if upload:
-        folder = check_local_source(args.src)
+        path, filters = local_source(args.src, filters)
+        folder = check_local_source(path)
         dst = parse_s3_url(args.dst, "DST")
         client = make_client(destination, pool)
         check_bucket(client, dst.bucket, "destination")
-        pairs = upload_pairs(args.src, folder, dst, filters, args.follow_symlinks)
+        pairs = matched_files(
+            upload_pairs(path, folder, dst, filters, args.follow_symlinks), args.src, path, filters
+        )
         copier = Uploader(
             destination,
             options.policy,
@@ -87,6 +93,7 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
         src = parse_s3_url(args.src, "SRC")
         client = make_client(source, pool)
         check_bucket(client, src.bucket, "source")
+        src, filters = wildcard_source(client, src, filters)
         marks = marks_prefixes(options.policy.marks_prefix)
         pairs = first_or_refuse(
             _download_pairs(client, src, args.dst, filters, marks),
@@ -110,6 +117,7 @@ def local_setup(args: argparse.Namespace, upload: bool) -> tuple[JobOptions, Fil
     check_count(args.concurrency, "--concurrency")
     check_count(args.part_concurrency, "--part-concurrency")
     memory = memory_limit(args.memory_limit)
+    limit = bandwidth_limit(args.bwlimit)
     if args.no_lean_requests:
         os.environ[LEAN_ENV] = "0"  # for every client this process makes
     pool = client_pool_size(args.concurrency, args.part_concurrency)
@@ -117,6 +125,7 @@ def local_setup(args: argparse.Namespace, upload: bool) -> tuple[JobOptions, Fil
         "concurrency": args.concurrency,
         "part_concurrency": args.part_concurrency,
         "memory_limit": memory,
+        "bandwidth": Bandwidth(limit) if limit else None,
     }
     return options, filters, pool, copier_options
 
@@ -132,6 +141,39 @@ def refuse_options(args: argparse.Namespace, upload: bool) -> None:
 
 
 # -- uploads ------------------------------------------------------------------------------------
+
+
+def local_source(path: str, filters: Filters) -> tuple[str, Filters]:
+    """A local SRC with wildcards (`logs/*.gz`) as its folder (`logs/`) and the filters with its
+    pattern, matched as an S3 SRC's is (filters.KeyPattern) against each file's path relative
+    to that folder; SRC unchanged without wildcards, or when a file or folder of that very
+    name exists (the shell has usually expanded a pattern before Ferry sees it)."""
+    split = split_pattern(path, os.sep)
+    if split is None or os.path.lexists(path):
+        return path, filters
+    folder, pattern = split
+    return folder or os.curdir, replace(filters, pattern=pattern)
+
+
+def matched_files(
+    pairs: Iterator[tuple[LocalFile, Target]], src: str, folder: str, filters: Filters
+) -> Iterator[tuple[LocalFile, Target]]:
+    """`pairs` as they come; for a SRC with wildcards that takes no file, the one-line refusal
+    an S3 SRC gets (a copy of nothing is far more often a mistyped pattern than a wish)."""
+    if filters.pattern is None:
+        return pairs
+    first = next(pairs, None)
+    if first is not None:
+        return itertools.chain([first], pairs)
+    if filters.by_details:
+        return iter(())  # sizes or ages chose nothing this time: a copy of nothing
+    shown = os.path.join(folder, "")
+    if filters.chooses and any(True for _ in walk(folder, filters.pattern.matches, follow_symlinks=False)):
+        raise ConfigError(
+            f"nothing matched {src}: files match it, but the filters (--include, --exclude, --files-from) "
+            "left out every one"
+        )
+    raise ConfigError(f"nothing matched {src}: no file under {shown} matches it")
 
 
 def upload_pairs(
@@ -183,7 +225,7 @@ def listed_pairs(
 ) -> Iterator[tuple[SourceObject, LocalTarget]]:
     """Each object under SRC's prefix the filters take, and the file it becomes under `dst`."""
     prefix = as_folder(src.key)
-    for obj in list_objects(client, src.bucket, prefix):
+    for obj in list_objects(client, src.bucket, filters.listing_prefix(prefix)):
         relative = obj.key[len(prefix) :]
         if not is_ferrys_own(obj.key, marks) and filters.admits(relative, obj.size, obj.last_modified):
             yield obj, target_for(dst, relative, obj.size, longest)

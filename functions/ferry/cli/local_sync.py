@@ -24,6 +24,8 @@ from ferry.cli.local_copy import (
     check_local_folder,
     listed_pairs,
     local_setup,
+    local_source,
+    matched_files,
     upload_pairs,
 )
 from ferry.cli.sides import check_local_source, endpoints
@@ -40,7 +42,7 @@ from ferry.filters import Filters, is_ferrys_own, marks_prefixes
 from ferry.jobspec import JobOptions, as_folder
 from ferry.local.paths import is_local, name_max
 from ferry.s3.clients import make_client
-from ferry.s3.listing import check_bucket, parse_s3_url
+from ferry.s3.listing import check_bucket, parse_s3_url, wildcard_source
 
 
 def run_local_sync(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
@@ -73,7 +75,8 @@ def _up(
 ) -> tuple[Copier, Iterator[Any]]:
     """A folder to a prefix. Files whose key would fall among Ferry's upload marks are no
     files of the sync (as the marks are no objects of the prefix)."""
-    if not check_local_source(args.src):
+    path, filters = local_source(args.src, filters)
+    if not check_local_source(path):
         raise ConfigError(
             f"SRC {args.src!r} is a file: ferry sync keeps a folder in step; use ferry copy for one file"
         )
@@ -86,7 +89,7 @@ def _up(
         return is_ferrys_own(prefix + relative, marks)
 
     follow = args.follow_symlinks
-    source = LocalSide(args.src, "source", filters, follow_symlinks=follow, leave_out=own)
+    source = LocalSide(path, "source", filters, follow_symlinks=follow, leave_out=own)
     destination = S3Side.of(client, dst.bucket, dst.key, "destination", filters, options.policy.marks_prefix)
 
     def remove(extras: Sequence[Extra]) -> list[DeleteResult]:
@@ -94,7 +97,8 @@ def _up(
 
     deletes.marks = marks
     deletes.plan(source, destination, remove)
-    pairs = (pair for pair in upload_pairs(args.src, True, dst, filters, follow) if not own(pair[0].key))
+    listed = (pair for pair in upload_pairs(path, True, dst, filters, follow) if not own(pair[0].key))
+    pairs = matched_files(listed, args.src, path, filters)
     copier = Uploader(
         endpoints(args)[1], options.policy, follow_symlinks=follow, dest_client=client, **copier_options
     )
@@ -114,6 +118,7 @@ def _down(
     source_endpoint = endpoints(args)[0]
     client = make_client(source_endpoint, pool)
     check_bucket(client, src.bucket, "source")
+    src, filters = wildcard_source(client, src, filters)
     check_local_folder(args.dst, args.dst)
     marks = marks_prefixes(options.policy.marks_prefix)
     source = S3Side.of(client, src.bucket, src.key, "source", filters, options.policy.marks_prefix)

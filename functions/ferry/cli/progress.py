@@ -31,6 +31,7 @@ class Progress:
     def __init__(
         self, stream: IO[str] | None = None, *, enabled: bool | None = None, console: Console | None = None
     ) -> None:
+        self._stream = stream
         if console is not None:
             self.enabled = enabled is None or enabled
         else:
@@ -55,6 +56,15 @@ class Progress:
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._bar.stop()
+
+    def say(self, line: str) -> None:
+        """One line for the reader (`-v`'s per-object lines), on the bar's stream: above the
+        bar where one is drawn (rich keeps it below what is printed), else as it is."""
+        if self._bar is not None:
+            self._bar.console.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
+        elif self._stream is not None:
+            with self._lock:
+                self._stream.write(line + "\n")
 
     def part_done(self, target: Target, size: int) -> None:
         """A part of the copy to `target` landed: its bytes count now."""

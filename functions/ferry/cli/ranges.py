@@ -48,6 +48,17 @@ def memory_limit(text: str, flag: str = "--memory-limit") -> int:
     return size
 
 
+def bandwidth_limit(text: str | None, flag: str = "--bwlimit") -> int | None:
+    """`--bwlimit`'s bytes per second, read by the one size rule; none given, no limit. A rate
+    of nothing would stop every byte: refused, as is anything that is no size."""
+    if text is None:
+        return None
+    rate = parse_size(text, flag)
+    if rate <= 0:
+        raise ConfigError(f"{flag} {text}: give a rate above 0 bytes per second, e.g. 10MiB")
+    return rate
+
+
 def check_kms_region(key: str | None, dest_region: str | None, label: str) -> None:
     """A key ARN in another region than the destination's given region cannot encrypt there."""
     problem = kms_key_problem(key, dest_region) if key else None

@@ -16,13 +16,18 @@ from ferry.models import Endpoint
 
 
 def endpoints(args: argparse.Namespace) -> tuple[Endpoint, Endpoint]:
-    """Per-side options win over the shared --endpoint-url and --region."""
+    """Per-side options win over the shared --endpoint-url and --region; without either, a
+    side's endpoint is the one its profile's AWS configuration names (s3/clients.py:
+    configured_endpoint_url), so that two sides are one store only when they really are."""
+    from ferry.s3.clients import configured_endpoint_url  # botocore: not for --help
 
     def side(name: str) -> Endpoint:
+        profile = getattr(args, f"{name}_profile")
+        given = getattr(args, f"{name}_endpoint_url") or args.endpoint_url
         return Endpoint(
-            endpoint_url=getattr(args, f"{name}_endpoint_url") or args.endpoint_url,
+            endpoint_url=given or configured_endpoint_url(profile),
             region=getattr(args, f"{name}_region") or args.region,
-            profile=getattr(args, f"{name}_profile"),
+            profile=profile,
             role_arn=getattr(args, f"{name}_role_arn"),
             requester_pays=getattr(args, f"{name}_requester_pays"),
         )

@@ -23,7 +23,7 @@ from typing import IO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.cli.copy_command import run_copy
+from ferry.cli.copy_command import delete_line, matched_pairs, run_copy
 from ferry.cli.copy_extension import CopySides, Pair
 from ferry.cli.report import ReportWriter, Summary
 from ferry.counts import plural
@@ -62,11 +62,13 @@ class SyncDeletes:
         self.extras: list[Extra] = []
         self.marks: tuple[str, ...] = ()
         self.remove: Remove | None = None
+        self.sides: CopySides | None = None
 
     def before_copy(self, sides: CopySides) -> None:
         """Two S3 prefixes: plan the deletes with S3 sides and conditional DeleteObjects."""
         configured, filters = sides.options.policy.marks_prefix, sides.filters
         self.marks = marks_prefixes(configured)
+        self.sides = sides
         if not self.args.delete:
             return
         source = S3Side.of(
@@ -105,8 +107,12 @@ class SyncDeletes:
         self.remove = remove
 
     def pairs(self, pairs: Iterator[Pair]) -> Iterator[Pair]:
-        """Ferry's own upload marks are never a side's objects: not copied either."""
-        marks = self.marks
+        """Ferry's own upload marks are never a side's objects: not copied either. A SRC with
+        wildcards that takes no key is refused as `ferry copy` refuses it, before anything is
+        written: with --delete, DST's keys the mistyped pattern takes would all go."""
+        marks, sides = self.marks, self.sides
+        if sides is not None and sides.filters.pattern is not None:
+            pairs = matched_pairs(sides.source_client, sides.src, sides.dst, sides.options, sides.filters)
         return (pair for pair in pairs if not is_ferrys_own(pair[0].key, marks))
 
     def on_result(self, result: CopyResult) -> None:
@@ -116,7 +122,12 @@ class SyncDeletes:
         copier.copy_batch(pairs, on_result=on_result, collect=False)
 
     def after_copy(
-        self, summary: Summary, report: ReportWriter | None, failures: list[CopyResult], stopped: str | None
+        self,
+        summary: Summary,
+        report: ReportWriter | None,
+        failures: list[CopyResult],
+        stopped: str | None,
+        say: Callable[[str], None] | None = None,
     ) -> str | None:
         if not self.args.delete:
             return None
@@ -125,14 +136,14 @@ class SyncDeletes:
             results = [DeleteResult(e.bucket, e.key, "pending", WOULD_DELETE) for e in self.extras]
             for extra in self.extras:
                 self.out.write(f"would delete: {extra.url}\n")
-            self._record(results, summary, report, failures)
+            self._record(results, summary, report, failures, say)
             return None
         unfinished = self._unfinished(summary, stopped)
         if unfinished:
             held = [
                 DeleteResult(e.bucket, e.key, "skipped", f"not deleted: {unfinished}") for e in self.extras
             ]
-            self._record(held, summary, report, failures)
+            self._record(held, summary, report, failures, say)
             return (
                 f"deleted nothing ({plural(len(self.extras), 'object')} kept): {unfinished}"
                 if self.extras
@@ -140,7 +151,7 @@ class SyncDeletes:
             )
         assert self.remove is not None or not self.extras
         results = self.remove(self.extras) if self.remove and self.extras else []
-        self._record(results, summary, report, failures)
+        self._record(results, summary, report, failures, say)
         return None
 
     @staticmethod
@@ -154,12 +165,19 @@ class SyncDeletes:
 
     @staticmethod
     def _record(
-        results: list[DeleteResult], summary: Summary, report: ReportWriter | None, failures: list[CopyResult]
+        results: list[DeleteResult],
+        summary: Summary,
+        report: ReportWriter | None,
+        failures: list[CopyResult],
+        say: Callable[[str], None] | None,
     ) -> None:
         for result in results:
             summary.add_delete(result.status, result.reason)
             if report:
                 report.write_record(result.to_dict())
+            line = delete_line(result) if say else None
+            if say and line:
+                say(line)
             if result.status == Status.FAILED and len(failures) < 20:
                 failures.append(
                     CopyResult(

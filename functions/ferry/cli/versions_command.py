@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any
 
-from ferry.cli.copy_command import run_copy
+from ferry.cli.copy_command import compare_choices, first_or_refuse, run_copy
 from ferry.cli.copy_extension import CopySides, Pair
 from ferry.cli.report import ReportWriter, Summary
 from ferry.engine.copier import Copier
@@ -44,6 +44,12 @@ def run_copy_all_versions(args: argparse.Namespace, stdout: IO[str], stderr: IO[
         raise ConfigError(
             "--all-versions finds what is already there by the destination's history: leave out --no-skip-existing"
         )
+    chosen = compare_choices(args)
+    if chosen:
+        raise ConfigError(
+            f"{chosen[0][0]} cannot go with --all-versions: a history is matched version by version "
+            "by its contents; leave it out"
+        )
     # Every version is written: the destination's current object says nothing of its history.
     args.no_skip_existing = True
     return run_copy(args, stdout, stderr, extension=AllVersions(args))
@@ -63,6 +69,7 @@ class AllVersions:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.sides: CopySides | None = None
+        self._jobs: Iterator[tuple[History, History, Target]] = iter(())
 
     def before_copy(self, sides: CopySides) -> None:
         """The destination must keep versions, and the source must list them: refused in one
@@ -82,7 +89,21 @@ class AllVersions:
         )
 
     def pairs(self, pairs: Iterator[Pair]) -> Iterator[Pair]:
-        return pairs  # never read: the histories are listed instead
+        """The histories to copy, in place of the listing (`pairs` is never read): SRC that
+        holds no history the filters take is refused in one line, before anything is written,
+        as a plain copy refuses it (`nothing matched ...`). A key whose history holds only
+        delete markers is matched: its markers are copied."""
+        sides = self.sides
+        assert sides is not None
+        self._jobs = first_or_refuse(
+            self._plan(),
+            sides.source_client,
+            sides.src,
+            sides.filters,
+            lambda _: False,  # sizes and ages are refused with --all-versions: never a copy of nothing
+            sides.options.policy.marks_prefix,
+        )
+        return pairs
 
     def on_result(self, result: CopyResult) -> None:
         return None
@@ -90,7 +111,7 @@ class AllVersions:
     def copy(self, copier: Copier, pairs: Iterator[Pair], on_result: Callable[[CopyResult], None]) -> None:
         assert self.sides is not None
         bucket = self.sides.src.bucket
-        plan = self._plan()
+        plan = self._jobs
         with ThreadPoolExecutor(KEYS_AT_ONCE, thread_name_prefix="ferry-history") as pool:
             while True:
                 window = list(itertools.islice(plan, KEYS_AT_ONCE * 4))
@@ -110,7 +131,12 @@ class AllVersions:
                         on_result(result)
 
     def after_copy(
-        self, summary: Summary, report: ReportWriter | None, failures: list[CopyResult], stopped: str | None
+        self,
+        summary: Summary,
+        report: ReportWriter | None,
+        failures: list[CopyResult],
+        stopped: str | None,
+        say: Callable[[str], None] | None = None,
     ) -> str | None:
         return None
 

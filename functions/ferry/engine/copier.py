@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ferry.engine.archive import archived_outcome
+from ferry.engine.bandwidth import Bandwidth, metered
 from ferry.engine.budget import ByteBudget
 from ferry.engine.checkpoints import CheckpointStore
 from ferry.engine.context import TransferContext
@@ -108,6 +109,7 @@ class Copier:
         single_request_rate: int | None = DEFAULT_SINGLE_REQUEST_RATE,
         job_id: str | None = None,
         on_part: Callable[[Target, int], None] | None = None,
+        bandwidth: Bandwidth | None = None,
     ) -> None:
         # None: no time limit on one request (a Fargate task, whose deadlines only mark where
         # to checkpoint): an object is started whatever its longest request.
@@ -125,8 +127,9 @@ class Copier:
         self.ctx = TransferContext(
             source=source,
             destination=destination,
-            source_client=source_client or make_client(source, pool),
-            dest_client=dest_client or make_client(destination, pool),
+            # Every object byte either client moves passes the run's one limiter, if any.
+            source_client=metered(source_client or make_client(source, pool), bandwidth),
+            dest_client=metered(dest_client or make_client(destination, pool), bandwidth),
             policy=self.policy,
             part_executor=self._executor,
             part_concurrency=self.part_concurrency,

@@ -39,6 +39,7 @@ from ferry.engine.copier import Copier
 from ferry.engine.dest_listing import DestinationIndex, Listed
 from ferry.engine.local_proof import CHUNK, Proof, compute, proof_for, unprovable
 from ferry.engine.outcome import WOULD_COPY, Outcome
+from ferry.engine.skip import EXISTS, SAME_SIZE
 from ferry.engine.source import SourceInfo, confirm, from_listing, inspect
 from ferry.engine.streaming import READ_ATTEMPTS, READ_ERRORS, STALE
 from ferry.errors import CopyFailed, FerryError, TruncatedBody, VerificationFailed, describe, error_code
@@ -149,8 +150,12 @@ class Downloader(Copier):
         if reader is None:
             return None
         with reader:
+            if self.policy.compare == Compare.EXISTENCE:
+                return EXISTS
             if reader.size != info.size:
                 return None
+            if self.policy.compare == Compare.SIZE:
+                return SAME_SIZE
             if self.policy.compare == Compare.SIZE_MTIME:
                 modified = info.head.get("LastModified") or info.obj.last_modified
                 # To the second: S3 says LastModified in seconds in headers, to the

@@ -1,7 +1,9 @@
 """Incremental copies: is the destination already identical to the source?
 
 Identical means the same size and the same content evidence (checksum of one algorithm, or
-ETag). Size plus modification time is a weaker test a caller can choose.
+ETag). Weaker tests a caller can choose: size plus modification time; size alone (rclone's
+--size-only); or the key being there at all, whatever it holds (rclone's --ignore-existing).
+Their reasons say that the contents were not compared.
 """
 
 from __future__ import annotations
@@ -31,8 +33,12 @@ def identical_reason(
     if decided:
         return reason
     head = head_destination(client, target)
+    if head is not None and compare == Compare.EXISTENCE:
+        return EXISTS
     if head is None or int(head["ContentLength"]) != info.size:
         return None
+    if compare == Compare.SIZE:
+        return SAME_SIZE
     if compare == Compare.SIZE_MTIME:
         return _not_older(info, head.get("LastModified"))
     src, dst = info.checksum, from_response(head)
@@ -47,9 +53,15 @@ def identical_reason(
     return None
 
 
+# Why an object is skipped under the weaker tests: true to what was compared, and no more.
+SAME_SIZE = "same size at the destination (contents not compared)"
+EXISTS = "already exists at the destination (not compared)"
+
+
 def settled_by_listing(listed: Listed | str | None, info: SourceInfo, compare: Compare) -> bool:
-    """True when the listings alone decide skip-existing: no source HEAD is needed for it."""
-    return _listing_verdict(listed, info, compare)[0]
+    """True when the listings alone decide skip-existing, or no source evidence beyond the
+    listed size is needed for it: no source HEAD is needed then."""
+    return compare in (Compare.SIZE, Compare.EXISTENCE) or _listing_verdict(listed, info, compare)[0]
 
 
 def _listing_verdict(
@@ -60,8 +72,12 @@ def _listing_verdict(
         return True, None
     if not isinstance(listed, Listed):
         return False, None
+    if compare == Compare.EXISTENCE:
+        return True, EXISTS
     if listed.size != info.size:
         return True, None
+    if compare == Compare.SIZE:
+        return True, SAME_SIZE
     if compare == Compare.SIZE_MTIME:
         if info.head.get("LastModified") is None:  # a manifest row may not carry it
             return False, None

@@ -40,7 +40,7 @@ from ferry.engine.local_proof import Proof, compute, compute_in_memory, proof_fo
 from ferry.engine.multipart import open_upload
 from ferry.engine.outcome import WOULD_COPY, Outcome
 from ferry.engine.resume_parts import part_check
-from ferry.engine.skip import head_destination
+from ferry.engine.skip import EXISTS, SAME_SIZE, head_destination
 from ferry.engine.source import SourceInfo, from_head
 from ferry.engine.streaming import check_tags_kept, discard_copy, put_whole, send_part
 from ferry.engine.verify import PartProof, StreamProof
@@ -135,14 +135,25 @@ class Uploader(Copier):
     ) -> tuple[str | None, Proof | None]:
         """(why to skip, or None; a proof to compare the file with, where the sizes match and
         the destination's checksum must decide)."""
-        if listed == ABSENT or (isinstance(listed, Listed) and listed.size != reader.size):
+        compare = self.policy.compare
+        if listed == ABSENT:
             return None, None
-        if self.policy.compare == Compare.SIZE_MTIME and isinstance(listed, Listed):
+        if compare == Compare.EXISTENCE and isinstance(listed, Listed):
+            return EXISTS, None
+        if isinstance(listed, Listed) and listed.size != reader.size:
+            return None, None
+        if compare == Compare.SIZE and isinstance(listed, Listed):
+            return SAME_SIZE, None
+        if compare == Compare.SIZE_MTIME and isinstance(listed, Listed):
             return _not_older(listed.last_modified, reader.mtime_ns), None
         head = head_destination(self.ctx.dest_client, target)
+        if head is not None and compare == Compare.EXISTENCE:
+            return EXISTS, None
         if head is None or int(head["ContentLength"]) != reader.size:
             return None, None
-        if self.policy.compare == Compare.SIZE_MTIME:
+        if compare == Compare.SIZE:
+            return SAME_SIZE, None
+        if compare == Compare.SIZE_MTIME:
             return _not_older(head.get("LastModified"), reader.mtime_ns), None
         return None, proof_for(self.ctx.dest_client, _object_info(target, head))
 

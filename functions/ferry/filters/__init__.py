@@ -32,10 +32,55 @@ import math
 import re
 import threading
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from ferry.errors import ConfigError
 from ferry.models import DEFAULT_MARKS_PREFIX
+
+# -- a SRC with wildcards ----------------------------------------------------------------------
+
+WILDCARDS = "*?"  # s5cmd's: `[` is no wildcard, so keys holding brackets are named as written
+
+
+@dataclass(frozen=True)
+class KeyPattern:
+    """The part of a SRC from its last `/` before the first wildcard (`*.gz` of
+    `s3://b/logs/*.gz`), matched against each key relative to that folder, as s5cmd matches
+    it: `*` any run of characters, `/` included (so `**` is `*`), `?` any one character, every
+    other character itself. A pattern ending in `/` takes everything under the folders it
+    matches (`logs/2024-*/`: what is under each `logs/2024-.../`)."""
+
+    text: str  # as written
+    regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        text = self.text + "*" if self.text.endswith("/") else self.text
+        parts = ("." if c == "?" else ".*" if c == "*" else re.escape(c) for c in text)
+        object.__setattr__(self, "regex", re.compile("".join(parts), re.DOTALL))
+
+    @property
+    def literal(self) -> str:
+        """The text before the first wildcard: where a listing of the folder can start."""
+        return self.text[: first_wildcard(self.text)]
+
+    def matches(self, relative_key: str) -> bool:
+        return self.regex.fullmatch(relative_key) is not None
+
+
+def first_wildcard(text: str) -> int:
+    """Where the first wildcard character is in `text`, or -1."""
+    found = [i for i in (text.find(c) for c in WILDCARDS) if i >= 0]
+    return min(found) if found else -1
+
+
+def split_pattern(text: str, separator: str = "/") -> tuple[str, KeyPattern] | None:
+    """A SRC's key (or local path) with wildcards, as (its folder: the text to the last
+    `separator` before the first wildcard, the pattern of the rest); None without wildcards."""
+    at = first_wildcard(text)
+    if at < 0:
+        return None
+    cut = text.rfind(separator, 0, at) + 1
+    return text[:cut], KeyPattern(text[cut:])
 
 
 @dataclass(frozen=True)
@@ -49,12 +94,25 @@ class Filters:
     modified_from: dt.datetime | None = None  # --max-age: modified at or after this
     modified_to: dt.datetime | None = None  # --min-age: modified at or before this
     keys: NamedKeys | None = None  # --files-from: only these relative keys
+    pattern: KeyPattern | None = None  # a SRC with wildcards: the part below its folder
 
     def admits_key(self, relative_key: str) -> bool:
-        """The key alone decides: globs and the list of keys."""
+        """The key alone decides: SRC's pattern, globs and the list of keys."""
+        if self.pattern is not None and not self.pattern.matches(relative_key):
+            return False
         if self.keys is not None and relative_key not in self.keys:
             return False
         return matches_globs(relative_key, self.include, self.exclude)
+
+    def listing_prefix(self, folder: str) -> str:
+        """Where a listing of `folder` for these filters starts: SRC's pattern takes no key
+        outside its literal text."""
+        return folder + (self.pattern.literal if self.pattern is not None else "")
+
+    @property
+    def chooses(self) -> bool:
+        """True when an option of the command line leaves keys out (not SRC's own pattern)."""
+        return replace(self, pattern=None) != Filters()
 
     def admits(self, relative_key: str, size: int | None, last_modified: dt.datetime | None) -> bool:
         """Every filter, on what a listing says of one object."""

@@ -85,6 +85,31 @@ def _session(profile: str | None, region: str | None) -> botocore.session.Sessio
     return session
 
 
+def configured_endpoint_url(profile: str | None) -> str | None:
+    """The S3 endpoint the AWS configuration names for `profile` (None: AWS_PROFILE's, else the
+    default), as the AWS CLI and SDKs read it: AWS_ENDPOINT_URL_S3, then AWS_ENDPOINT_URL, then
+    the profile's `services` section's `s3` endpoint_url, then the profile's own endpoint_url;
+    none when `ignore_configured_endpoint_urls` (or AWS_IGNORE_CONFIGURED_ENDPOINT_URLS) is set.
+
+    botocore's clients find it by themselves; the command line asks for it too, so that what it
+    decides from the two sides' endpoints (one store or two: a server-side copy, an overlap, a
+    copy onto itself) is decided from the stores the requests will really go to. A profile that
+    does not exist is botocore's to refuse, when the client is made."""
+    from botocore.configprovider import ConfiguredEndpointProvider
+    from botocore.exceptions import BotoCoreError
+
+    session = botocore.session.Session(profile=profile)
+    try:
+        if session.get_config_variable("ignore_configured_endpoint_urls"):
+            return None
+        url = ConfiguredEndpointProvider(
+            full_config=session.full_config, scoped_config=session.get_scoped_config(), client_name="s3"
+        ).provide()
+    except BotoCoreError:
+        return None
+    return str(url) if url else None
+
+
 def client_config(endpoint: Endpoint, pool_size: int) -> Config:
     s3_options: dict[str, Any] = {}
     if endpoint.endpoint_url:

@@ -8,14 +8,14 @@ relative to the source prefix.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.bucket_names import bucket_name_problem
 from ferry.errors import ConfigError, describe, error_code, explain_bare
-from ferry.filters import Filters, is_ferrys_own, marks_prefixes, matches_globs
+from ferry.filters import Filters, is_ferrys_own, marks_prefixes, matches_globs, split_pattern
 from ferry.jobspec import JobOptions, as_folder, check_not_overlapping
 from ferry.models import SourceObject, Target
 
@@ -187,7 +187,7 @@ def plan_pairs(
             yield SourceObject(src.bucket, src.key), Target(dst.bucket, object_target_key(src, dst))
         return
     prefix, dest_prefix = as_folder(src.key), as_folder(dst.key)
-    for obj in list_objects(client, src.bucket, prefix):
+    for obj in list_objects(client, src.bucket, chosen.listing_prefix(prefix)):
         relative = obj.key[len(prefix) :]
         if not is_ferrys_own(obj.key, marks) and chosen.admits(relative, obj.size, obj.last_modified):
             yield obj, Target(dst.bucket, dest_prefix + relative)
@@ -212,16 +212,60 @@ def check_overlap(client: Any, src: S3Url, dst: S3Url, options: JobOptions, *, s
         check_not_overlapping(src.bucket, as_folder(src.key), dst.bucket, as_folder(dst.key), options)
 
 
+def wildcard_source(client: Any, src: S3Url, filters: Filters) -> tuple[S3Url, Filters]:
+    """SRC with wildcards (`s3://b/logs/*.gz`) as its folder (`s3://b/logs/`) and the filters
+    with its pattern (`*.gz`), which every door then applies to keys relative to that folder,
+    as --include does (filters.KeyPattern says how it matches); SRC unchanged without
+    wildcards. A key that holds a wildcard character and names an existing object is that
+    object, as it was before wildcards were read (one HEAD, which the copy would make anyway)."""
+    split = split_pattern(src.key)
+    if split is None or single_object(client, src) is not None:
+        return src, filters
+    folder, pattern = split
+    return S3Url(src.bucket, folder), replace(filters, pattern=pattern)
+
+
 def nothing_matched(client: Any, src: S3Url, filters: Filters) -> str:
     """Why SRC matched nothing: globs that left out every object, or no object there; then
     the nearest key listed from SRC as typed (`s3://b/photo` when `photos/` exists). A request
     or two, on this path only."""
+    if filters.pattern is not None:
+        return _nothing_matched_pattern(client, src, filters)
     shown = f"s3://{src.bucket}/{src.key}"
     if filters != Filters() and _first_key(client, src.bucket, src.key) is not None:
         return f"nothing matched {shown}: there are objects, but the filters (--include, --exclude, sizes, ages, --files-from) left out every one"
     near = _near_prefix(client, src)
     hint = f"; did you mean s3://{src.bucket}/{near}?" if near else ""
     return f"nothing matched {shown}: no object under it{hint}"
+
+
+def _nothing_matched_pattern(client: Any, src: S3Url, filters: Filters) -> str:
+    """Why a SRC with wildcards matched nothing: no key under its folder matches it; or keys
+    do, but the filters left out every one; or there is no object under the folder at all
+    (then the nearest folder, as for a mistyped prefix)."""
+    assert filters.pattern is not None
+    folder = f"s3://{src.bucket}/{src.key}"
+    shown = folder + filters.pattern.text
+    if _first_key(client, src.bucket, src.key) is None:
+        near = _near_prefix(client, src)
+        hint = f"; did you mean s3://{src.bucket}/{near}?" if near else ""
+        return f"nothing matched {shown}: no object under {folder}{hint}"
+    if filters.chooses and _any_matching(client, src, replace(Filters(), pattern=filters.pattern)):
+        return (
+            f"nothing matched {shown}: keys match it, but the filters (--include, --exclude, sizes, ages, "
+            "--files-from) left out every one"
+        )
+    return f"nothing matched {shown}: no key under {folder} matches it"
+
+
+def _any_matching(client: Any, src: S3Url, filters: Filters) -> bool:
+    """Whether a key under SRC's folder matches the filters (the listing read to the first)."""
+    prefix = as_folder(src.key)
+    try:
+        listed = list_objects(client, src.bucket, filters.listing_prefix(prefix))
+        return any(filters.admits_key(obj.key[len(prefix) :]) for obj in listed)
+    except (ConfigError, ClientError, BotoCoreError):
+        return False
 
 
 def _near_prefix(client: Any, src: S3Url) -> str | None:
