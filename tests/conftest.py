@@ -42,6 +42,11 @@ os.environ.update(
 )
 for _var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_CA_BUNDLE"):
     os.environ.pop(_var, None)
+# Every `ferry` a test starts in a process of its own runs this checkout's code: the
+# environment's `ferry` executable may import another installed copy of the package.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [str(REPO / "functions"), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+)
 
 
 def create_ledger_table(client: Any, name: str) -> None:
