@@ -31,11 +31,12 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-
-import aws_cdk as cdk
-from constructs import Construct
+from typing import TYPE_CHECKING
 
 from ferry.errors import ConfigError
+
+if TYPE_CHECKING:
+    from constructs import Construct
 
 RUNTIME_PYTHON_VARIABLE = "FERRY_RUNTIME_PYTHON"
 INVALIDATION_MODE = "unchecked-hash"
@@ -170,6 +171,8 @@ def say_what_is_missing(scope: Construct, runtime: str, python: RuntimePython | 
     """The synth's warning when the assets go without bytecode, and what to do about it."""
     if python is not None:
         return
+    import aws_cdk as cdk  # here: finding the interpreter (the bench does) needs no Node process
+
     version = runtime_version(runtime)
     cdk.Annotations.of(scope).add_warning_v2(
         "ferry:no-bytecode",
