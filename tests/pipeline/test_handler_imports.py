@@ -32,7 +32,8 @@ NOT_COPYING = ("start_scheduled", "list_versions")
 PROBE = """
 import importlib, json, sys
 importlib.import_module("handlers." + sys.argv[1])
-print(json.dumps(sorted({m.split(".")[0] for m in sys.modules} | {m for m in sys.modules if m.startswith("ferry.")})))
+print(json.dumps(sorted({m.split(".")[0] for m in sys.modules}
+                        | {m for m in sys.modules if m.startswith(("ferry.", "aws_lambda_powertools."))})))
 """
 
 
@@ -92,3 +93,16 @@ def test_a_handler_imports_no_parser_of_the_stacks_settings(handler: str) -> Non
     starters'; the workers read their settings from their environment."""
     loaded = loaded_by(handler)
     assert not {"zoneinfo", "ferry.pipeline.replication.config"} & loaded, sorted(loaded)
+
+
+def test_the_replication_starter_reads_its_batch_without_powertools_batch_utility() -> None:
+    """Powertools' batch utility (with asyncio, for its async processor) and event data classes
+    cost the starter's init more than all of Ferry's own modules; reading SQS records and
+    reporting the failed ones is a loop (ferry.pipeline.replication.starter)."""
+    loaded = loaded_by("start_replication")
+    unwanted = {
+        "asyncio",
+        "aws_lambda_powertools.utilities.batch",
+        "aws_lambda_powertools.utilities.data_classes",
+    }
+    assert not unwanted & loaded, sorted(m for m in loaded if "powertools" in m or m == "asyncio")
