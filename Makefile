@@ -124,11 +124,12 @@ WORKER_COST_ARGS ?=
 bench-worker-cost: $(BIN)/.installed $(VERSITYGW) $(MINIO)
 	$(BIN)/python -m bench.worker_cost --minio $(MINIO) --versitygw $(VERSITYGW) $(WORKER_COST_ARGS)
 
-# `make bench-startup`: the CPU of `ferry --help`, `ferry copy --help` and each Lambda handler's
-# import beside `import botocore.session`'s, in fresh processes: bench/results/startup.md
-# (bench/startup.py). Options: STARTUP_ARGS="--rounds 5".
+# `make bench-startup`: the CPU of `ferry --help`, `ferry copy --help` and, as Lambda runs them
+# (the synthesized assets, read-only, in the runtime's Python: python3.13 by default), each Lambda
+# handler's import, beside `import botocore.session`'s, in fresh processes:
+# bench/results/startup.md (bench/startup.py). Options: STARTUP_ARGS="--rounds 5".
 STARTUP_ARGS ?=
-bench-startup: $(BIN)/.installed
+bench-startup: $(BIN)/.installed node_modules/.installed
 	$(BIN)/python -m bench.startup --argv "make bench-startup$(if $(STARTUP_ARGS), STARTUP_ARGS=\"$(STARTUP_ARGS)\")" $(STARTUP_ARGS)
 
 # `make profile`: where Ferry's CPU goes copying small objects (py-spy, sampled; shares, not timings).

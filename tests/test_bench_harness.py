@@ -290,14 +290,35 @@ def test_startup_table_gives_ratios_to_the_yardstick_and_the_verdicts() -> None:
     assert lines[4] == "| `import handlers.x` | 0.320 | 0.310 | 0.330 | 1.60 | over 1.5x |"
 
 
-def test_startup_measures_every_handler_and_both_help_texts(tmp_path: Path) -> None:
+def test_startup_tables_count_modules_compiled_at_init_where_counted() -> None:
+    yardstick = startup.Command(startup.YARDSTICK, [], None, cpu=[0.2], table=startup.LAMBDA)
+    handler = startup.Command("Prepare: import handlers.prepare", [], 1.5, cpu=[0.28], table=startup.LAMBDA)
+    handler.compiled = 0
+    lines = startup.table([yardstick, handler])
+    assert lines[0].endswith("| target | modules compiled at init |") and lines[1].count("---") == 7
+    assert lines[2] == "| `import botocore.session` | 0.200 | 0.200 | 0.200 | 1.00 | yardstick |  |"
+    assert (
+        lines[3]
+        == "| `Prepare: import handlers.prepare` | 0.280 | 0.280 | 0.280 | 1.40 | meets <= 1.5x | 0 |"
+    )
+    setup = startup.LambdaSetup("/usr/bin/python3.13", "3.13.0", ["asset.1", "asset.2"], ["awscrt 0.38.0"])
+    here = startup.commands()
+    for command in here:
+        command.cpu = [0.1]
+    page = startup.render([*here, yardstick, handler], 1, "make bench-startup", "l", "l", setup)
+    assert "## Here: the venv's Python" in page and "## As Lambda runs them: Python 3.13.0" in page
+    assert "asset.1, asset.2" in page and "awscrt 0.38.0" in page
+
+
+def test_startup_measures_both_help_texts_here(tmp_path: Path) -> None:
     found = startup.commands()
-    names = [c.name for c in found]
-    assert names[:3] == [startup.YARDSTICK, "ferry --help", "ferry copy --help"]
-    assert "import handlers.copy_batch" in names and "import handlers.start_scheduled" in names
-    assert not {"import handlers.runtime", "import handlers.tracing", "import handlers.__init__"} & set(names)
-    # One real round of two cheap commands: the children are measured, in rotated order.
-    cheap = [startup.Command("a", [sys.executable, "-c", "pass"], None), found[1]]
+    assert [c.name for c in found] == [startup.YARDSTICK, "ferry --help", "ferry copy --help"]
+    assert all(c.table == startup.HERE and c.inherit for c in found)
+    # One real round of two cheap commands: the children are measured, in rotated order; one
+    # with an environment of its own sees nothing of this one's.
+    own = startup.Command("b", [sys.executable, "-c", "import os, sys; sys.exit('HOME' in os.environ)"], None)
+    own.env, own.inherit = {"PATH": "/usr/bin"}, False
+    cheap = [startup.Command("a", [sys.executable, "-c", "pass"], None), found[1], own]
     startup.measure(cheap, rounds=2, pycache=str(tmp_path), warm_up=False)
     assert all(len(c.cpu) == 2 and min(c.cpu) > 0 for c in cheap)
     assert "| `a` |" in startup.render(cheap, 2, "make bench-startup", "load", "load")

@@ -29,7 +29,7 @@ from ferry.pipeline.locations import Location
 from ferry.pipeline.settings import STACK_ROLE_TAG, PipelineSettings
 from ferry.quotas.lambda_concurrency import MIN_UNRESERVED
 
-from . import abandoned_uploads, access, bundling, monitoring, nag, replication, schedules
+from . import abandoned_uploads, access, bundling, bytecode, monitoring, nag, replication, schedules
 from .access import BATCH_REPORTS, DESTINATION_WRITE, LEDGER_READ_WRITE, SOURCE_READ, statement
 from .definition import parent_definition
 from .reach import reach_statements
@@ -55,15 +55,6 @@ def jobs_machine_name(stack_name: str) -> str:
 CONTAINER_NAME = "worker"
 CONTAINER_COMMAND = ["python", "-m", "handlers.copy_large"]
 REPORTS_PREFIX = "jobs/"
-# What is not code in functions/: kept out of the Lambda asset (and of its hash).
-CODE_EXCLUDE = [
-    "**/__pycache__",
-    "**/*.pyc",
-    "*.egg-info",
-    "Dockerfile",
-    ".dockerignore",
-    "requirements*.txt",
-]
 IMAGE_EXCLUDE = ["**/__pycache__", "**/*.pyc", "*.egg-info"]
 RETENTION = {
     1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS", 30: "ONE_MONTH",
@@ -164,15 +155,19 @@ class FerryStack(cdk.Stack):
         s = self.settings
         architecture = lambda_.Architecture.ARM_64 if self.arm64 else lambda_.Architecture.X86_64
         runtime = lambda_.Runtime(s.lambda_runtime, lambda_.RuntimeFamily.PYTHON, supports_inline_code=True)
+        # The runtime's Python, which compiles both assets' bytecode (bytecode.py); without it
+        # they ship sources only, and the synth says what that costs.
+        python = bytecode.find_runtime_python(s.lambda_runtime)
+        bytecode.say_what_is_missing(self, s.lambda_runtime, python)
         layer = lambda_.LayerVersion(
             self,
             "Dependencies",
-            code=bundling.layer_code(s.lambda_architecture, s.lambda_runtime),
+            code=bundling.layer_code(s.lambda_architecture, s.lambda_runtime, python),
             compatible_architectures=[architecture],
             compatible_runtimes=[runtime],
             description=f"Ferry's pinned dependencies (functions/requirements.txt) for {s.lambda_runtime}",
         )
-        code = lambda_.Code.from_asset(str(FUNCTIONS_DIR), exclude=CODE_EXCLUDE)
+        code = bundling.function_code(s.lambda_runtime, python)
         # Shared with the functions other modules add (schedules.py).
         self.lambda_code, self.lambda_layer = code, layer
         self.lambda_runtime, self.lambda_architecture = runtime, architecture
@@ -458,7 +453,7 @@ class FerryStack(cdk.Stack):
                 str(FUNCTIONS_DIR),
                 file="Dockerfile",
                 platform=ecr_assets.Platform.LINUX_ARM64 if self.arm64 else ecr_assets.Platform.LINUX_AMD64,
-                build_args={"PYTHON_VERSION": bundling.python_version(s.lambda_runtime)},
+                build_args={"PYTHON_VERSION": bytecode.runtime_version(s.lambda_runtime)},
                 exclude=IMAGE_EXCLUDE,
             ),
             command=CONTAINER_COMMAND,

@@ -9,7 +9,7 @@ from ferry.errors import ConfigError
 from ferry.pipeline.jobs import prepare
 from ferry.quotas.lambda_concurrency import AccountConcurrency, read_account_concurrency
 
-from .runtime import logger, services, tracer
+from .runtime import client, logger, services, tracer
 
 
 @logger.inject_lambda_context(log_event=False, clear_state=True)
@@ -37,7 +37,4 @@ def account_concurrency() -> AccountConcurrency:
 @functools.cache
 def _lambda_client() -> Any:
     """Made at the first job, not at init: only Prepare asks Lambda anything."""
-    import boto3
-    from botocore.config import Config
-
-    return boto3.client("lambda", config=Config(retries={"max_attempts": 10, "mode": "adaptive"}))
+    return client("lambda")

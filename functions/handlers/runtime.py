@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import botocore.session
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
@@ -27,6 +29,21 @@ tracer = LazyTracer(service=SERVICE)
 copy_config_to_registered_loggers(source_logger=logger, include={"ferry"}, log_level=logging.INFO)
 
 _RETRIES = Config(retries={"max_attempts": 10, "mode": "adaptive"})
+_SESSION_LOCK = threading.Lock()
+
+
+@functools.cache
+def _session() -> botocore.session.Session:
+    return botocore.session.get_session()
+
+
+def client(service: str) -> Any:
+    """A client of `service` with the handlers' retries, from one botocore session (region and
+    credentials from Lambda's environment, as boto3.client finds them). botocore, not boto3:
+    boto3's import brings s3transfer, and s3transfer multiprocessing, about a tenth of
+    `import botocore.session`'s CPU at every cold start, for nothing the handlers use."""
+    with _SESSION_LOCK:  # a botocore session is not safe to make clients from in two threads
+        return _session().create_client(service, config=_RETRIES)
 
 
 @functools.cache
@@ -34,21 +51,19 @@ def services() -> Services:
     """The job handlers' clients and settings. Imported here, not above: the starters
     (start_replication, start_scheduled) share this module and need none of the clients, ledger
     and settings these bring in, and a Lambda's init phase is billed (start-up cost)."""
-    import boto3
-
     from ferry.models import Endpoint
     from ferry.pipeline.services import Services
     from ferry.pipeline.settings import WorkerSettings
     from ferry.s3.clients import expect_owners
 
     settings = WorkerSettings.from_environ()
-    s3 = boto3.client("s3", config=_RETRIES)
+    s3 = client("s3")
     expect_owners(s3, settings.bucket_owners)  # Prepare's checks and the batch HEADs too
     owned = Endpoint(bucket_owners=tuple(sorted(settings.bucket_owners.items())))
     return Services(
         s3=s3,
-        dynamodb=boto3.client("dynamodb", config=_RETRIES),
-        stepfunctions=boto3.client("stepfunctions", config=_RETRIES),
+        dynamodb=client("dynamodb"),
+        stepfunctions=client("stepfunctions"),
         settings=settings,
         source=owned,
         destination=owned,

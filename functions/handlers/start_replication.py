@@ -11,19 +11,16 @@ import functools
 import os
 from typing import Any
 
-import boto3
-
 from ferry.pipeline.replication.config import Replication
 from ferry.pipeline.replication.starter import handle_batch
 from ferry.pipeline.replication.starter_deletes import DeleteServices, delete_services, source_client
 
-from .runtime import _RETRIES as RETRIES
-from .runtime import logger, tracer
+from .runtime import client, logger, tracer
 
 
 @functools.cache
 def _clients() -> tuple[Any, Any]:
-    return boto3.client("s3", config=RETRIES), boto3.client("stepfunctions", config=RETRIES)
+    return client("s3"), client("stepfunctions")
 
 
 @functools.cache
@@ -32,7 +29,7 @@ def _delete_services(environment: str) -> DeleteServices:
     the copy records on the ledger table; made once per process, on the first deletion."""
     return delete_services(
         Replication.from_environment(environment),
-        dynamodb=boto3.client("dynamodb", config=RETRIES),
+        dynamodb=client("dynamodb"),
         table_name=os.environ["FERRY_TABLE"],
     )
 

@@ -6,17 +6,16 @@ import functools
 import os
 from typing import Any
 
-import boto3
 from aws_lambda_powertools.metrics import MetricUnit, single_metric
 
 from ferry.pipeline.scheduled import SKIPPED_METRIC, fire
 
-from .runtime import _RETRIES, NAMESPACE, SERVICE, logger, tracer
+from .runtime import NAMESPACE, SERVICE, client, logger, tracer
 
 
 @functools.cache
 def _stepfunctions() -> Any:
-    return boto3.client("stepfunctions", config=_RETRIES)
+    return client("stepfunctions")
 
 
 @logger.inject_lambda_context(log_event=False, clear_state=True)

@@ -9,16 +9,38 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import re
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 for _path in (REPO / "functions", REPO / "cdk"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
+
+NODE_BIN = REPO / "node_modules" / ".bin"
+ELF_MACHINE = {"arm64": 0xB7, "x86_64": 0x3E}  # e_machine: EM_AARCH64, EM_X86_64
+
+
+def npx(tool: str) -> str:
+    path = NODE_BIN / tool
+    if not path.exists():
+        pytest.fail(f"{path} is missing: run `make test` (it runs `npm ci`), or `npm ci` once")
+    return str(path)
+
+
+def run(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """A command in the repository, without the caller's AWS and CDK settings."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
+    env.update(kwargs.pop("env", {}))  # type: ignore[arg-type]
+    return subprocess.run(args, cwd=REPO, capture_output=True, text=True, env=env, timeout=600, **kwargs)
+
 
 ACCOUNT, REGION, PARTITION = "123456789012", "us-east-1", "aws"
 PSEUDO = {

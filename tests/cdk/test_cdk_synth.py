@@ -2,59 +2,20 @@
 that check what it wrote: cfn-lint, asl-validator, cdk-nag (through the synth itself).
 
 The CLI comes from package.json (`make test` runs `npm ci`); the app runs with .venv's
-Python, as cdk.json says.
+Python, as cdk.json says. The synth is the session's `synth` fixture (conftest.py).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
-from cdk_support import REPO, definition, only, plain, resources
+from cdk_support import ELF_MACHINE, REPO, definition, npx, only, plain, resources, run
 
 from ferry_cdk.definition import CHILD_FILE, PARENT_FILE, parent_definition, placeholders, read
-
-NODE_BIN = REPO / "node_modules" / ".bin"
-ELF_MACHINE = {"arm64": 0xB7, "x86_64": 0x3E}  # e_machine: EM_AARCH64, EM_X86_64
-
-
-def npx(tool: str) -> str:
-    path = NODE_BIN / tool
-    if not path.exists():
-        pytest.fail(f"{path} is missing: run `make test` (it runs `npm ci`), or `npm ci` once")
-    return str(path)
-
-
-def run(args: list[str], **kwargs: object) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
-    env.update(kwargs.pop("env", {}))  # type: ignore[arg-type]
-    return subprocess.run(args, cwd=REPO, capture_output=True, text=True, env=env, timeout=600, **kwargs)
-
-
-@pytest.fixture(scope="module")
-def synth(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
-    out = tmp_path_factory.mktemp("cdk.out")
-    done = run([npx("cdk"), "synth", "--quiet", "--output", str(out)])
-    assert done.returncode == 0, f"cdk synth failed:\n{done.stdout}\n{done.stderr}"
-    manifest = json.loads((out / "manifest.json").read_text())
-    (stack,) = [a for a in manifest["artifacts"].values() if a["type"] == "aws:cloudformation:stack"]
-    template_file = out / stack["properties"]["templateFile"]
-    assets = json.loads(
-        (out / stack["properties"]["templateFile"].replace(".template.json", ".assets.json")).read_text()
-    )
-    return SimpleNamespace(
-        out=out,
-        stderr=done.stderr,
-        template_file=template_file,
-        template=json.loads(template_file.read_text()),
-        assets=assets,
-    )
 
 
 def test_synth_prints_nodes_notices_as_text_not_python_byte_strings(synth: SimpleNamespace) -> None:
@@ -138,7 +99,9 @@ def test_layer_holds_the_pinned_wheels_for_the_lambda_platform(synth: SimpleName
     (crt,) = site.glob("_awscrt*.so")
     header = crt.read_bytes()[:20]
     assert header[:4] == b"\x7fELF" and int.from_bytes(header[18:20], "little") == ELF_MACHINE[architecture]
-    assert not list(site.rglob("*.pyc")) and not (site / "bin").exists()
+    assert not (site / "bin").exists()  # console scripts: not importable
+    # Bytecode only of the runtime's Python (what it holds: test_cdk_bytecode.py).
+    assert {p.name.split(".")[-2] for p in site.rglob("*.pyc")} == {"cpython-313"}
 
 
 def test_function_code_is_functions_without_build_files(synth: SimpleNamespace) -> None:
@@ -151,8 +114,11 @@ def test_function_code_is_functions_without_build_files(synth: SimpleNamespace) 
         assert (code / "ferry" / part / "__init__.py").is_file()
     assert (code / "ferry" / "pipeline" / "settings.py").is_file()
     names = {p.name for p in code.rglob("*")}
-    assert not names & {"Dockerfile", "requirements.txt", "__pycache__"}
-    assert not any(n.endswith((".pyc", ".egg-info")) for n in names)
+    assert not names & {"Dockerfile", "requirements.txt"}
+    assert not any(n.endswith(".egg-info") for n in names)
+    # No bytecode the tests' Python left in functions/: only the runtime's, compiled by the
+    # synth (test_cdk_bytecode.py).
+    assert {n.split(".")[-2] for n in names if n.endswith(".pyc")} == {"cpython-313"}
 
 
 def test_fargate_image_is_built_from_functions_dockerfile(synth: SimpleNamespace) -> None:

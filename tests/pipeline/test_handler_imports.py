@@ -1,6 +1,9 @@
 """Each Lambda handler's import (its init phase, which Lambda bills) loads only what the handler
 needs: not the X-Ray SDK while tracing is off (Powertools' Tracer imports it on construction,
-about 0.1 s of CPU, even when disabled), and not the copy engine where nothing is copied.
+about 0.1 s of CPU, even when disabled), not the copy engine where nothing is copied, and not
+boto3: the handlers make botocore clients, as the CLI does, because boto3 brings s3transfer,
+and s3transfer multiprocessing (together about a tenth of `import botocore.session`'s CPU);
+nor the parsers of the stack's settings (schedules, replications, time zones).
 
 What is imported, not how long it takes: timings are `make bench-startup`'s. Each handler is
 imported in a fresh interpreter that looks like a Lambda (LAMBDA_TASK_ROOT set) at init, when
@@ -29,7 +32,8 @@ NOT_COPYING = ("start_scheduled", "list_versions")
 PROBE = """
 import importlib, json, sys
 importlib.import_module("handlers." + sys.argv[1])
-print(json.dumps(sorted({m.split(".")[0] for m in sys.modules} | {m for m in sys.modules if m.startswith("ferry.")})))
+print(json.dumps(sorted({m.split(".")[0] for m in sys.modules}
+                        | {m for m in sys.modules if m.startswith(("ferry.", "aws_lambda_powertools."))})))
 """
 
 
@@ -75,3 +79,30 @@ def test_a_handler_imports_no_x_ray_sdk_before_a_traced_invocation(handler: str)
 def test_a_handler_that_copies_nothing_imports_no_engine(handler: str) -> None:
     loaded = loaded_by(handler)
     assert not {"ferry.engine.copier", "ferry.pipeline.batches"} & loaded, sorted(loaded)
+
+
+@pytest.mark.parametrize("handler", HANDLERS)
+def test_a_handler_imports_neither_boto3_nor_s3transfer(handler: str) -> None:
+    loaded = loaded_by(handler)
+    assert not {"boto3", "s3transfer", "multiprocessing"} & loaded, sorted(loaded)
+
+
+@pytest.mark.parametrize("handler", sorted(set(HANDLERS) - {"start_scheduled", "start_replication"}))
+def test_a_handler_imports_no_parser_of_the_stacks_settings(handler: str) -> None:
+    """The schedules' and replications' parsers (and zoneinfo) are the CDK app's and the
+    starters'; the workers read their settings from their environment."""
+    loaded = loaded_by(handler)
+    assert not {"zoneinfo", "ferry.pipeline.replication.config"} & loaded, sorted(loaded)
+
+
+def test_the_replication_starter_reads_its_batch_without_powertools_batch_utility() -> None:
+    """Powertools' batch utility (with asyncio, for its async processor) and event data classes
+    cost the starter's init more than all of Ferry's own modules; reading SQS records and
+    reporting the failed ones is a loop (ferry.pipeline.replication.starter)."""
+    loaded = loaded_by("start_replication")
+    unwanted = {
+        "asyncio",
+        "aws_lambda_powertools.utilities.batch",
+        "aws_lambda_powertools.utilities.data_classes",
+    }
+    assert not unwanted & loaded, sorted(m for m in loaded if "powertools" in m or m == "asyncio")

@@ -9,7 +9,6 @@ import json
 import threading
 from typing import Any
 
-import boto3
 import pytest
 
 from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext, copy_batch_pass
@@ -568,7 +567,7 @@ def test_failures_jsonl_is_streamed_not_built_in_memory(pipeline) -> None:
             read[0] += len(json.dumps(failure.to_dict(), ensure_ascii=False).encode()) + 1
             yield failure
 
-    s3 = boto3.client("s3", region_name="us-east-1")
+    s3 = pipeline.services().s3  # the handlers' own client: botocore's, without boto3's upload methods
     s3.meta.events.register("before-call.s3.UploadPart", lambda **_: before_each_part.append(read[0]))
     reports = JobReports(s3, PIPELINE_REPORTS)
     _, failures_key = reports.put_final("exec-1", {"status": "PARTIAL"}, failures())

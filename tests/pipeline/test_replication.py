@@ -286,6 +286,18 @@ def test_a_batch_of_nothing_but_bad_messages_starts_nothing(aws) -> None:
     assert aws.executions() == []
 
 
+def test_a_record_that_cannot_be_read_at_all_fails_alone_and_is_logged(aws, caplog) -> None:
+    """Not a wrong event but a record without a body: whatever the error, the record fails
+    alone (a batch item failure, as Powertools' BatchProcessor made one) and the log says so."""
+    good = sqs_record(s3_event("src", "in/a", sequencer="01"), "good")
+    broken = {k: v for k, v in sqs_record("{}", "no-body").items() if k != "body"}
+    with caplog.at_level(logging.WARNING, logger="ferry.pipeline.replication.starter"):
+        response = aws.handle([broken, good])
+    assert response == {"batchItemFailures": [{"itemIdentifier": "no-body"}]}
+    assert len(aws.executions()) == 1
+    assert any("message no-body could not be read" in r.getMessage() and r.exc_info for r in caplog.records)
+
+
 def test_a_start_that_fails_returns_the_whole_batch_to_the_queue(aws) -> None:
     records = [sqs_record(s3_event("src", "in/a", sequencer="01"), "m-1")]
     with pytest.raises(Exception, match="StateMachineDoesNotExist|does not exist"):

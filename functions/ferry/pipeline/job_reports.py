@@ -16,15 +16,10 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from boto3.s3.transfer import TransferConfig
-
 from ferry.models import CopyResult
 from ferry.pipeline.ledger.contract import Failure
 
 FAILURES_PART_SIZE = 8 * 1024 * 1024
-FAILURES_UPLOAD = TransferConfig(
-    multipart_threshold=FAILURES_PART_SIZE, multipart_chunksize=FAILURES_PART_SIZE, use_threads=False
-)
 
 
 # One encoder for every report line: json.dumps with options makes a new JSONEncoder on each
@@ -94,15 +89,8 @@ class JobReports:
         """JSON Lines streamed into a multipart upload (failures.jsonl, the parts of an
         all_versions job's keys): a million lines need no more memory than one part."""
         lines = (json.dumps(v, ensure_ascii=False).encode() + b"\n" for v in values)
-        self.s3.upload_fileobj(
-            io.BufferedReader(_LinesReader(lines), buffer_size=1024 * 1024),
-            self.bucket,
-            key,
-            ExtraArgs={"ContentType": "application/x-ndjson"},
-            # In the caller's thread, one part at a time: a non-seekable stream is otherwise
-            # read ahead by up to ten parts while uploads are in flight.
-            Config=FAILURES_UPLOAD,
-        )
+        stream = io.BufferedReader(_LinesReader(lines), buffer_size=1024 * 1024)
+        upload_stream(self.s3, stream, self.bucket, key, {"ContentType": "application/x-ndjson"})
 
     def text(self, key: str) -> str:
         """A small object's whole text (an all_versions job's manifest of parts)."""
@@ -118,6 +106,21 @@ class JobReports:
             Bucket=self.bucket, Key=key, Body=page.encode(), ContentType="text/html; charset=utf-8"
         )
         return key
+
+
+def upload_stream(s3: Any, stream: Any, bucket: str, key: str, extra_args: Mapping[str, str]) -> None:
+    """A stream of unknown length to S3 as boto3's upload_fileobj sends it (s3transfer's
+    transfer manager: one PUT, or a multipart upload of 8 MiB parts), in the caller's thread,
+    one part at a time: a non-seekable stream is otherwise read ahead by up to ten parts while
+    uploads are in flight. s3transfer is imported here, not above: the handlers' clients are
+    botocore's (no upload_fileobj), and its import (multiprocessing with it) is not paid at a
+    Lambda's init for the few invocations that write a JSON Lines file."""
+    from s3transfer.futures import NonThreadedExecutor
+    from s3transfer.manager import TransferConfig, TransferManager
+
+    config = TransferConfig(multipart_threshold=FAILURES_PART_SIZE, multipart_chunksize=FAILURES_PART_SIZE)
+    with TransferManager(s3, config, executor_cls=NonThreadedExecutor) as manager:
+        manager.upload(stream, bucket, key, extra_args=dict(extra_args)).result()
 
 
 class _LinesReader(io.RawIOBase):

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import json
 import re
-import zoneinfo
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -145,6 +144,8 @@ def check_expression(value: Any, where: str) -> str:
 
 
 def check_timezone(value: Any, where: str) -> str:
+    import zoneinfo  # here: only the CDK app checks a time zone; Prepare imports this module too
+
     try:
         zoneinfo.ZoneInfo(value)
     except (TypeError, ValueError, zoneinfo.ZoneInfoNotFoundError):

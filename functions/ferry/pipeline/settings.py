@@ -14,13 +14,15 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ferry.errors import ConfigError
 from ferry.limits import GiB, MiB, format_size, parse_size
 from ferry.pipeline.locations import Location
-from ferry.pipeline.replication.config import Replication, parse_replications
-from ferry.pipeline.scheduled import Schedule, parse_schedules
+
+if TYPE_CHECKING:  # read where the settings are parsed (the CDK app), not by the workers that import this
+    from ferry.pipeline.replication.config import Replication
+    from ferry.pipeline.scheduled import Schedule
 
 ARCHITECTURES = ("arm64", "x86_64")
 RUNTIMES = ("python3.12", "python3.13")
@@ -235,6 +237,11 @@ class PipelineSettings:
                 values[name] = value
             else:
                 values[name] = _int(name, value)
+        # Here, not above: a worker reads WorkerSettings from this module, and a Lambda's init
+        # (billed) need not load the schedules' and replications' parsers (zoneinfo among them).
+        from ferry.pipeline.replication.config import parse_replications
+        from ferry.pipeline.scheduled import parse_schedules
+
         if "schedules" in data:
             values["schedules"] = parse_schedules(
                 data["schedules"], values.get("sources", ()), values.get("destinations", ())

@@ -35,10 +35,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from ferry.errors import FerryError, error_code
+from ferry.pipeline.ledger import attribute_values
 from ferry.pipeline.ledger.contract import (
     DAY,
     INTERRUPTED,
@@ -53,8 +53,10 @@ from ferry.pipeline.ledger.contract import (
 from ferry.pipeline.ledger.copy_records import CopyRecord, record_id
 from ferry.pipeline.ledger.dynamodb_checkpoints import DynamoCheckpointStore
 
-_serialize = TypeSerializer().serialize
-_deserialize = TypeDeserializer().deserialize
+_serialize, _deserialize = (
+    attribute_values.serialize,
+    attribute_values.deserialize,
+)  # boto3's rules, not boto3
 
 
 class DynamoLedger:

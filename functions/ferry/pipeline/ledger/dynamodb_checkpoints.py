@@ -26,9 +26,8 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-
 from ferry.engine.checkpoints import Checkpoint
+from ferry.pipeline.ledger import attribute_values
 from ferry.pipeline.ledger.contract import DAY
 
 # A part record is at most about 230 bytes of JSON (an ETag, an MD5 apart from it and a
@@ -42,8 +41,10 @@ PARTS = "PARTS#"
 # that lasts days keeps every item of its checkpoint.
 _REFRESH_FRACTION = 0.5
 
-_serialize = TypeSerializer().serialize
-_deserialize = TypeDeserializer().deserialize
+_serialize, _deserialize = (
+    attribute_values.serialize,
+    attribute_values.deserialize,
+)  # boto3's rules, not boto3
 
 
 def run_lengths(bounds: list[tuple[int, int]]) -> list[list[int]]:

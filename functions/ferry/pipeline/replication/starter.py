@@ -3,9 +3,10 @@
 S3 sends each event to EventBridge at least once and in no particular order; a rule routes a
 replication's events to its queue; Lambda hands the starter up to `batch_size` messages at a
 time. For each batch the starter
-1. reads every message as an EventBridge S3 event (Powertools' BatchProcessor: a message that
-   is not one for this replication fails alone, with its reason in the log, and SQS moves it
-   to the dead-letter queue after maxReceiveCount receives; it is kept there, not dropped);
+1. reads every message as an EventBridge S3 event (`parse_records`: a message that is not one
+   for this replication fails alone, with its reason in the log, reported as a batch item
+   failure as Powertools' BatchProcessor reports one, and SQS moves it to the dead-letter
+   queue after maxReceiveCount receives; it is kept there, not dropped);
 2. keeps, per key as the event spells it, the event with the greatest `sequencer` (duplicates
    and stale deliveries go);
 3. with the replication's deletes on, also reads "Object Deleted" events: where a key's
@@ -43,9 +44,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
-from aws_lambda_powertools.utilities.data_classes import S3EventBridgeNotificationEvent
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 from botocore.exceptions import ClientError
 
 from ferry.filters import is_ferrys_own
@@ -153,22 +151,21 @@ def parse_event(body: str, replication: Replication, message_id: str = "") -> Ob
         raise NotAnEvent(f"the message body is not JSON ({error})") from error
     if not isinstance(data, dict) or data.get("source") != "aws.s3":
         raise NotAnEvent("the message is not an S3 event sent through EventBridge (source is not aws.s3)")
-    event = S3EventBridgeNotificationEvent(data)
-    deleted = event.detail_type == OBJECT_DELETED and replication.deletes
-    if event.detail_type != OBJECT_CREATED and not deleted:
+    detail_type = data.get("detail-type")
+    deleted = detail_type == OBJECT_DELETED and replication.deletes
+    if detail_type != OBJECT_CREATED and not deleted:
         raise NotAnEvent(
-            f"detail-type {event.detail_type!r} is not {OBJECT_CREATED!r}"
+            f"detail-type {detail_type!r} is not {OBJECT_CREATED!r}"
             + (
                 ' (deletes are off for this replication: "deletes": true)'
-                if event.detail_type == OBJECT_DELETED
+                if detail_type == OBJECT_DELETED
                 else ""
             )
         )
     try:
-        detail = event.detail
-        bucket, obj = detail.bucket.name, detail.object
-        key, sequencer = str(data["detail"]["object"]["key"]), str(obj.sequencer)
-        size, etag = obj.size, obj.etag
+        bucket, obj = data["detail"]["bucket"]["name"], data["detail"]["object"]
+        key, sequencer = str(obj["key"]), str(obj["sequencer"])
+        size, etag = obj.get("size"), obj.get("etag") or ""  # an Object Deleted event has neither
     except (KeyError, TypeError, AttributeError) as error:
         raise NotAnEvent(f"the S3 event lacks {error}") from error
     forms = key_forms(key, replication.source.prefix)
@@ -179,8 +176,8 @@ def parse_event(body: str, replication: Replication, message_id: str = "") -> Ob
         )
     if not _HEX.match(sequencer):
         raise NotAnEvent(f"sequencer {sequencer!r} is not a hexadecimal string")
-    if parse_event_time(event.get("time")) is None:
-        raise NotAnEvent(f"time {event.get('time')!r} is not an ISO 8601 time")
+    if parse_event_time(data.get("time")) is None:
+        raise NotAnEvent(f"time {data.get('time')!r} is not an ISO 8601 time")
     if deleted:
         # An Object Deleted event carries the delete marker's ETag, not the object's (deletes.py):
         # none is kept.
@@ -189,7 +186,7 @@ def parse_event(body: str, replication: Replication, message_id: str = "") -> Ob
             bucket,
             key,
             sequencer,
-            str(event["time"]),
+            str(data["time"]),
             deletion=Deletion.from_event(data),
             key_forms=forms,
         )
@@ -198,7 +195,7 @@ def parse_event(body: str, replication: Replication, message_id: str = "") -> Ob
         bucket=bucket,
         key=key,
         sequencer=sequencer,
-        time=str(event["time"]),
+        time=str(data["time"]),
         size=size if isinstance(size, int) and not isinstance(size, bool) else None,
         etag=etag.strip('"') or None,
         key_forms=forms,
@@ -290,68 +287,80 @@ def handle_batch(
     A failure to write the manifest or to start the execution raises: the whole batch then
     returns to the queue and is tried again (the same messages make the same execution name).
     """
-    processor = BatchProcessor(event_type=EventType.SQS, raise_on_entire_batch_failure=False)
     records = list(event.get("Records") or [])
 
-    def parse(record: SQSRecord) -> ObjectEvent:
+    def parse(record: Mapping[str, Any]) -> ObjectEvent:
         try:
-            return parse_event(record.body, replication, record.message_id)
+            return parse_event(record["body"], replication, record["messageId"])
         except NotAnEvent as error:
             log.warning(
                 "message %s is not an S3 Object Created event for replication %s: %s; it returns to "
                 "the queue and goes to the dead-letter queue after maxReceiveCount receives",
-                record.message_id,
+                record["messageId"],
                 replication.name,
                 error,
             )
             raise
 
-    failed: list[str] = []
-    with processor(records=records, handler=parse):
-        outcomes = processor.process()
-        parsed = _without_marks(
-            [result for status, result, _ in outcomes if status == "success"], replication
-        )
-        newest = latest_per_key(parsed)
-        _log_superseded(parsed, newest, replication)
-        deletions = [(e.message_id, e.deletion) for e in newest if e.deletion is not None]
-        if deletions:
-            if deletes is None:  # a starter wired without its delete clients: never silent
-                raise RuntimeError(
-                    f"replication {replication.name}: deletes are on but the starter has no delete clients"
-                )
-            failed += run_deletes(deletions, replication, deletes)
-        # Every created key goes to the job, even one a newer delete of the batch follows: that
-        # delete may have removed only an older version (or be a kept lifecycle expiry), and a
-        # key truly gone is counted skipped by the copy (batches._vanished_since_event).
-        creates, unresolved = resolve_creates(
-            [e for e in parsed if e.deletion is None],
+    events, failed = parse_records(records, parse)
+    parsed = _without_marks(events, replication)
+    newest = latest_per_key(parsed)
+    _log_superseded(parsed, newest, replication)
+    deletions = [(e.message_id, e.deletion) for e in newest if e.deletion is not None]
+    if deletions:
+        if deletes is None:  # a starter wired without its delete clients: never silent
+            raise RuntimeError(
+                f"replication {replication.name}: deletes are on but the starter has no delete clients"
+            )
+        failed += run_deletes(deletions, replication, deletes)
+    # Every created key goes to the job, even one a newer delete of the batch follows: that
+    # delete may have removed only an older version (or be a kept lifecycle expiry), and a
+    # key truly gone is counted skipped by the copy (batches._vanished_since_event).
+    creates, unresolved = resolve_creates(
+        [e for e in parsed if e.deletion is None],
+        replication,
+        source,
+        seconds_left=_less_reserve(remaining_seconds),
+        receives=_receive_counts(records),
+    )
+    failed += unresolved
+    if creates:
+        started = start_batch(
+            creates,
             replication,
-            source,
-            seconds_left=_less_reserve(remaining_seconds),
-            receives=_receive_counts(records),
+            s3=s3,
+            stepfunctions=stepfunctions,
+            report_bucket=report_bucket,
+            state_machine_arn=state_machine_arn,
         )
-        failed += unresolved
-        if creates:
-            started = start_batch(
-                creates,
-                replication,
-                s3=s3,
-                stepfunctions=stepfunctions,
-                report_bucket=report_bucket,
-                state_machine_arn=state_machine_arn,
-            )
-            log.info(
-                "replication %s: %d events, %d keys -> job %s (%s)",
-                replication.name,
-                started.events,
-                started.keys,
-                started.job_id,
-                "already started by an earlier delivery" if started.already_started else "started",
-            )
-    response = processor.response()
-    response["batchItemFailures"] = [*response["batchItemFailures"], *({"itemIdentifier": m} for m in failed)]
-    return response
+        log.info(
+            "replication %s: %d events, %d keys -> job %s (%s)",
+            replication.name,
+            started.events,
+            started.keys,
+            started.job_id,
+            "already started by an earlier delivery" if started.already_started else "started",
+        )
+    return {"batchItemFailures": [{"itemIdentifier": m} for m in failed]}
+
+
+def parse_records(
+    records: Sequence[Mapping[str, Any]], parse: Callable[[Mapping[str, Any]], ObjectEvent]
+) -> tuple[list[ObjectEvent], list[str]]:
+    """Each SQS record read alone: (the events read, the message ids of the records that were
+    not), in the records' order. A record that fails, whatever the error, fails alone and is
+    reported as a batch item failure by its message id, as Powertools' BatchProcessor reports
+    one (its import, with asyncio's, cost the starter's init more than Ferry's own modules)."""
+    events, failed = [], []
+    for record in records:
+        try:
+            events.append(parse(record))
+        except NotAnEvent:
+            failed.append(str(record["messageId"]))  # `parse` said why
+        except Exception:
+            log.exception("message %s could not be read; it returns to the queue", record.get("messageId"))
+            failed.append(str(record["messageId"]))
+    return events, failed
 
 
 def _less_reserve(remaining_seconds: Callable[[], float] | None) -> Callable[[], float] | None:
