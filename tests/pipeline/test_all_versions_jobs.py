@@ -209,7 +209,8 @@ def handlers_on(monkeypatch: pytest.MonkeyPatch, motoserver: S3Server) -> Any:
     their DynamoDB ledger on moto's server; returns a function taking the server."""
     from ferry.pipeline.locations import Location
     from ferry.pipeline.settings import PipelineSettings
-    from handlers import runtime
+    from ferry.quotas.lambda_concurrency import AccountConcurrency
+    from handlers import prepare, runtime
 
     def on(server: S3Server) -> tuple[str, Any]:
         reports = server.bucket("rep")
@@ -232,6 +233,10 @@ def handlers_on(monkeypatch: pytest.MonkeyPatch, motoserver: S3Server) -> Any:
         for name, value in env.items():
             monkeypatch.setenv(name, value)
         runtime.services.cache_clear()
+        # No Lambda serves these tests: Prepare's read of the account's concurrency answers as
+        # most accounts' would, rather than waiting out botocore's retries to an unreachable
+        # endpoint before it falls back.
+        monkeypatch.setattr(prepare, "account_concurrency", lambda: AccountConcurrency(1_000, 1_000))
         return reports, settings
 
     yield on
