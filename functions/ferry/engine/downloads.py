@@ -43,7 +43,7 @@ from ferry.engine.skip import EXISTS, SAME_SIZE
 from ferry.engine.source import SourceInfo, confirm, from_listing, inspect
 from ferry.engine.streaming import READ_ATTEMPTS, READ_ERRORS, STALE
 from ferry.errors import CopyFailed, FerryError, TruncatedBody, VerificationFailed, describe, error_code
-from ferry.limits import DEFAULT_STREAM_PART_SIZE, Part, choose_part_size, uniform_parts
+from ferry.limits import DEFAULT_STREAM_PART_SIZE, MiB, Part, choose_part_size, uniform_parts
 from ferry.local.paths import LocalTarget
 from ferry.local.reading import LocalReader
 from ferry.local.writing import PartialFile, open_existing
@@ -54,6 +54,11 @@ RECORD_VERSION = 1
 # A range whose body breaks is asked again from where it broke: as long as each answer brings
 # bytes, up to this many times; READ_ATTEMPTS answers in a row that bring none end it.
 MAX_RANGE_READS = 4 * READ_ATTEMPTS
+# Consecutive parts of a download's plan are fetched by one ranged GET of up to this many bytes
+# (s5cmd's are 50 MiB): a 2 GiB object in the AWS CLI's 8 MiB parts takes 32 GETs, not 256. Each
+# part's value is still taken at its own end, so proofs by parts and the resume record stay per
+# part; memory holds one chunk per GET in flight, whatever its length.
+RANGE_BYTES = 64 * MiB
 
 
 class _Unproved(CopyFailed):
@@ -295,19 +300,22 @@ class Downloader(Copier):
     def _fetch_parts(
         self, info: SourceInfo, partial: PartialFile, parts: list[Part], proof: Proof, done: dict[int, str]
     ) -> None:
-        """Fetch `parts` in parallel on the engine's part threads; each holds one chunk's bytes
-        of the memory budget while it runs. The first failure stops the rest."""
+        """Fetch `parts` in parallel on the engine's part threads, consecutive ones together in
+        runs of RANGE_BYTES (one GET each); each GET holds one chunk's bytes of the memory budget
+        while it runs. The first failure stops the rest."""
         failures: list[BaseException] = []
         futures: list[Future[None]] = []
         lock = threading.Lock()
         algorithm = proof.algorithm if proof.by_parts else None
 
-        def fetch(part: Part, granted: int) -> None:
+        def finished(part: Part, value: str) -> None:
+            with lock:
+                done[part.number] = value
+            partial.add_to_record({"part": part.number, "value": value})
+
+        def fetch(run: list[Part], granted: int) -> None:
             try:
-                value = self._fetch_part(info, partial, part, algorithm, failures)
-                with lock:
-                    done[part.number] = value
-                partial.add_to_record({"part": part.number, "value": value})
+                self._fetch_run(info, partial, run, algorithm, failures, finished)
             except BaseException as error:
                 failures.append(error)
                 raise
@@ -315,16 +323,16 @@ class Downloader(Copier):
                 self.ctx.memory.release(granted)
 
         try:
-            for part in parts:
+            for run in runs_of(parts):
                 if failures:
                     break
-                granted = min(part.size, CHUNK)
+                granted = min(run[-1].end - run[0].start, CHUNK)
                 self.ctx.memory.acquire(granted)
                 if failures:
                     self.ctx.memory.release(granted)
                     break
                 try:
-                    futures.append(self.ctx.part_executor.submit(fetch, part, granted))
+                    futures.append(self.ctx.part_executor.submit(fetch, run, granted))
                 except BaseException:
                     self.ctx.memory.release(granted)
                     raise
@@ -334,32 +342,35 @@ class Downloader(Copier):
         if failures:
             raise failures[0]
 
-    def _fetch_part(
+    def _fetch_run(
         self,
         info: SourceInfo,
         partial: PartialFile,
-        part: Part,
+        run: list[Part],
         algorithm: str | None,
         failures: list[BaseException],
-    ) -> str:
-        """One range into the file at its offset; a body that breaks is asked again from where
-        it broke (the running checksum goes on from there)."""
-        running = checksums.Running(algorithm) if algorithm else None
-        offset = part.start
+        finished: Callable[[Part, str], None],
+    ) -> None:
+        """One GET of consecutive parts into the file at their offsets, each part's value taken
+        at its own end; a body that breaks is asked again from where it broke (the part's
+        running checksum goes on from there)."""
+        state = _RunState(run, algorithm, finished)
+        end = run[-1].end
         last: BaseException | None = None
         fruitless = 0  # breaks in a row that brought no byte
         for attempt in range(MAX_RANGE_READS):
             if failures:
                 raise CopyFailed("stopped: another part failed")
+            offset = state.offset
             try:
-                response = self._get(info, (offset, part.end))
-                offset = _stream(response["Body"], partial, offset, part.end, running)
-                return running.value() if running else ""
+                response = self._get(info, (offset, end))
+                _stream_run(response["Body"], partial, state, end)
+                return
             except READ_ERRORS as error:
                 last, fruitless = error, fruitless + 1
             except _PartlyRead as broken:
                 fruitless = 0 if broken.offset > offset else fruitless + 1
-                offset, last = broken.offset, broken.__cause__
+                last = broken.__cause__
             if fruitless >= READ_ATTEMPTS:
                 break
             _pause(min(attempt, fruitless))
@@ -416,6 +427,61 @@ def _stream(body: Any, partial: PartialFile, start: int, end: int, running: chec
     finally:
         body.close()
     return end
+
+
+def runs_of(parts: list[Part], size: int | None = None) -> list[list[Part]]:
+    """The parts to fetch as runs of consecutive parts (a part already written ends a run), each
+    of at most `size` bytes (RANGE_BYTES) unless one part alone is larger."""
+    limit = RANGE_BYTES if size is None else size
+    runs: list[list[Part]] = []
+    for part in parts:
+        run = runs[-1] if runs else None
+        if run and run[-1].end == part.start and part.end - run[0].start <= limit:
+            run.append(part)
+        else:
+            runs.append([part])
+    return runs
+
+
+class _RunState:
+    """Where a run's GET stands: the next byte, the part it falls in and that part's running
+    checksum (which a GET asked again after a break goes on with)."""
+
+    def __init__(
+        self, parts: list[Part], algorithm: str | None, finished: Callable[[Part, str], None]
+    ) -> None:
+        self.parts, self.algorithm, self.finished = parts, algorithm, finished
+        self.index, self.offset = 0, parts[0].start
+        self.running = checksums.Running(algorithm) if algorithm else None
+
+    def wrote(self, chunk: bytes) -> None:
+        if self.running is not None:
+            self.running.update(chunk)
+        self.offset += len(chunk)
+        part = self.parts[self.index]
+        if self.offset == part.end:
+            self.finished(part, self.running.value() if self.running is not None else "")
+            self.index += 1
+            self.running = checksums.Running(self.algorithm) if self.algorithm else None
+
+
+def _stream_run(body: Any, partial: PartialFile, state: _RunState, end: int) -> None:
+    """Write the body's bytes from `state.offset` to `end` a chunk at a time, no chunk crossing
+    a part's end; a body that breaks or ends short raises _PartlyRead with how far it got."""
+    start = state.offset
+    try:
+        while state.offset < end:
+            chunk = body.read(min(CHUNK, state.parts[state.index].end - state.offset))
+            if not chunk:
+                raise TruncatedBody(f"got {state.offset - start} of {end - start} bytes")
+            partial.write_at(state.offset, chunk)
+            state.wrote(chunk)
+        if body.read(1):  # at the end: also where a checked body compares its checksum
+            raise TruncatedBody(f"got more than the {end - start} bytes expected")
+    except READ_ERRORS as error:
+        raise _PartlyRead(state.offset) from error
+    finally:
+        body.close()
 
 
 def _pause(attempt: int) -> None:

@@ -1,0 +1,45 @@
+"""How a download's plan is fetched: consecutive parts in runs of one ranged GET each."""
+
+from __future__ import annotations
+
+from ferry.engine.downloads import RANGE_BYTES, runs_of
+from ferry.limits import MiB, Part, uniform_parts
+
+
+def spans(runs: list[list[Part]]) -> list[tuple[int, int, int]]:
+    return [(run[0].start, run[-1].end, len(run)) for run in runs]
+
+
+def test_a_2_gib_object_in_8_mib_parts_takes_32_gets_of_8_parts() -> None:
+    runs = runs_of(uniform_parts(2048 * MiB, 8 * MiB))
+    assert len(runs) == 32 and {len(run) for run in runs} == {8}
+    assert spans(runs)[0] == (0, RANGE_BYTES, 8) and spans(runs)[-1] == (
+        2048 * MiB - RANGE_BYTES,
+        2048 * MiB,
+        8,
+    )
+
+
+def test_a_part_already_written_ends_a_run_and_a_large_part_runs_alone() -> None:
+    plan = uniform_parts(40 * MiB, 8 * MiB)  # five parts
+    left = [p for p in plan if p.number != 3]  # part 3 resumed from the file
+    assert spans(runs_of(left)) == [(0, 16 * MiB, 2), (24 * MiB, 40 * MiB, 2)]
+    big = uniform_parts(600 * MiB, 200 * MiB)
+    assert spans(runs_of(big)) == [(0, 200 * MiB, 1), (200 * MiB, 400 * MiB, 1), (400 * MiB, 600 * MiB, 1)]
+
+
+def test_uneven_parts_fill_a_run_up_to_its_bytes_and_never_past() -> None:
+    sizes = [30 * MiB, 30 * MiB, 5 * MiB, 1 * MiB, 64 * MiB, 1]
+    plan, start = [], 0
+    for number, size in enumerate(sizes, 1):
+        plan.append(Part(number, start, start + size))
+        start += size
+    runs = runs_of(plan)
+    assert spans(runs) == [
+        (0, 60 * MiB, 2),
+        (60 * MiB, 66 * MiB, 2),
+        (66 * MiB, 130 * MiB, 1),
+        (130 * MiB, 130 * MiB + 1, 1),
+    ]
+    assert all(run[-1].end - run[0].start <= RANGE_BYTES for run in runs if len(run) > 1)
+    assert [p for run in runs for p in run] == plan
