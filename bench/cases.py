@@ -451,6 +451,42 @@ def download_to_disk(c: Commands, s: Settings, work: Path) -> Case:
     )
 
 
+def small_downloads_to_disk(c: Commands, s: Settings, work: Path) -> Case:
+    """Many small objects downloaded into a folder: one GET each, its stored checksum proved as
+    the bytes are written (the small-object side of the download path)."""
+    src, e = f"s3://{SRC_BUCKET}/{SMALL_PREFIX}", s.equal
+    into = work / DOWNLOAD_FOLDER
+
+    def ferry(setting: str, *flags: str) -> Variant:
+        return Variant("ferry", setting, lambda p: Invocation([[c.ferry(src, f"{into / p}/", *flags)]]))
+
+    variants = [ferry(f"{e}", "--concurrency", str(e)), ferry("default (64 on 2 CPUs)")]
+    if c.bins.s5cmd:
+        for workers, label in ((e, f"{e}"), (256, "default (256)")):
+            variants.append(
+                Variant(
+                    "s5cmd",
+                    label,
+                    lambda p, w=workers: Invocation(
+                        [[c.s5cmd("--numworkers", str(w), "cp", f"{src}*", f"{into / p}/")]]
+                    ),
+                )
+            )
+    notes = [
+        "Ferry proves each file by the checksum S3 stored (its GET asks for it) before it takes its "
+        "name; s5cmd does not check it."
+    ]
+    return Case(
+        8,
+        f"{s.objects:,} objects of {s.object_size / 1000:.0f} KB downloaded to disk",
+        s.objects,
+        s.objects * s.object_size,
+        variants,
+        notes,
+        local_destination=into,
+    )
+
+
 def _size(n: int) -> str:
     gib = n / 1024**3
     return f"{gib:.1f} GiB" if gib >= 1 else f"{n / 1024**2:.0f} MiB"
@@ -463,4 +499,5 @@ BUILDERS = {
     4: huge_server_side,
     6: upload_from_disk,
     7: download_to_disk,
+    8: small_downloads_to_disk,
 }

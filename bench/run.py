@@ -52,7 +52,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--equal", type=int, default=32, help="objects in flight for the equal-concurrency rows")
     p.add_argument("--quick", action="store_true", help="smoke test: 200 objects, 256 MiB, 2 runs")
     p.add_argument("--servers", default="minio,versitygw", help="comma-separated: minio, versitygw")
-    p.add_argument("--cases", default="1,2,3,4,6,7", help="comma-separated case numbers (5 is made from 1-4)")
+    p.add_argument(
+        "--cases", default="1,2,3,4,6,7,8", help="comma-separated case numbers (5 is made from 1-4)"
+    )
     p.add_argument("--tools", default="ferry,s5cmd,rclone,aws", help="comma-separated tools to include")
     p.add_argument("--minio", default=os.environ.get("BENCH_MINIO"))
     p.add_argument("--minio-version", default="")
@@ -215,7 +217,7 @@ def run_server(server: Server, args: argparse.Namespace, bins: Binaries, page: P
                 continue
             log(f"seeding case {number} on {server.name}")
             started = time.monotonic()
-            if number in (1, 2):
+            if number in (1, 2, 8):
                 have, _ = data.count(s3, data.SRC_BUCKET, SMALL_PREFIX)
                 if have != settings.objects:
                     data.empty(s3, data.SRC_BUCKET, SMALL_PREFIX)

@@ -89,7 +89,8 @@ def test_page_renders_every_server_case_and_failure() -> None:
 
 def test_the_disk_cases_upload_a_folder_and_download_into_one(tmp_path: Path) -> None:
     """Case 6 uploads the run's folder of files to the bucket; case 7 downloads the large
-    object into a folder of the run, which the runner counts and removes after each run."""
+    object, case 8 the small objects, into a folder of the run, which the runner counts and
+    removes after each run."""
     from bench.cases import BUILDERS, Settings
     from bench.data import count_files
     from bench.tools import Binaries, Commands
@@ -106,6 +107,14 @@ def test_the_disk_cases_upload_a_folder_and_download_into_one(tmp_path: Path) ->
     assert download.local_destination == tmp_path / "downloads" and download.objects == 1
     ferry_command = download.variants[0].build("RUN/").pipelines[0][0]
     assert ferry_command[2:4] == ["s3://bench-src/large/object-large", f"{tmp_path}/downloads/RUN/"]
+
+    small = BUILDERS[8](commands, Settings(objects=10), tmp_path)
+    assert {v.tool for v in small.variants} == {"ferry", "s5cmd"}
+    assert small.local_destination == tmp_path / "downloads" and small.objects == 10
+    ferry_command = small.variants[0].build("RUN/").pipelines[0][0]
+    assert ferry_command[2:4] == ["s3://bench-src/small/", f"{tmp_path}/downloads/RUN/"]
+    s5cmd_command = small.variants[2].build("RUN/").pipelines[0][0]
+    assert s5cmd_command[-2:] == ["s3://bench-src/small/*", f"{tmp_path}/downloads/RUN/"]
 
     (tmp_path / "downloads" / "RUN").mkdir(parents=True)
     (tmp_path / "downloads" / "RUN" / "object-large").write_bytes(b"x" * 10)
