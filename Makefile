@@ -69,7 +69,7 @@ docs: $(BIN)/.installed
 
 test: $(BIN)/.installed node_modules/.installed $(VERSITYGW) $(MINIO) $(GARAGE) $(CHROMIUM) lint docs
 	FERRY_VERSITYGW=$(abspath $(VERSITYGW)) FERRY_MINIO=$(abspath $(MINIO)) FERRY_GARAGE=$(abspath $(GARAGE)) \
-		$(BIN)/pytest -q --timeout=600
+		$(BIN)/pytest -q --timeout=600 -n auto --dist worksteal
 
 clean:
 	rm -rf $(VENV) $(CACHE) site

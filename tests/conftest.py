@@ -667,6 +667,16 @@ def request_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 
 
 @pytest.fixture(autouse=True)
+def handlers_session_per_test() -> None:
+    """The Lambda handlers make their clients from one botocore session a process (as a Lambda
+    sandbox does), which keeps the credentials it resolved first. Tests change credentials from
+    one to the next (moto's keys, the servers'), so each starts with a session of its own."""
+    runtime = sys.modules.get("handlers.runtime")
+    if runtime is not None:
+        runtime._session.cache_clear()
+
+
+@pytest.fixture(autouse=True)
 def aws_environment_left_as_found() -> Iterator[None]:
     """A test that leaves other credentials in AWS_* variables makes every later test in the
     session sign as someone else, and fail far from the cause: fail the test that leaked."""
