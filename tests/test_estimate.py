@@ -12,8 +12,8 @@ import pytest
 
 from ferry.costs import estimate as model
 from ferry.costs.estimate import Assumptions, PipelineShape, Workload, estimate, object_requests
-from ferry.engine.dest_listing import MIN_WINDOW
-from ferry.engine.source import NEVER_ARCHIVED
+from ferry.engine.compare.dest_listing import MIN_WINDOW
+from ferry.engine.proofs.source import NEVER_ARCHIVED
 from ferry.limits import GiB, KiB, MiB
 from ferry.pipeline.settings import PipelineSettings
 

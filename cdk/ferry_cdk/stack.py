@@ -360,7 +360,7 @@ class FerryStack(cdk.Stack):
             *access.list_bucket_statements(
                 s.destinations, sid="ListDestinations", actions=access.LIST_AND_VERSIONS
             ),
-            # A copy killed mid-way is resumed from its upload's mark (ferry.engine.upload_marks);
+            # A copy killed mid-way is resumed from its upload's mark (ferry.engine.records.upload_marks);
             # no mark goes where Object Lock would keep it.
             statement("MarkUploads", access.UPLOAD_MARKS, access.marks_arns(s.destinations)),
             statement(

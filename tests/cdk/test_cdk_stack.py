@@ -509,7 +509,7 @@ def test_each_role_gets_what_its_code_does(built: SimpleNamespace) -> None:
     for role in ("CopyBatchRole", "CopyTaskRole"):
         assert actions_on(role, arns["sources"]) == copy, role
         assert actions_on(role, arns["destinations"]) == write, role
-        # Upload marks, and finding a crashed run's uploads to resume (ferry.engine.upload_marks):
+        # Upload marks, and finding a crashed run's uploads to resume (ferry.engine.records.upload_marks):
         # a mark is deleted by its version id, so a versioned bucket keeps none of it, and none
         # is written where Object Lock's default retention would keep it.
         assert actions_on(role, arns["marks"]) == {

@@ -14,7 +14,7 @@ from typing import Any
 
 import ferry.cli.copy_command
 import ferry.cli.local_copy
-import ferry.engine.copier
+import ferry.engine.strategies.copier
 from ferry.cli.main import main
 from ferry.s3.clients import make_client
 
@@ -36,5 +36,5 @@ def slow_client(*args: Any, **kwargs: Any) -> Any:
 if __name__ == "__main__":
     ferry.cli.copy_command.make_client = slow_client  # type: ignore[assignment]
     ferry.cli.local_copy.make_client = slow_client  # type: ignore[assignment]
-    ferry.engine.copier.make_client = slow_client  # type: ignore[assignment]
+    ferry.engine.strategies.copier.make_client = slow_client  # type: ignore[assignment]
     sys.exit(main(sys.argv[1:]))

@@ -25,8 +25,8 @@ SAID_TO_USERS = [
     REPO / "functions/ferry/pipeline/jobs.py",
     REPO / "functions/ferry/pipeline/count_check.py",
     REPO / "functions/ferry/pipeline/batches.py",
-    REPO / "functions/ferry/engine/streaming.py",
-    REPO / "functions/ferry/engine/server_side.py",
+    REPO / "functions/ferry/engine/strategies/streaming.py",
+    REPO / "functions/ferry/engine/strategies/server_side.py",
 ]
 
 

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from ferry import ConfigError, CopyPolicy
-from ferry.engine import checksums as cs
+from ferry.engine.proofs import checksums as cs
 from ferry.limits import (
     MAX_PARTS,
     GiB,

@@ -2,7 +2,7 @@
 
 Every key either side holds (after the filters) is missing on the destination, missing on the
 source, different, identical or unreadable, with the evidence that decided (a checksum, an
-ETag or the size: engine/comparison.py). The differences are printed, every key goes to the
+ETag or the size: engine/compare/comparison.py). The differences are printed, every key goes to the
 JSON Lines report, and the summary to the HTML page.
 
 Exit codes: 0 the two sides match; 2 they differ (or some key could not be read to compare);
@@ -33,8 +33,8 @@ from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_USAGE, open_for_writing
 from ferry.cli.report import unmatched_names_note
 from ferry.cli.sides import endpoints
 from ferry.counts import plural
-from ferry.engine.check import KeyCheck, Verdict, check_objects, check_sides
-from ferry.engine.side_listing import Entry, S3Side
+from ferry.engine.compare.check import KeyCheck, Verdict, check_objects, check_sides
+from ferry.engine.compare.side_listing import Entry, S3Side
 from ferry.errors import ConfigError, FerryError
 from ferry.filters import Filters
 from ferry.jobspec import JobOptions, parse_options

@@ -3,7 +3,7 @@
 A copy killed mid-way (SIGKILL, a lost machine, a Lambda timeout) leaves its upload open, and
 S3 charges for its parts until someone aborts it. The next copy of the same object resumes
 it; one that never comes leaves it for this command. Only uploads carrying Ferry's mark
-(engine/upload_marks.py) are touched: an upload someone else started is never aborted. Marks
+(engine/records/upload_marks.py) are touched: an upload someone else started is never aborted. Marks
 whose upload already ended are deleted too.
 """
 
@@ -18,7 +18,7 @@ from typing import IO, Any
 
 from ferry.cli.parsing import EXIT_FAILED, EXIT_OK
 from ferry.counts import plural
-from ferry.engine.upload_marks import (
+from ferry.engine.records.upload_marks import (
     FerryUpload,
     MarkLeftover,
     UploadMark,

@@ -25,11 +25,11 @@ from ferry.cli.report import ReportWriter, Summary, report_for_html
 from ferry.cli.sides import endpoints
 from ferry.cli.signals import StopOnSignals
 from ferry.counts import plural
-from ferry.engine.bandwidth import Bandwidth
-from ferry.engine.copier import Copier, client_pool_size
-from ferry.engine.deadlines import stopping
-from ferry.engine.outcome import WOULD_COPY, WOULD_DELETE, WOULD_MARK, WOULD_RESTORE
-from ferry.engine.prune import DeleteResult
+from ferry.engine.compare.prune import DeleteResult
+from ferry.engine.run.bandwidth import Bandwidth
+from ferry.engine.run.deadlines import stopping
+from ferry.engine.run.outcome import WOULD_COPY, WOULD_DELETE, WOULD_MARK, WOULD_RESTORE
+from ferry.engine.strategies.copier import Copier, client_pool_size
 from ferry.errors import ConfigError, FerryError
 from ferry.filters import Filters, NamedKeys, is_ferrys_own, marks_prefixes
 from ferry.jobspec import JobOptions, parse_options

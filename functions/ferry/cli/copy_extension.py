@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ferry.cli.report import ReportWriter, Summary
-from ferry.engine.copier import Copier
+from ferry.engine.strategies.copier import Copier
 from ferry.filters import Filters
 from ferry.jobspec import JobOptions
 from ferry.models import CopyResult, SourceObject, Target

@@ -1,6 +1,6 @@
 """The two sides of `ferry check` when one is a local folder: the folder (checked there and
 readable before anything is listed) and the S3 prefix (its bucket checked), as Sides for
-engine/check.py. Local to local is refused: there is no S3 evidence to compare with.
+engine/compare/check.py. Local to local is refused: there is no S3 evidence to compare with.
 
 The S3 side is a prefix (`s3://b/photos` means the folder `photos/`), as the folder is a
 folder: one file against one object is `ferry check`'s business between two S3 locations.
@@ -11,8 +11,8 @@ from __future__ import annotations
 import argparse
 
 from ferry.cli.sides import check_local_source, endpoints
-from ferry.engine.local_side import LocalSide
-from ferry.engine.side_listing import S3Side, Side
+from ferry.engine.compare.local_side import LocalSide
+from ferry.engine.compare.side_listing import S3Side, Side
 from ferry.errors import ConfigError
 from ferry.filters import Filters, is_ferrys_own, marks_prefixes
 from ferry.jobspec import as_folder

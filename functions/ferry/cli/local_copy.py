@@ -22,10 +22,10 @@ from ferry.cli.copy_command import copy_and_report, first_or_refuse, options_fro
 from ferry.cli.filter_options import filters_from
 from ferry.cli.ranges import bandwidth_limit, check_count, memory_limit
 from ferry.cli.sides import check_local_source, endpoints
-from ferry.engine.bandwidth import Bandwidth
-from ferry.engine.copier import Copier, client_pool_size
-from ferry.engine.downloads import Downloader
-from ferry.engine.uploads import Uploader
+from ferry.engine.files.downloads import Downloader
+from ferry.engine.files.uploads import Uploader
+from ferry.engine.run.bandwidth import Bandwidth
+from ferry.engine.strategies.copier import Copier, client_pool_size
 from ferry.errors import ConfigError
 from ferry.filters import Filters, is_ferrys_own, marks_prefixes, split_pattern
 from ferry.jobspec import JobOptions, as_folder

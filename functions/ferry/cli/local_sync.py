@@ -5,8 +5,8 @@ The copy is `ferry copy`'s local door (local_copy.py: the Uploader or Downloader
 skip-existing rules, reports and exit codes); the deletes are `ferry sync`'s (SyncDeletes in
 sync_command.py: planned from both listings walked to the end before anything is written,
 refused past --max-delete or when SRC holds nothing, made only after every copy succeeded).
-What differs is the sides: a local folder lists as engine/local_side.py says, and a local
-DST's extras are removed by engine/local_prune.py (regular files only; folders stay, even
+What differs is the sides: a local folder lists as engine/compare/local_side.py says, and a local
+DST's extras are removed by engine/compare/local_prune.py (regular files only; folders stay, even
 empty).
 
 Both SRC and DST are folders (a prefix on the S3 side): for one file, `ferry copy` says
@@ -30,13 +30,13 @@ from ferry.cli.local_copy import (
 )
 from ferry.cli.sides import check_local_source, endpoints
 from ferry.cli.sync_command import SyncDeletes, check_delete_options
-from ferry.engine.copier import Copier
-from ferry.engine.downloads import Downloader
-from ferry.engine.local_prune import delete_local_extras
-from ferry.engine.local_side import LocalSide
-from ferry.engine.prune import DeleteResult, Extra, delete_extras
-from ferry.engine.side_listing import S3Side
-from ferry.engine.uploads import Uploader
+from ferry.engine.compare.local_prune import delete_local_extras
+from ferry.engine.compare.local_side import LocalSide
+from ferry.engine.compare.prune import DeleteResult, Extra, delete_extras
+from ferry.engine.compare.side_listing import S3Side
+from ferry.engine.files.downloads import Downloader
+from ferry.engine.files.uploads import Uploader
+from ferry.engine.strategies.copier import Copier
 from ferry.errors import ConfigError
 from ferry.filters import Filters, is_ferrys_own, marks_prefixes
 from ferry.jobspec import JobOptions, as_folder

@@ -75,7 +75,7 @@ DESTINATION_WRITE = [
     "s3:DeleteObjectVersion",
     "s3:GetObjectVersionTagging",
 ]
-# Upload marks in each destination bucket (engine/upload_marks.py), deleted by version id so a
+# Upload marks in each destination bucket (engine/records/upload_marks.py), deleted by version id so a
 # versioned bucket keeps none of them, and finding the upload a crashed copy left
 # (ListMultipartUploads, a bucket action), so the next run resumes it.
 UPLOAD_MARKS = ["s3:PutObject", "s3:GetObject", "s3:DeleteObject", "s3:DeleteObjectVersion"]

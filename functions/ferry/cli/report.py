@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from ferry.counts import Counts, plural
-from ferry.engine.outcome import WOULD_COPY, WOULD_DELETE, WOULD_MARK, WOULD_RESTORE
+from ferry.engine.run.outcome import WOULD_COPY, WOULD_DELETE, WOULD_MARK, WOULD_RESTORE
 from ferry.errors import ConfigError
 from ferry.filters import NamedKeys
 from ferry.limits import format_size
@@ -39,7 +39,7 @@ class Summary(Counts):
     deleted: int = 0
     # Archived sources skipped because no --restore was asked: said, not silently counted.
     needs_restore: int = 0
-    # A dry run's pending results, by what the run would have done (engine.outcome's words).
+    # A dry run's pending results, by what the run would have done (engine.run.outcome's words).
     would_copy: int = 0
     would_copy_bytes: int = 0
     would_restore: int = 0
@@ -197,7 +197,7 @@ class Summary(Counts):
         )
 
 
-SIZE_ONLY = "size"  # verified_by of a copy only its size could prove (engine/verify.py)
+SIZE_ONLY = "size"  # verified_by of a copy only its size could prove (engine/proofs/verify.py)
 
 
 def size_only_note(copies: int) -> str:

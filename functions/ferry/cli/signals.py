@@ -7,12 +7,12 @@ import signal
 import threading
 from typing import IO, Any
 
-from ferry.engine.deadlines import stop_all, stop_cleared
+from ferry.engine.run.deadlines import stop_all, stop_cleared
 
 
 class StopOnSignals:
     """Ctrl-C (SIGINT) and SIGTERM during `ferry run`, `ferry copy` and `ferry sync`: the first
-    stops the run as at a deadline (engine.deadlines.stop_all: requests and parts in flight
+    stops the run as at a deadline (engine.run.deadlines.stop_all: requests and parts in flight
     finish, everything is recorded or summarised; `ferry run` marks its job INTERRUPTED); a
     second Ctrl-C quits at once, as Ctrl-C otherwise does (a `ferry run` job then stays
     RUNNING, and --resume still finishes it). Signals reach the main thread only: elsewhere

@@ -11,7 +11,7 @@ prefix) is deleted, but only:
 
 Deletes are counted beside the copies (`deleted`), in the summary and the report.
 
-SyncDeletes plans and makes the deletes for any two sides (engine/side_listing.py): two S3
+SyncDeletes plans and makes the deletes for any two sides (engine/compare/side_listing.py): two S3
 prefixes here, or a local folder and a prefix (local_sync.py, which reuses it).
 """
 
@@ -27,10 +27,10 @@ from ferry.cli.copy_command import delete_line, matched_pairs, run_copy
 from ferry.cli.copy_extension import CopySides, Pair
 from ferry.cli.report import ReportWriter, Summary
 from ferry.counts import plural
-from ferry.engine.copier import Copier
-from ferry.engine.outcome import WOULD_DELETE
-from ferry.engine.prune import DeleteResult, Extra, delete_extras, find_extras
-from ferry.engine.side_listing import S3Side, Side
+from ferry.engine.compare.prune import DeleteResult, Extra, delete_extras, find_extras
+from ferry.engine.compare.side_listing import S3Side, Side
+from ferry.engine.run.outcome import WOULD_DELETE
+from ferry.engine.strategies.copier import Copier
 from ferry.errors import ConfigError, FerryError
 from ferry.filters import is_ferrys_own, marks_prefixes
 from ferry.jobspec import as_folder

@@ -1,6 +1,6 @@
 """`ferry copy SRC DST --all-versions`: every version of each key under SRC, oldest first,
 with its delete markers, so DST's history holds the same contents in the same order
-(engine/version_copy.py; version ids are S3's to give, so they differ).
+(engine/versions/version_copy.py; version ids are S3's to give, so they differ).
 
 Everything else is `ferry copy`'s (checks, clients, reports, summary, exit codes): this module
 adds the checks only a history copy needs, and the copy of histories in place of a listing.
@@ -21,9 +21,9 @@ from typing import IO, Any
 from ferry.cli.copy_command import compare_choices, first_or_refuse, run_copy
 from ferry.cli.copy_extension import CopySides, Pair
 from ferry.cli.report import ReportWriter, Summary
-from ferry.engine.copier import Copier
-from ferry.engine.side_listing import side_by_side
-from ferry.engine.version_copy import KEYS_AT_ONCE, copy_history
+from ferry.engine.compare.side_listing import side_by_side
+from ferry.engine.strategies.copier import Copier
+from ferry.engine.versions.version_copy import KEYS_AT_ONCE, copy_history
 from ferry.errors import ConfigError
 from ferry.filters import is_ferrys_own, marks_prefixes
 from ferry.jobspec import as_folder

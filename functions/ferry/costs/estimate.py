@@ -64,7 +64,7 @@ from ferry.quotas.lambda_concurrency import (
     reservations_refused,
 )
 
-# Storage classes whose objects the engine copies from the listing's evidence (engine/source.py
+# Storage classes whose objects the engine copies from the listing's evidence (engine/proofs/source.py
 # NEVER_ARCHIVED; a test keeps the two equal). Others get a HEAD first.
 LISTING_CLASSES = frozenset(
     {"STANDARD", "STANDARD_IA", "ONEZONE_IA", "REDUCED_REDUNDANCY", "GLACIER_IR", "EXPRESS_ONEZONE"}
@@ -107,7 +107,7 @@ FARGATE_PASS_SECONDS = 90  # batches.copy_large_object: a checkpoint every pass 
 REPORT_LINE_BYTES = 400  # assumed: one object's line in a batch report
 CHECKPOINT_PART_BYTES = 150  # a part's entry in a saved checkpoint (upload id, etag, checksum)
 MARKER_BYTES = 600  # a batch marker item (counts, hand-over, attempt, report key)
-DEST_LISTING_MIN_WINDOW = 8  # engine/dest_listing.MIN_WINDOW (a test keeps them equal)
+DEST_LISTING_MIN_WINDOW = 8  # engine/compare/dest_listing.MIN_WINDOW (a test keeps them equal)
 
 # What bounds one stack's rate, at the defaults (quotas an account may raise are marked so):
 S3_WRITES_PER_PREFIX = 3_500  # PUT/COPY/POST/DELETE per second per partitioned prefix (S3)
@@ -291,7 +291,7 @@ def object_requests(
 
     `source_parts`: the source's part count where the listing's ETag tells it (1 for a plain
     ETag); None to assume it from `a` (source_multipart_threshold, source_part_size). Follows
-    engine/copier.py (_evidence, _decide), server_side.py and streaming.py for a source from a
+    engine/strategies/copier.py (_evidence, _decide), server_side.py and streaming.py for a source from a
     listing, a destination without the object, and no deadline hand-over. `full_checksum`:
     whether the source stores a full-object CRC (the listing's ChecksumType), None to assume.
     """
@@ -316,7 +316,7 @@ def object_requests(
 
 
 def mark_requests(a: Assumptions) -> Counter[str]:
-    """What a multipart copy adds to resume after a crash (engine/upload_marks.py): one
+    """What a multipart copy adds to resume after a crash (engine/records/upload_marks.py): one
     ListMultipartUploads of its key (two server-side: one asks whether a crashed run's upload
     was made without part checksums), its mark written (PutObject) and deleted at the end (by
     its version id: the same one DeleteObject). Reading a destination bucket's Object Lock
@@ -733,7 +733,7 @@ def estimate(
     pipeline_requests: Counter[str] = Counter()
     pipeline_requests["ListObjectsV2"] += math.ceil(objects / 1000)
     if a.skip_existing and batches:
-        # engine/dest_listing.py: a batch of fewer than MIN_WINDOW targets HEADs each instead.
+        # engine/compare/dest_listing.py: a batch of fewer than MIN_WINDOW targets HEADs each instead.
         # Only the objects copied in Lambda are in a batch's window (large ones go to Fargate).
         in_lambda = (objects - large_objects) / objects
         full, rest = divmod(objects, per_batch)

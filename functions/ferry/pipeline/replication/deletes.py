@@ -46,9 +46,9 @@ from typing import Any, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.counts import Counts
-from ferry.engine.checksums import from_response
-from ferry.engine.skip import identical_reason
-from ferry.engine.source import inspect
+from ferry.engine.compare.skip import identical_reason
+from ferry.engine.proofs.checksums import from_response
+from ferry.engine.proofs.source import inspect
 from ferry.errors import FerryError, describe, error_code, is_access_denied
 from ferry.listed_items import expand
 from ferry.models import Compare, CopyResult, SourceObject, Status, Target

@@ -33,15 +33,15 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
-from ferry.engine import checksums
-from ferry.engine.archive import archived_outcome
-from ferry.engine.copier import Copier
-from ferry.engine.dest_listing import DestinationIndex, Listed
-from ferry.engine.local_proof import CHUNK, Proof, compute, proof_for, unprovable
-from ferry.engine.outcome import WOULD_COPY, Outcome
-from ferry.engine.skip import EXISTS, SAME_SIZE
-from ferry.engine.source import SourceInfo, confirm, from_listing, inspect
-from ferry.engine.streaming import READ_ATTEMPTS, READ_ERRORS, STALE
+from ferry.engine.compare.dest_listing import DestinationIndex, Listed
+from ferry.engine.compare.skip import EXISTS, SAME_SIZE
+from ferry.engine.proofs import checksums
+from ferry.engine.proofs.local_proof import CHUNK, Proof, compute, proof_for, unprovable
+from ferry.engine.proofs.source import SourceInfo, confirm, from_listing, inspect
+from ferry.engine.run.outcome import WOULD_COPY, Outcome
+from ferry.engine.strategies.archive import archived_outcome
+from ferry.engine.strategies.copier import Copier
+from ferry.engine.strategies.streaming import READ_ATTEMPTS, READ_ERRORS, STALE
 from ferry.errors import CopyFailed, FerryError, TruncatedBody, VerificationFailed, describe, error_code
 from ferry.limits import DEFAULT_STREAM_PART_SIZE, Part, choose_part_size, uniform_parts
 from ferry.local.paths import LocalTarget

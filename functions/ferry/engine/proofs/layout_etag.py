@@ -14,8 +14,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
-from ferry.engine.checksums import multipart_etag
-from ferry.engine.in_order import InOrder
+from ferry.engine.proofs.checksums import multipart_etag
+from ferry.engine.proofs.in_order import InOrder
 from ferry.limits import Part
 
 

@@ -20,8 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ferry.engine.checksums import Checksum, from_response
-from ferry.engine.source import etag_is_md5
+from ferry.engine.proofs.checksums import Checksum, from_response
+from ferry.engine.proofs.source import etag_is_md5
 
 _MD5 = re.compile(r"^[0-9a-f]{32}$")
 

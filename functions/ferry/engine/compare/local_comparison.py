@@ -17,9 +17,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ferry.engine.comparison import Sameness, by_size
-from ferry.engine.local_proof import compute, proof_for
-from ferry.engine.source import from_head
+from ferry.engine.compare.comparison import Sameness, by_size
+from ferry.engine.proofs.local_proof import compute, proof_for
+from ferry.engine.proofs.source import from_head
 from ferry.local.reading import LocalReader
 from ferry.models import SourceObject
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ferry.engine.checksums import Checksum, from_response
+from ferry.engine.proofs.checksums import Checksum, from_response
 from ferry.errors import CopyFailed, describe, explain_bare
 from ferry.limits import Part, parts_from_sizes, uniform_parts
 from ferry.models import ARCHIVE_CLASSES, CopyPolicy, SourceObject

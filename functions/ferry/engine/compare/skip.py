@@ -12,10 +12,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ferry.engine.checksums import from_response
-from ferry.engine.dest_listing import ABSENT, Listed
-from ferry.engine.source import SourceInfo, read_tags
-from ferry.engine.verify import etag_proves
+from ferry.engine.compare.dest_listing import ABSENT, Listed
+from ferry.engine.proofs.checksums import from_response
+from ferry.engine.proofs.source import SourceInfo, read_tags
+from ferry.engine.proofs.verify import etag_proves
 from ferry.errors import CopyFailed, describe, error_code, is_access_denied
 from ferry.models import Compare, CopyPolicy, Target
 from ferry.s3.listing import listed_entry

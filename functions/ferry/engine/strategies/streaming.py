@@ -24,19 +24,13 @@ from botocore.exceptions import (
 )
 from urllib3.exceptions import ProtocolError
 
-from ferry.engine import checksums
-from ferry.engine.attributes import new_object_args, tagging_string
-from ferry.engine.budget import SlotsAndBytes
-from ferry.engine.buffers import request_body
-from ferry.engine.context import TransferContext
-from ferry.engine.degradations import is_not_implemented
-from ferry.engine.in_order import InOrder
-from ferry.engine.layout_etag import LayoutEtag
-from ferry.engine.multipart import open_upload
-from ferry.engine.outcome import Outcome
-from ferry.engine.resume_parts import part_check, source_part_checksums
-from ferry.engine.source import SourceInfo, confirm, guess_layout, learn_layout
-from ferry.engine.verify import (
+from ferry.engine.parts.multipart import open_upload
+from ferry.engine.parts.resume_parts import part_check, source_part_checksums
+from ferry.engine.proofs import checksums
+from ferry.engine.proofs.in_order import InOrder
+from ferry.engine.proofs.layout_etag import LayoutEtag
+from ferry.engine.proofs.source import SourceInfo, confirm, guess_layout, learn_layout
+from ferry.engine.proofs.verify import (
     PartProof,
     StreamProof,
     needs_part_md5,
@@ -46,6 +40,12 @@ from ferry.engine.verify import (
     verify_stream,
     verify_written,
 )
+from ferry.engine.run.budget import SlotsAndBytes
+from ferry.engine.run.buffers import request_body
+from ferry.engine.run.context import TransferContext
+from ferry.engine.run.degradations import is_not_implemented
+from ferry.engine.run.outcome import Outcome
+from ferry.engine.strategies.attributes import new_object_args, tagging_string
 from ferry.errors import CopyFailed, ListingWasStale, TruncatedBody, VerificationFailed, describe, error_code
 from ferry.limits import (
     DEFAULT_STREAM_PART_SIZE,

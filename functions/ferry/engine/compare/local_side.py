@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ferry.engine.side_listing import Entry
+from ferry.engine.compare.side_listing import Entry
 from ferry.filters import Filters
 from ferry.local.files import LocalFile, admits_file, walk
 from ferry.local.writing import is_partial_name

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ferry.engine.prune import DeleteResult, Extra
+from ferry.engine.compare.prune import DeleteResult, Extra
 from ferry.errors import FerryError
 from ferry.local.removal import CHANGED, GONE, NOT_A_FILE, REMOVED, remove_file
 

@@ -17,19 +17,19 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ferry.engine.archive import archived_outcome
-from ferry.engine.bandwidth import Bandwidth, metered
-from ferry.engine.budget import ByteBudget
-from ferry.engine.checkpoints import CheckpointStore
-from ferry.engine.context import TransferContext
-from ferry.engine.deadlines import due, stopping
-from ferry.engine.degradations import SERVER_SIDE_NOT_IMPLEMENTED, NotImplementedByServer
-from ferry.engine.dest_listing import DestinationIndex, Listed
-from ferry.engine.outcome import WOULD_COPY, Outcome
-from ferry.engine.server_side import ServerSideRefusedObject, server_side_copy
-from ferry.engine.skip import already_as_asked, identical_reason, settled_by_listing
-from ferry.engine.source import SourceInfo, confirm, from_listing, inspect
-from ferry.engine.streaming import single_put_limit, stream_copy
+from ferry.engine.compare.dest_listing import DestinationIndex, Listed
+from ferry.engine.compare.skip import already_as_asked, identical_reason, settled_by_listing
+from ferry.engine.proofs.source import SourceInfo, confirm, from_listing, inspect
+from ferry.engine.records.checkpoints import CheckpointStore
+from ferry.engine.run.bandwidth import Bandwidth, metered
+from ferry.engine.run.budget import ByteBudget
+from ferry.engine.run.context import TransferContext
+from ferry.engine.run.deadlines import due, stopping
+from ferry.engine.run.degradations import SERVER_SIDE_NOT_IMPLEMENTED, NotImplementedByServer
+from ferry.engine.run.outcome import WOULD_COPY, Outcome
+from ferry.engine.strategies.archive import archived_outcome
+from ferry.engine.strategies.server_side import ServerSideRefusedObject, server_side_copy
+from ferry.engine.strategies.streaming import single_put_limit, stream_copy
 from ferry.errors import ConfigError, CopySourceDenied, FerryError, ListingWasStale
 from ferry.limits import (
     DEFAULT_COPY_PART_SIZE,

@@ -1,5 +1,5 @@
 """Compare two sides without copying: for each key, missing on one side, different or
-identical, with the evidence that decided (engine/comparison.py). What `ferry check` runs.
+identical, with the evidence that decided (engine/compare/comparison.py). What `ferry check` runs.
 
 Keys one side lacks and sizes that differ are settled by the two listings alone; a key both
 sides hold at one size costs a HEAD on each side (the checksums are not in a listing). HEADs
@@ -23,10 +23,10 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.engine.comparison import Sameness, by_size, compare_heads
-from ferry.engine.local_comparison import compare_file
-from ferry.engine.local_side import LocalSide
-from ferry.engine.side_listing import Entry, S3Side, Side, side_by_side
+from ferry.engine.compare.comparison import Sameness, by_size, compare_heads
+from ferry.engine.compare.local_comparison import compare_file
+from ferry.engine.compare.local_side import LocalSide
+from ferry.engine.compare.side_listing import Entry, S3Side, Side, side_by_side
 from ferry.errors import FerryError, describe
 from ferry.models import SourceObject
 

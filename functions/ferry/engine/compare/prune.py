@@ -1,5 +1,5 @@
 """What `ferry sync --delete` removes from the destination, and how: the objects the source
-no longer has, found by walking the two listings side by side (engine/side_listing.py), and
+no longer has, found by walking the two listings side by side (engine/compare/side_listing.py), and
 deleted one at a time with the care replicated deletes take (pipeline/replication/deletes.py).
 
 - Only keys the destination's own listing showed under its prefix, minus Ferry's upload marks,
@@ -29,7 +29,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.engine.side_listing import Entry, Side, admits, side_by_side
+from ferry.engine.compare.side_listing import Entry, Side, admits, side_by_side
 from ferry.errors import describe, error_code
 from ferry.filters import is_ferrys_own
 

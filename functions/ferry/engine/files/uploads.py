@@ -32,18 +32,18 @@ import os
 import time
 from typing import Any
 
-from ferry.engine import checksums
-from ferry.engine.attributes import new_object_args
-from ferry.engine.copier import Copier
-from ferry.engine.dest_listing import ABSENT, Listed
-from ferry.engine.local_proof import Proof, compute, compute_in_memory, proof_for
-from ferry.engine.multipart import open_upload
-from ferry.engine.outcome import WOULD_COPY, Outcome
-from ferry.engine.resume_parts import part_check
-from ferry.engine.skip import EXISTS, SAME_SIZE, head_destination
-from ferry.engine.source import SourceInfo, from_head
-from ferry.engine.streaming import check_tags_kept, discard_copy, put_whole, send_part
-from ferry.engine.verify import PartProof, StreamProof
+from ferry.engine.compare.dest_listing import ABSENT, Listed
+from ferry.engine.compare.skip import EXISTS, SAME_SIZE, head_destination
+from ferry.engine.parts.multipart import open_upload
+from ferry.engine.parts.resume_parts import part_check
+from ferry.engine.proofs import checksums
+from ferry.engine.proofs.local_proof import Proof, compute, compute_in_memory, proof_for
+from ferry.engine.proofs.source import SourceInfo, from_head
+from ferry.engine.proofs.verify import PartProof, StreamProof
+from ferry.engine.run.outcome import WOULD_COPY, Outcome
+from ferry.engine.strategies.attributes import new_object_args
+from ferry.engine.strategies.copier import Copier
+from ferry.engine.strategies.streaming import check_tags_kept, discard_copy, put_whole, send_part
 from ferry.errors import CopyFailed, FerryError, VerificationFailed
 from ferry.limits import DEFAULT_STREAM_PART_SIZE, choose_part_size, uniform_parts
 from ferry.local.files import LocalFile

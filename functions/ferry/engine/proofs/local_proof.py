@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ferry.engine import checksums
-from ferry.engine.source import SourceInfo, guess_layout, learn_layout
+from ferry.engine.proofs import checksums
+from ferry.engine.proofs.source import SourceInfo, guess_layout, learn_layout
 from ferry.errors import VerificationFailed
 from ferry.limits import MiB, Part, format_size
 

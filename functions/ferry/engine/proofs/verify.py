@@ -16,9 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ferry.engine import checksums
-from ferry.engine.checksums import Checksum
-from ferry.engine.source import SourceInfo
+from ferry.engine.proofs import checksums
+from ferry.engine.proofs.checksums import Checksum
+from ferry.engine.proofs.source import SourceInfo
 from ferry.errors import VerificationFailed
 
 

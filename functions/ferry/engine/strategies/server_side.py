@@ -9,19 +9,19 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ferry.engine import checksums
-from ferry.engine.attributes import copy_object_args, new_object_args
-from ferry.engine.budget import SlotGate
-from ferry.engine.checkpoints import copy_id
-from ferry.engine.context import TransferContext
-from ferry.engine.degradations import NotImplementedByServer, is_not_implemented
-from ferry.engine.multipart import open_upload
-from ferry.engine.outcome import Outcome
-from ferry.engine.resume_parts import part_check, source_part_checksums
-from ferry.engine.source import SourceInfo, confirm, guess_layout, learn_layout
-from ferry.engine.streaming import STALE, check_tags_kept, discard_copy, read_into
-from ferry.engine.upload_marks import key_uploads
-from ferry.engine.verify import PartProof, verify_server_copy
+from ferry.engine.parts.multipart import open_upload
+from ferry.engine.parts.resume_parts import part_check, source_part_checksums
+from ferry.engine.proofs import checksums
+from ferry.engine.proofs.source import SourceInfo, confirm, guess_layout, learn_layout
+from ferry.engine.proofs.verify import PartProof, verify_server_copy
+from ferry.engine.records.checkpoints import copy_id
+from ferry.engine.records.upload_marks import key_uploads
+from ferry.engine.run.budget import SlotGate
+from ferry.engine.run.context import TransferContext
+from ferry.engine.run.degradations import NotImplementedByServer, is_not_implemented
+from ferry.engine.run.outcome import Outcome
+from ferry.engine.strategies.attributes import copy_object_args, new_object_args
+from ferry.engine.strategies.streaming import STALE, check_tags_kept, discard_copy, read_into
 from ferry.errors import CopyFailed, CopySourceDenied, ListingWasStale, describe, error_code, is_access_denied
 from ferry.limits import (
     DEFAULT_COPY_PART_SIZE,

@@ -8,20 +8,20 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from ferry.engine.budget import ByteBudget
-from ferry.engine.buffers import BufferPool
-from ferry.engine.checkpoints import CheckpointStore
-from ferry.engine.checksums import CRC_ALGORITHMS
-from ferry.engine.degradations import (
+from ferry.engine.proofs.checksums import CRC_ALGORITHMS
+from ferry.engine.proofs.source import SourceInfo, tags_to_write
+from ferry.engine.records.checkpoints import CheckpointStore
+from ferry.engine.records.upload_marks import MarkableBuckets
+from ferry.engine.run.budget import ByteBudget
+from ferry.engine.run.buffers import BufferPool
+from ferry.engine.run.degradations import (
     DEST_TAGS_REFUSED,
     SOURCE_TAGGING_NOT_IMPLEMENTED,
     Degradations,
     DestinationDropsTags,
     is_not_implemented,
 )
-from ferry.engine.encryption_probe import EncryptionProbe
-from ferry.engine.source import SourceInfo, tags_to_write
-from ferry.engine.upload_marks import MarkableBuckets
+from ferry.engine.run.encryption_probe import EncryptionProbe
 from ferry.errors import CopyFailed
 from ferry.models import CopyPolicy, Endpoint, SourceObject, Target
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ferry.engine.outcome import WOULD_RESTORE, Outcome
-from ferry.engine.source import SourceInfo
+from ferry.engine.proofs.source import SourceInfo
+from ferry.engine.run.outcome import WOULD_RESTORE, Outcome
 from ferry.errors import describe, error_code
 from ferry.models import RESTORE_TIERS, CopyPolicy, Status
 

@@ -29,7 +29,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from ferry.engine.upload_marks import open_uploads_of_key
+from ferry.engine.records.upload_marks import open_uploads_of_key
 from ferry.errors import error_code
 
 log = logging.getLogger(__name__)

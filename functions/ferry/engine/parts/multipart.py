@@ -21,14 +21,12 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from ferry.counts import plural
-from ferry.engine.checkpoints import Checkpoint, CheckpointStore, copy_id
-from ferry.engine.checksums import default_type
-from ferry.engine.context import TransferContext
-from ferry.engine.deadlines import due, stopping
-from ferry.engine.degradations import is_not_implemented
-from ferry.engine.lost_replies import completed_already, create_upload
-from ferry.engine.source import SourceInfo
-from ferry.engine.upload_marks import (
+from ferry.engine.parts.lost_replies import completed_already, create_upload
+from ferry.engine.proofs.checksums import default_type
+from ferry.engine.proofs.source import SourceInfo
+from ferry.engine.proofs.verify import PartProof
+from ferry.engine.records.checkpoints import Checkpoint, CheckpointStore, copy_id
+from ferry.engine.records.upload_marks import (
     FerryUpload,
     UploadMark,
     abort_ferry_upload,
@@ -36,7 +34,9 @@ from ferry.engine.upload_marks import (
     key_uploads,
     write_mark,
 )
-from ferry.engine.verify import PartProof
+from ferry.engine.run.context import TransferContext
+from ferry.engine.run.deadlines import due, stopping
+from ferry.engine.run.degradations import is_not_implemented
 from ferry.errors import CopyFailed, describe, error_code, is_client_error
 from ferry.limits import Part
 from ferry.models import Target

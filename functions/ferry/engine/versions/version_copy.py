@@ -5,7 +5,7 @@ order. What `ferry copy --all-versions` does for each key.
 Version ids cannot be kept: S3 gives every version written its own. What is already there is
 therefore found by content, not by id: the destination's history, oldest first, is matched
 to the source's position by position (a delete marker to a delete marker; a version to a
-version holding the same bytes, by the evidence engine/comparison.py names: a comparable
+version holding the same bytes, by the evidence engine/compare/comparison.py names: a comparable
 checksum, or an MD5 ETag). The source's history from the first position the destination
 lacks is copied; the destination's own versions are never touched. A destination history
 that is not the start of the source's (another writer's version at some position, or more
@@ -26,12 +26,12 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.engine import checksums
-from ferry.engine.checksums import Checksum, from_response
-from ferry.engine.comparison import Sameness, compare_heads
-from ferry.engine.copier import Copier
-from ferry.engine.outcome import WOULD_COPY, WOULD_MARK
-from ferry.engine.streaming import READ_ERRORS
+from ferry.engine.compare.comparison import Sameness, compare_heads
+from ferry.engine.proofs import checksums
+from ferry.engine.proofs.checksums import Checksum, from_response
+from ferry.engine.run.outcome import WOULD_COPY, WOULD_MARK
+from ferry.engine.strategies.copier import Copier
+from ferry.engine.strategies.streaming import READ_ERRORS
 from ferry.errors import describe
 from ferry.models import CopyResult, SourceObject, Status, Target
 from ferry.s3.version_listing import History, Version

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from ferry.engine.source import SourceInfo
+from ferry.engine.proofs.source import SourceInfo
 from ferry.models import CopyPolicy
 
 CONTENT_HEADERS = (

@@ -16,11 +16,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from ferry.engine import checksums
-from ferry.engine.context import TransferContext
-from ferry.engine.multipart import PartCheck
-from ferry.engine.source import SourceInfo
-from ferry.engine.verify import PartProof
+from ferry.engine.parts.multipart import PartCheck
+from ferry.engine.proofs import checksums
+from ferry.engine.proofs.source import SourceInfo
+from ferry.engine.proofs.verify import PartProof
+from ferry.engine.run.context import TransferContext
 from ferry.limits import Part
 
 
