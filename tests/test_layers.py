@@ -37,14 +37,14 @@ def test_every_part_of_the_package_is_a_layer() -> None:
     assert parts <= layered, f"add {sorted(parts - layered)} to the layers contract in pyproject.toml"
 
 
-def test_every_part_of_the_engine_is_a_layer_of_its_own_contract() -> None:
-    """The engine's folders each own one mechanism and import downward only; a module left at
-    the engine's root, or a new folder missing from the contract, would sit outside that order."""
-    engine = PACKAGE / "engine"
-    parts = {p.parent.name for p in engine.glob("*/__init__.py")}
-    loose = {p.stem for p in engine.glob("*.py") if p.stem != "__init__"}
-    assert loose == set(), f"engine modules outside a folder: {sorted(loose)}"
-    assert parts == set().union(*_layers("ferry.engine"))
+def test_every_part_of_the_engine_and_the_command_line_is_a_layer_of_its_own_contract() -> None:
+    """Inside the engine each folder owns one mechanism, inside the command line the commands
+    sit apart from what they share; both import downward only. A module or folder added to
+    either and missing from its contract would sit outside that order."""
+    for folder in ("engine", "cli"):
+        inside = {p.stem for p in (PACKAGE / folder).glob("*.py") if p.stem != "__init__"}
+        inside |= {p.parent.name for p in (PACKAGE / folder).glob("*/__init__.py")}
+        assert inside == set().union(*_layers(f"ferry.{folder}")), folder
 
 
 def test_every_folder_of_the_package_is_built() -> None:

@@ -722,8 +722,8 @@ def test_layer_is_built_by_pip_for_the_lambda_platform_and_cached_by_content(tmp
 
 
 def test_outputs_name_what_the_job_commands_need(built: SimpleNamespace) -> None:
-    """`ferry job --stack NAME` reads these outputs by name (cli/stack_outputs.py)."""
-    from ferry.cli.stack_outputs import REPORT_BUCKET_OUTPUT, STATE_MACHINE_OUTPUT, TABLE_OUTPUT
+    """`ferry job --stack NAME` reads these outputs by name (cli/shared/stack_outputs.py)."""
+    from ferry.cli.shared.stack_outputs import REPORT_BUCKET_OUTPUT, STATE_MACHINE_OUTPUT, TABLE_OUTPUT
 
     t = built.template
     outputs = t["Outputs"]

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ferry.cli import copy_command
+from ferry.cli.commands import copy_command
 from ferry.cli.main import main
 from ferry.costs.estimate import Assumptions, Workload, bin_layout, object_requests
 from ferry.engine.strategies import copier as engine_copier

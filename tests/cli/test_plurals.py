@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from conftest import REPO, S3Server
-from ferry.cli.clean_uploads import Cleaning, _print
-from ferry.cli.jobs_command import report_text
+from ferry.cli.commands.clean_uploads import Cleaning, _print
+from ferry.cli.commands.jobs_command import report_text
 from ferry.counts import plural
 
 FERRY = str(Path(sys.executable).with_name("ferry"))

@@ -17,7 +17,7 @@ from ferry import (
     Status,
     VerificationFailed,
 )
-from ferry.cli.report import ReportWriter, Summary
+from ferry.cli.shared.report import ReportWriter, Summary
 from ferry.engine.proofs.checksums import Checksum
 from ferry.engine.proofs.source import SourceInfo
 from ferry.engine.proofs.verify import verify_server_copy

@@ -24,14 +24,14 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.cli.arguments import add_run_parser
-from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, job_id_of, read_json_file
-from ferry.cli.progress import Progress
-from ferry.cli.ranges import check_kms_region, memory_limit
-from ferry.cli.report import Summary, failure_line
-from ferry.cli.sides import endpoints
-from ferry.cli.signals import StopOnSignals
-from ferry.cli.state_dir import default_state_dir, ledger_path
+from ferry.cli.shared.arguments import add_run_parser
+from ferry.cli.shared.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, job_id_of, read_json_file
+from ferry.cli.shared.progress import Progress
+from ferry.cli.shared.ranges import check_kms_region, memory_limit
+from ferry.cli.shared.report import Summary, failure_line
+from ferry.cli.shared.sides import endpoints
+from ferry.cli.shared.signals import StopOnSignals
+from ferry.cli.shared.state_dir import default_state_dir, ledger_path
 from ferry.counts import plural
 from ferry.errors import ConfigError, error_code
 from ferry.limits import parse_size

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ferry.cli.report import ReportWriter, Summary
+from ferry.cli.shared.report import ReportWriter, Summary
 from ferry.engine.strategies.copier import Copier
 from ferry.filters import Filters
 from ferry.jobspec import JobOptions

@@ -11,9 +11,9 @@ import json
 from collections.abc import Mapping
 from typing import IO, Any
 
-from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING
-from ferry.cli.report import report_text, write_html
-from ferry.cli.state_dir import ledger_path
+from ferry.cli.shared.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING
+from ferry.cli.shared.report import report_text, write_html
+from ferry.cli.shared.state_dir import ledger_path
 from ferry.counts import plural
 from ferry.errors import ConfigError
 from ferry.pipeline.ledger.contract import INTERRUPTED, RUNNING

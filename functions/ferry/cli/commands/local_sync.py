@@ -19,8 +19,8 @@ import argparse
 from collections.abc import Iterator, Sequence
 from typing import IO, Any
 
-from ferry.cli.copy_command import copy_and_report, first_or_refuse
-from ferry.cli.local_copy import (
+from ferry.cli.commands.copy_command import copy_and_report, first_or_refuse
+from ferry.cli.commands.local_copy import (
     check_local_folder,
     listed_pairs,
     local_setup,
@@ -28,8 +28,8 @@ from ferry.cli.local_copy import (
     matched_files,
     upload_pairs,
 )
-from ferry.cli.sides import check_local_source, endpoints
-from ferry.cli.sync_command import SyncDeletes, check_delete_options
+from ferry.cli.commands.sync_command import SyncDeletes, check_delete_options
+from ferry.cli.shared.sides import check_local_source, endpoints
 from ferry.engine.compare.local_prune import delete_local_extras
 from ferry.engine.compare.local_side import LocalSide
 from ferry.engine.compare.prune import DeleteResult, Extra, delete_extras

@@ -18,7 +18,7 @@ from typing import IO, Any
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.cli.parsing import EXIT_OK, read_json_file
+from ferry.cli.shared.parsing import EXIT_OK, read_json_file
 from ferry.costs.estimate import (
     Assumptions,
     Estimate,

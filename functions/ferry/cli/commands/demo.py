@@ -19,8 +19,8 @@ from typing import IO, Any
 import boto3
 from botocore.config import Config
 
-from ferry.cli.copy_command import parse_copy_args, run_copy
-from ferry.cli.run_command import parse_run_args, run_run
+from ferry.cli.commands.copy_command import parse_copy_args, run_copy
+from ferry.cli.commands.run_command import parse_run_args, run_run
 from ferry.counts import plural
 from ferry.limits import MiB, format_size
 

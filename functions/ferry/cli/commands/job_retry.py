@@ -45,7 +45,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ferry.cli.job_runs import (
+from ferry.cli.commands.job_runs import (
     JobClients,
     StartedJob,
     describe_execution,
@@ -54,7 +54,7 @@ from ferry.cli.job_runs import (
     read_summary,
     start_job,
 )
-from ferry.cli.stack_outputs import StackOutputs
+from ferry.cli.shared.stack_outputs import StackOutputs
 from ferry.counts import plural
 from ferry.errors import ConfigError, error_code
 from ferry.jobspec import MAX_SPEC_BYTES, JobSpec, SpecError, parse_job_spec, validate_job_spec

@@ -27,11 +27,11 @@ from typing import IO, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.cli.filter_options import filters_from
-from ferry.cli.local_check import local_sides
-from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_USAGE, open_for_writing
-from ferry.cli.report import unmatched_names_note
-from ferry.cli.sides import endpoints
+from ferry.cli.commands.local_check import local_sides
+from ferry.cli.shared.filter_options import filters_from
+from ferry.cli.shared.parsing import EXIT_FAILED, EXIT_OK, EXIT_USAGE, open_for_writing
+from ferry.cli.shared.report import unmatched_names_note
+from ferry.cli.shared.sides import endpoints
 from ferry.counts import plural
 from ferry.engine.compare.check import KeyCheck, Verdict, check_objects, check_sides
 from ferry.engine.compare.side_listing import Entry, S3Side

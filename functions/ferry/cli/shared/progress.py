@@ -43,7 +43,7 @@ class Progress:
         # Bytes of objects still in flight already counted from their parts, by destination.
         self._in_parts: dict[tuple[str, str], int] = {}
         if self.enabled:
-            from ferry.cli import progress_bar  # rich only where a bar is drawn
+            from ferry.cli.shared import progress_bar  # rich only where a bar is drawn
 
             self._bar = progress_bar.make_bar(console or progress_bar.console_for(stream))
             self._task = self._bar.add_task("copying", total=None, bytes=0, listed=0, listed_bytes=0)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
-from ferry.cli.parsing import EXIT_FAILED, EXIT_OK
+from ferry.cli.shared.parsing import EXIT_FAILED, EXIT_OK
 from ferry.counts import plural
 from ferry.engine.records.upload_marks import (
     FerryUpload,

@@ -18,9 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO, Any
 
-from ferry.cli.copy_command import compare_choices, first_or_refuse, run_copy
-from ferry.cli.copy_extension import CopySides, Pair
-from ferry.cli.report import ReportWriter, Summary
+from ferry.cli.commands.copy_command import compare_choices, first_or_refuse, run_copy
+from ferry.cli.shared.copy_extension import CopySides, Pair
+from ferry.cli.shared.report import ReportWriter, Summary
 from ferry.engine.compare.side_listing import side_by_side
 from ferry.engine.strategies.copier import Copier
 from ferry.engine.versions.version_copy import KEYS_AT_ONCE, copy_history
@@ -64,7 +64,7 @@ class _Relative:
 
 
 class AllVersions:
-    """The extension of `run_copy` (cli/copy_extension.py) that copies histories."""
+    """The extension of `run_copy` (cli/shared/copy_extension.py) that copies histories."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args

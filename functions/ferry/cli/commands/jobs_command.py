@@ -25,9 +25,9 @@ from typing import IO, Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
-from ferry.cli.copy_command import _flag, _pairs
-from ferry.cli.job_retry import FAILED_HISTORIES, FAILED_OBJECTS, NOTHING, REDRIVE, retry_job
-from ferry.cli.job_runs import (
+from ferry.cli.commands.copy_command import _flag, _pairs
+from ferry.cli.commands.job_retry import FAILED_HISTORIES, FAILED_OBJECTS, NOTHING, REDRIVE, retry_job
+from ferry.cli.commands.job_runs import (
     JobClients,
     JobStatus,
     console_url,
@@ -37,10 +37,10 @@ from ferry.cli.job_runs import (
     read_failures,
     start_job,
 )
-from ferry.cli.local_jobs import run_local, wants_local
-from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, job_id_of, read_json_file
-from ferry.cli.report import report_text, write_html
-from ferry.cli.stack_outputs import DEFAULT_STACK, StackOutputs
+from ferry.cli.commands.local_jobs import run_local, wants_local
+from ferry.cli.shared.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, job_id_of, read_json_file
+from ferry.cli.shared.report import report_text, write_html
+from ferry.cli.shared.stack_outputs import DEFAULT_STACK, StackOutputs
 from ferry.counts import plural
 from ferry.errors import ConfigError
 from ferry.jobspec import JobSpec, parse_options, validate_job_spec

@@ -23,9 +23,9 @@ from typing import IO
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.cli.copy_command import delete_line, matched_pairs, run_copy
-from ferry.cli.copy_extension import CopySides, Pair
-from ferry.cli.report import ReportWriter, Summary
+from ferry.cli.commands.copy_command import delete_line, matched_pairs, run_copy
+from ferry.cli.shared.copy_extension import CopySides, Pair
+from ferry.cli.shared.report import ReportWriter, Summary
 from ferry.counts import plural
 from ferry.engine.compare.prune import DeleteResult, Extra, delete_extras, find_extras
 from ferry.engine.compare.side_listing import S3Side, Side
@@ -53,7 +53,7 @@ def check_delete_options(args: argparse.Namespace) -> None:
 
 
 class SyncDeletes:
-    """`ferry sync`'s part of the run (cli/copy_extension.py): the deletes, and the dry run's
+    """`ferry sync`'s part of the run (cli/shared/copy_extension.py): the deletes, and the dry run's
     list of what would be copied and deleted."""
 
     def __init__(self, args: argparse.Namespace, out: IO[str]) -> None:

@@ -20,7 +20,7 @@ from typing import Any
 import boto3
 from botocore.exceptions import ClientError
 
-from ferry.cli.stack_outputs import StackOutputs, find_stack_outputs
+from ferry.cli.shared.stack_outputs import StackOutputs, find_stack_outputs
 from ferry.errors import ConfigError, error_code
 from ferry.jobspec import JobSpec, check_spec_not_overlapping
 from ferry.pipeline.job_reports import job_prefix

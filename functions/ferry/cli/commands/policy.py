@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from ferry.cli.parsing import EXIT_OK
+from ferry.cli.shared.parsing import EXIT_OK
 from ferry.errors import ConfigError
 from ferry.models import DEFAULT_MARKS_PREFIX, Endpoint
 from ferry.pipeline.locations import Location

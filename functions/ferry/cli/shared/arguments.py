@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 
-from ferry.cli.filter_options import add_filter_arguments
-from ferry.cli.parsing import JOB_ID_RULE, Parser
-from ferry.cli.ranges import add_memory_limit_argument
-from ferry.cli.stack_outputs import DEFAULT_STACK
+from ferry.cli.shared.filter_options import add_filter_arguments
+from ferry.cli.shared.parsing import JOB_ID_RULE, Parser
+from ferry.cli.shared.ranges import add_memory_limit_argument
+from ferry.cli.shared.stack_outputs import DEFAULT_STACK
 from ferry.limits import DEFAULT_OBJECTS_PER_DAY, SIZE_RULE
 from ferry.models import CHECKSUM_ALGORITHMS, DEFAULT_MARKS_PREFIX, Compare
 

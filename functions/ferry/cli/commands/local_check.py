@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from ferry.cli.sides import check_local_source, endpoints
+from ferry.cli.shared.sides import check_local_source, endpoints
 from ferry.engine.compare.local_side import LocalSide
 from ferry.engine.compare.side_listing import S3Side, Side
 from ferry.errors import ConfigError

@@ -18,10 +18,10 @@ from collections.abc import Iterator
 from dataclasses import replace
 from typing import IO, Any
 
-from ferry.cli.copy_command import copy_and_report, first_or_refuse, options_from
-from ferry.cli.filter_options import filters_from
-from ferry.cli.ranges import bandwidth_limit, check_count, memory_limit
-from ferry.cli.sides import check_local_source, endpoints
+from ferry.cli.commands.copy_command import copy_and_report, first_or_refuse, options_from
+from ferry.cli.shared.filter_options import filters_from
+from ferry.cli.shared.ranges import bandwidth_limit, check_count, memory_limit
+from ferry.cli.shared.sides import check_local_source, endpoints
 from ferry.engine.files.downloads import Downloader
 from ferry.engine.files.uploads import Uploader
 from ferry.engine.run.bandwidth import Bandwidth

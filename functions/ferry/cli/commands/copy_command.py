@@ -1,5 +1,5 @@
 """`ferry copy`: copy a prefix or one object between any two S3 endpoints, verified, with a
-progress bar on a terminal (ferry.cli.progress), a summary, and an optional JSON Lines report."""
+progress bar on a terminal (ferry.cli.shared.progress), a summary, and an optional JSON Lines report."""
 
 from __future__ import annotations
 
@@ -15,15 +15,15 @@ from typing import IO, Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.cli.arguments import add_copy_parser
-from ferry.cli.copy_extension import CopyExtension, CopySides
-from ferry.cli.filter_options import filters_from
-from ferry.cli.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, open_for_writing
-from ferry.cli.progress import Progress
-from ferry.cli.ranges import bandwidth_limit, check_count, check_kms_region, memory_limit
-from ferry.cli.report import ReportWriter, Summary, report_for_html
-from ferry.cli.sides import endpoints
-from ferry.cli.signals import StopOnSignals
+from ferry.cli.shared.arguments import add_copy_parser
+from ferry.cli.shared.copy_extension import CopyExtension, CopySides
+from ferry.cli.shared.filter_options import filters_from
+from ferry.cli.shared.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, open_for_writing
+from ferry.cli.shared.progress import Progress
+from ferry.cli.shared.ranges import bandwidth_limit, check_count, check_kms_region, memory_limit
+from ferry.cli.shared.report import ReportWriter, Summary, report_for_html
+from ferry.cli.shared.sides import endpoints
+from ferry.cli.shared.signals import StopOnSignals
 from ferry.counts import plural
 from ferry.engine.compare.prune import DeleteResult
 from ferry.engine.run.bandwidth import Bandwidth
