@@ -297,7 +297,7 @@ def report(rows: list[Measured], memory_mb: int, argv: str) -> str:
         f"{memory_mb} MB: **${usd:.3f} per million objects** (arm64, "
         f"${prices.price('lambda_arm64_gb_second'):.10f} per GB-second). On an idle machine: "
         f"{worst_idle * 1000:.2f} ms, {gb_s_idle:.5f} GB-s: **${usd_idle:.3f} per million** if CPU-bound "
-        "throughout (`ferry estimate` takes this CPU per object: functions/ferry/costs/estimate.py "
+        "throughout (`ferry estimate` takes this CPU per object: functions/ferry/costs/inputs.py "
         "MEASURED_CPU_PER_SMALL_OBJECT).",
         "",
         "The idle-machine figure divides the passes' CPU by how much more CPU `ferry copy` took beside "

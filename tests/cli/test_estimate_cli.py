@@ -17,7 +17,9 @@ import pytest
 
 from ferry.cli.commands import copy_command
 from ferry.cli.main import main
-from ferry.costs.estimate import Assumptions, Workload, bin_layout, object_requests
+from ferry.costs.inputs import Assumptions
+from ferry.costs.requests import object_requests
+from ferry.costs.workload import Workload, bin_layout
 from ferry.engine.strategies import copier as engine_copier
 from ferry.limits import MiB
 

@@ -19,14 +19,9 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.shared.parsing import EXIT_OK, read_json_file
-from ferry.costs.estimate import (
-    Assumptions,
-    Estimate,
-    LambdaQuota,
-    PipelineShape,
-    Workload,
-    estimate,
-)
+from ferry.costs.estimate import Estimate, estimate
+from ferry.costs.inputs import Assumptions, LambdaQuota, PipelineShape
+from ferry.costs.workload import Workload
 from ferry.counts import plural
 from ferry.errors import ConfigError, describe
 from ferry.jobspec import JobSpec, parse_job_spec
