@@ -5,12 +5,12 @@ deleted one at a time with the care replicated deletes take (pipeline/replicatio
 - Only keys the destination's own listing showed under its prefix, minus Ferry's upload marks,
   are candidates; each is checked against the prefix and the marks again right before its
   delete, so no key outside them is ever sent.
-- Each delete is `DeleteObject` with `If-Match: <the ETag the listing showed>` and never a
-  `VersionId`: an object rewritten since the listing is kept (412), and on a versioned bucket
-  the delete leaves a delete marker over the versions, which stay. A server that refuses the
-  condition gets the delete without it, said in the result's note (a write between the
-  listing and the delete would then be lost). Some servers accept the header and ignore it
-  (MinIO): there the listing's word is all there is.
+- Each delete is the one conditional delete (ferry.s3.deletes) on the ETag the listing showed:
+  an object rewritten since the listing is kept (412), and on a versioned bucket the delete
+  leaves a delete marker over the versions, which stay. A server that refuses the condition
+  gets the delete without it, said in the result's note (a write between the listing and the
+  delete would then be lost). Some servers accept the header and ignore it (MinIO): there the
+  listing's word is all there is.
 - A source that lists no object at all is no reason to empty the destination: find_extras
   says so, and the caller refuses (a mistyped SRC lists nothing).
 - Either side may be a local folder (local_side.py). What a local source names but does not
@@ -32,9 +32,9 @@ from botocore.exceptions import BotoCoreError, ClientError
 from ferry.engine.compare.side_listing import Entry, Side, admits, side_by_side
 from ferry.errors import describe, error_code
 from ferry.filters import is_ferrys_own
+from ferry.s3.deletes import CONDITION_FAILED, delete_if_match
 
 _ABSENT = {"404", "NoSuchKey", "NotFound"}
-_CONDITION_REFUSED = {"NotImplemented", "501", "InvalidArgument", "InvalidRequest"}
 
 
 @dataclass(frozen=True)
@@ -131,28 +131,23 @@ def delete_extra(client: Any, extra: Extra, prefix: str, marks: Sequence[str]) -
         return DeleteResult(
             extra.bucket, extra.key, "failed", f"not deleted: outside {prefix!r} or among Ferry's marks"
         )
-    condition = {"IfMatch": f'"{extra.etag}"'} if extra.etag else {}
-    note = None
     try:
-        try:
-            response = client.delete_object(Bucket=extra.bucket, Key=extra.key, **condition)
-        except ClientError as error:
-            if not condition or error_code(error) not in _CONDITION_REFUSED:
-                raise
-            response = client.delete_object(Bucket=extra.bucket, Key=extra.key)
-            note = (
-                "the server refused If-Match on DeleteObject: deleted without it, so a write since "
-                "the listing would have been lost"
-            )
+        response, refused = delete_if_match(client, extra.bucket, extra.key, extra.etag or None)
     except ClientError as error:
         code = error_code(error)
-        if code in ("PreconditionFailed", "412"):
+        if code in CONDITION_FAILED:
             return DeleteResult(extra.bucket, extra.key, "skipped", "changed since it was listed: kept")
         if code in _ABSENT:
             return DeleteResult(extra.bucket, extra.key, "skipped", "already gone")
         return DeleteResult(extra.bucket, extra.key, "failed", "not deleted: " + _why(error, extra))
     except BotoCoreError as error:
         return DeleteResult(extra.bucket, extra.key, "failed", f"not deleted: {error}")
+    note = (
+        "the server refused If-Match on DeleteObject: deleted without it, so a write since the "
+        "listing would have been lost"
+        if refused
+        else None
+    )
     marker = response.get("VersionId") if response.get("DeleteMarker") else None
     return DeleteResult(extra.bucket, extra.key, "deleted", delete_marker_version_id=marker, note=note)
 
