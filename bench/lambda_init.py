@@ -8,8 +8,8 @@ variables Lambda defines itself. Here, from `cdk synth`'s output (cdk.out):
   read-only (`chmod -R a-w`); root ignores those bits, so every run also has
   PYTHONDONTWRITEBYTECODE=1 (Lambda's Python could not write either), and the bench checks
   that no file appeared in the tree after the runs;
-- compiled extensions built for another machine (the layer is arm64 by default; awscrt and
-  wrapt have them) are replaced by this machine's build of the same release, fetched once with
+- compiled extensions built for another machine (the layer is arm64 by default; awscrt,
+  wrapt and zlib-ng have them) are replaced by this machine's build of the same release, fetched once with
   pip into .cache/bench-native/, after checking that both builds ship the same Python files;
 - each function's environment is its template's variables (intrinsics such as `Ref` given fake
   values of the right shape) and Lambda's own: LAMBDA_TASK_ROOT, AWS_EXECUTION_ENV, the X-Ray

@@ -303,6 +303,16 @@ def _retry(call: Any, timeout: float = 30.0) -> Any:
 
 
 @pytest.fixture(scope="session")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The CDK tests' one `npx cdk synth` (tests/cdk/cdk_support.synthesized). It lives here, not
+    in a tests/cdk/conftest.py: that module would take the name `conftest` from this one, which
+    the tests import their helpers from."""
+    from cdk_support import synthesized  # tests/cdk: on the path once a CDK test module is imported
+
+    return synthesized(tmp_path_factory.mktemp("cdk.out"))
+
+
+@pytest.fixture(scope="session")
 def motoserver() -> Iterator[S3Server]:
     from moto.server import ThreadedMotoServer
 

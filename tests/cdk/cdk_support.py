@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -185,3 +186,27 @@ def statements(template: dict[str, Any]) -> Iterator[tuple[str, dict[str, Any]]]
 
 def as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [] if value is None else [value]
+
+
+def synthesized(out: Path) -> SimpleNamespace:
+    """`npx cdk synth` into `out`, as a user runs it, and what it wrote: the session's one synth
+    (tests/conftest.py's `synth`), which every CDK test that reads the CLI's output shares.
+    Slow: the app, cdk-nag, the layer copied from its cache, the code compiled."""
+    # The app imports this checkout's functions/, whatever package the venv was installed from.
+    done = run(
+        [npx("cdk"), "synth", "--quiet", "--output", str(out)], env={"PYTHONPATH": str(REPO / "functions")}
+    )
+    assert done.returncode == 0, f"cdk synth failed:\n{done.stdout}\n{done.stderr}"
+    manifest = json.loads((out / "manifest.json").read_text())
+    (stack,) = [a for a in manifest["artifacts"].values() if a["type"] == "aws:cloudformation:stack"]
+    template_file = out / stack["properties"]["templateFile"]
+    assets = json.loads(
+        (out / stack["properties"]["templateFile"].replace(".template.json", ".assets.json")).read_text()
+    )
+    return SimpleNamespace(
+        out=out,
+        stderr=done.stderr,
+        template_file=template_file,
+        template=json.loads(template_file.read_text()),
+        assets=assets,
+    )

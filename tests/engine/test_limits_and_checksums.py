@@ -232,3 +232,25 @@ def test_composite_checksum_and_etag_equal_what_versitygw_reports(versitygw):
     whole = cs.combine("CRC32C", list(zip(part_crcs, sizes, strict=True)))
     assert whole == base64.b64encode(cs.digest("CRC32C", data)).decode()
     assert not head["ChecksumCRC32C"].startswith(whole)
+
+
+@pytest.mark.parametrize("algorithm", ["CRC32", "CRC32C", "CRC64NVME"])
+def test_a_running_crc_over_chunks_of_any_kind_is_awscrts_crc_of_the_whole(algorithm: str) -> None:
+    """The CRCs computed as bytes pass (zlib-ng's CRC32, awscrt's others) are the values S3
+    computes: held to awscrt's over the whole, fed as bytes, bytearrays and memoryviews cut at
+    uneven places, empty chunks included."""
+    import random
+
+    from awscrt import checksums as crt
+
+    from ferry.engine.proofs.checksums import Running, b64, digest
+
+    data = random.Random(7).randbytes(3 * 1024 * 1024 + 17)
+    whole = {"CRC32": crt.crc32, "CRC32C": crt.crc32c, "CRC64NVME": crt.crc64nvme}[algorithm](data)
+    running, at, kinds = Running(algorithm), 0, (bytes, bytearray, memoryview)
+    for n, size in enumerate([0, 1, 4095, 1024 * 1024, 7, 0, 2 * 1024 * 1024]):
+        running.update(kinds[n % 3](data[at : at + size]))
+        at += size
+    running.update(memoryview(data)[at:])
+    expected = whole.to_bytes(8 if algorithm == "CRC64NVME" else 4, "big")
+    assert running.value() == b64(expected) and digest(algorithm, data) == expected
