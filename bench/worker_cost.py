@@ -5,7 +5,7 @@ code over them as Step Functions would: Prepare (jobs.prepare), the Map's item s
 ItemBatcher (item_reader.listing_items + item_reader.batches at the pipeline's default batch
 limits), then one CopyBatch pass per batch (batches.copy_batch, the function the Lambda
 handler calls) with the batch report written to S3 (JobReports, as on AWS). The copier runs
-at the thread count it picks for small objects on a 2-CPU machine (engine.copier
+at the thread count it picks for small objects on a 2-CPU machine (engine.strategies.copier
 default_concurrency), which is what it picks in the Lambda.
 
 What it measures is the worker process's CPU seconds per object (time.process_time(), all
@@ -44,8 +44,8 @@ from typing import Any
 
 from bench.servers import ACCESS_KEY, REGION, SECRET_KEY, Server, make_server
 from ferry.costs import prices
-from ferry.engine import copier as engine_copier
-from ferry.engine.copier import default_concurrency
+from ferry.engine.strategies import copier as engine_copier
+from ferry.engine.strategies.copier import default_concurrency
 from ferry.limits import MiB
 from ferry.models import Endpoint
 from ferry.pipeline import batches as pipeline_batches
@@ -297,7 +297,7 @@ def report(rows: list[Measured], memory_mb: int, argv: str) -> str:
         f"{memory_mb} MB: **${usd:.3f} per million objects** (arm64, "
         f"${prices.price('lambda_arm64_gb_second'):.10f} per GB-second). On an idle machine: "
         f"{worst_idle * 1000:.2f} ms, {gb_s_idle:.5f} GB-s: **${usd_idle:.3f} per million** if CPU-bound "
-        "throughout (`ferry estimate` takes this CPU per object: functions/ferry/costs/estimate.py "
+        "throughout (`ferry estimate` takes this CPU per object: functions/ferry/costs/inputs.py "
         "MEASURED_CPU_PER_SMALL_OBJECT).",
         "",
         "The idle-machine figure divides the passes' CPU by how much more CPU `ferry copy` took beside "
@@ -305,7 +305,7 @@ def report(rows: list[Measured], memory_mb: int, argv: str) -> str:
         "servers, idle): the same engine sending the same requests, so the machine's load is taken to "
         "inflate both alike (an assumption, not a measurement). These servers echo no encryption in "
         "CopyObject's answer and hold no encrypted object: one probe per bucket learns that "
-        "(engine/encryption_probe.py), and each copy is one CopyObject, as on AWS.",
+        "(engine/run/encryption_probe.py), and each copy is one CopyObject, as on AWS.",
         "",
         "How: GB-s per object = CPU s per object / min(1, memory / 1,769 MB) x memory in GB. One Python "
         "process holding the GIL uses at most one vCPU, which Lambda gives at 1,769 MB; below that it gets "

@@ -133,10 +133,10 @@ def test_profile_splits_py_spy_stacks_into_start_up_requests_and_own_code(tmp_pa
         "\n".join(
             [
                 "<module> (ferry/cli/main.py:1);_find_and_load (<frozen importlib._bootstrap>:1) 5",
-                "run (ferry/engine/copier.py:1);Copier.copy (ferry/engine/copier.py:9);BaseClient._make_api_call (botocore/client.py:1) 7",
-                "run (ferry/engine/copier.py:1);Copier.copy (ferry/engine/copier.py:9);verify (ferry/engine/verify.py:3) 2",
-                "run (ferry/engine/copier.py:1);Copier.copy (ferry/engine/copier.py:9);LeanClient._send (ferry/s3/lean_s3.py:4) 3",
-                "next_window (ferry/engine/copier.py:1);list_objects (ferry/s3/listing.py:2) 1",
+                "run (ferry/engine/strategies/copier.py:1);Copier.copy (ferry/engine/strategies/copier.py:9);BaseClient._make_api_call (botocore/client.py:1) 7",
+                "run (ferry/engine/strategies/copier.py:1);Copier.copy (ferry/engine/strategies/copier.py:9);verify (ferry/engine/proofs/verify.py:3) 2",
+                "run (ferry/engine/strategies/copier.py:1);Copier.copy (ferry/engine/strategies/copier.py:9);LeanClient._send (ferry/s3/lean_s3.py:4) 3",
+                "next_window (ferry/engine/strategies/copier.py:1);list_objects (ferry/s3/listing.py:2) 1",
                 " 40",  # idle: no Python frame holds the GIL
             ]
         )

@@ -11,9 +11,13 @@ from typing import Any
 import pytest
 
 from ferry.costs import estimate as model
-from ferry.costs.estimate import Assumptions, PipelineShape, Workload, estimate, object_requests
-from ferry.engine.dest_listing import MIN_WINDOW
-from ferry.engine.source import NEVER_ARCHIVED
+from ferry.costs import inputs, requests, workload
+from ferry.costs.estimate import estimate
+from ferry.costs.inputs import Assumptions, PipelineShape
+from ferry.costs.requests import object_requests
+from ferry.costs.workload import Workload
+from ferry.engine.compare.dest_listing import MIN_WINDOW
+from ferry.engine.proofs.source import NEVER_ARCHIVED
 from ferry.limits import GiB, KiB, MiB
 from ferry.pipeline.settings import PipelineSettings
 
@@ -27,7 +31,7 @@ def _server_side_seconds(objects: int, size: int, case: str = "expected") -> flo
     of the measured CPU per object and the assumed bytes S3 copies per second (100-400 MiB/s),
     in the fast case, the slow case (half the CPU-bound rate, the slower byte rate) or the
     expected case (the geometric mean of the two)."""
-    cpu = model.MEASURED_CPU_PER_SMALL_OBJECT
+    cpu = inputs.MEASURED_CPU_PER_SMALL_OBJECT
     per_object = {"fast": cpu, "slow": 2 * cpu, "expected": cpu / math.sqrt(0.5)}[case]
     per_byte = {"fast": 400 * MiB, "slow": 100 * MiB, "expected": math.sqrt(100 * 400) * MiB}[case]
     return max(objects * per_object, objects * size / per_byte)
@@ -137,7 +141,7 @@ def test_pipeline_shape_reads_cdk_json_as_the_pipeline_does() -> None:
 
 
 def test_classes_copied_from_the_listing_are_the_engines() -> None:
-    assert model.LISTING_CLASSES == NEVER_ARCHIVED
+    assert requests.LISTING_CLASSES == NEVER_ARCHIVED
 
 
 # -- by hand ------------------------------------------------------------------------------------
@@ -148,7 +152,7 @@ def test_a_million_objects_of_500_kb_server_side() -> None:
 
     # Items of 152 bytes (a 60-character key, one-letter names) and a comma each, in 153,600
     # bytes less the child input's wrapper (123): 1,003 < 10,000: the bytes cap binds.
-    assert model.item_json_bytes(60, 500_000, "STANDARD") == 152 and model.BATCH_WRAPPER_BYTES == 123
+    assert workload.item_json_bytes(60, 500_000, "STANDARD") == 152 and workload.BATCH_WRAPPER_BYTES == 123
     assert result.items_per_batch == (153_600 - 123 + 1) // 153 == 1_003
     assert result.batches == 998 and result.passes == 998  # 1,000,000 / 1,003, rounded up
     # The destination listed per batch: 997 batches of 1,003 (2 pages of 1,000), one of 9.
@@ -377,7 +381,7 @@ def test_item_bytes_are_what_the_map_batches() -> None:
     for key in ("k" * 60, "in/" + "日" * 100):
         item = selected(reader_item(key, 500_000))
         size = len(json.dumps(item, separators=(",", ":"), ensure_ascii=False).encode())
-        assert model.item_json_bytes(key, 500_000, "STANDARD") == size, key
+        assert workload.item_json_bytes(key, 500_000, "STANDARD") == size, key
 
 
 def test_items_per_batch_is_what_the_item_batcher_makes() -> None:
@@ -433,7 +437,7 @@ def test_the_estimate_is_made_for_the_accounts_real_lambda_quota() -> None:
     """An account of 10 concurrent Lambdas (a new account's reduced quota): Prepare would run 8
     children at once, not the setting's 100, and so does the estimate, in its limits and its
     duration; it says where the quota came from and why fewer children run."""
-    from ferry.costs.estimate import LambdaQuota
+    from ferry.costs.inputs import LambdaQuota
     from ferry.quotas.lambda_concurrency import AccountConcurrency
 
     work = Workload.uniform(1_000_000, 500_000)
@@ -463,7 +467,7 @@ def test_the_estimate_is_made_for_the_accounts_real_lambda_quota() -> None:
 
 
 def test_reservations_the_account_cannot_take_are_said_and_a_reservation_caps_the_children() -> None:
-    from ferry.costs.estimate import LambdaQuota
+    from ferry.costs.inputs import LambdaQuota
     from ferry.quotas.lambda_concurrency import AccountConcurrency
 
     shape = PipelineShape(copy_reserved_concurrency=50, record_failure_reserved_concurrency=5)

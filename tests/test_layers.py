@@ -17,9 +17,12 @@ def _pyproject() -> dict[str, Any]:
     return tomllib.loads((REPO / "pyproject.toml").read_text())
 
 
-def _layers() -> list[set[str]]:
+def _layers(container: str | None = None) -> list[set[str]]:
+    """The layers of the package's contract, or of the contract inside one of its folders."""
     config = _pyproject()["tool"]["importlinter"]
-    (contract,) = (c for c in config["contracts"] if c["type"] == "layers")
+    (contract,) = (
+        c for c in config["contracts"] if c["type"] == "layers" and c.get("containers", [None]) == [container]
+    )
     return [{name.strip() for name in layer.replace("|", ":").split(":")} for layer in contract["layers"]]
 
 
@@ -32,6 +35,16 @@ def test_every_part_of_the_package_is_a_layer() -> None:
     parts = {f"ferry.{p.parent.name}" for p in PACKAGE.glob("*/__init__.py")}
     layered = set().union(*_layers())
     assert parts <= layered, f"add {sorted(parts - layered)} to the layers contract in pyproject.toml"
+
+
+def test_every_part_of_the_engine_and_the_command_line_is_a_layer_of_its_own_contract() -> None:
+    """Inside the engine each folder owns one mechanism, inside the command line the commands
+    sit apart from what they share; both import downward only. A module or folder added to
+    either and missing from its contract would sit outside that order."""
+    for folder in ("engine", "cli"):
+        inside = {p.stem for p in (PACKAGE / folder).glob("*.py") if p.stem != "__init__"}
+        inside |= {p.parent.name for p in (PACKAGE / folder).glob("*/__init__.py")}
+        assert inside == set().union(*_layers(f"ferry.{folder}")), folder
 
 
 def test_every_folder_of_the_package_is_built() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ferry.cli.copy_command import options_from, parse_copy_args
+from ferry.cli.commands.copy_command import options_from, parse_copy_args
 from ferry.jobspec import SpecError, options_to_dict, parse_options
 from ferry.models import DEFAULT_MARKS_PREFIX
 

@@ -1,5 +1,5 @@
 """IAM for Finalize's clean-up of its job's abandoned uploads (functions/ferry/pipeline/
-abandoned_uploads.py), found by their marks (functions/ferry/engine/upload_marks.py).
+abandoned_uploads.py), found by their marks (functions/ferry/engine/records/upload_marks.py).
 
 Each multipart upload a worker opens is marked by a small object at `.ferry/uploads/...` in
 the destination BUCKET, outside any configured destination prefix (the workers' own grants on

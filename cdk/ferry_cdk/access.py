@@ -13,7 +13,7 @@ a GET or HEAD of a missing key with 403 instead of 404 unless the caller may lis
 makes every operator false but ...IfExists and Null). The code copes: every listing names a
 Prefix inside its configured location (tests/engine/test_bucket_scope.py), and skip-existing
 takes a 403 HEAD as "absent" only when a listing with the key as its prefix shows the key
-absent (engine/skip.py); any other 403 stays an access error.
+absent (engine/compare/skip.py); any other 403 stays an access error.
 """
 
 from __future__ import annotations
@@ -71,7 +71,7 @@ LIST_AND_VERSIONS = ("s3:ListBucket", *LIST_VERSIONS)
 READ_VERSIONING = ("s3:GetBucketVersioning",)
 
 
-# Upload marks (ferry.engine.upload_marks): a small object per open multipart upload, written
+# Upload marks (ferry.engine.records.upload_marks): a small object per open multipart upload, written
 # after CreateMultipartUpload, read to resume after a crash, deleted after Complete or Abort by
 # its version id (DeleteObject with VersionId is s3:DeleteObjectVersion), so a versioned bucket
 # keeps neither the mark's version nor a delete marker.

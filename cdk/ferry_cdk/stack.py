@@ -100,7 +100,7 @@ class FerryStack(cdk.Stack):
 
         self.monitoring = monitoring.monitor_stack(self)  # last: alarms on every queue and function
 
-        # `ferry job ...` finds these by name (functions/ferry/cli/stack_outputs.py): keep them.
+        # `ferry job ...` finds these by name (functions/ferry/cli/shared/stack_outputs.py): keep them.
         cdk.CfnOutput(self, "StateMachineArn", value=self.state_machine.state_machine_arn)
         cdk.CfnOutput(self, "ReportBucketName", value=self.report_bucket.bucket_name)
         cdk.CfnOutput(self, "TableName", value=self.table.table_name)
@@ -295,7 +295,7 @@ class FerryStack(cdk.Stack):
         prepare.add_to_role_policy(statement("CreateJob", ["dynamodb:GetItem", "dynamodb:PutItem"], table))
         for st in reach_statements(self, s):  # the destination check writes as the workers will
             prepare.add_to_role_policy(st)
-        # `ferry job retry` starts a job over a manifest of failed objects under jobs/ (cli/job_retry.py).
+        # `ferry job retry` starts a job over a manifest of failed objects under jobs/ (cli/commands/job_retry.py).
         prepare.add_to_role_policy(statement("ReadRetryManifests", ["s3:GetObject"], reports))
 
         # The ListVersions loop lists the source's versions (as the workers reach the source) and
@@ -360,7 +360,7 @@ class FerryStack(cdk.Stack):
             *access.list_bucket_statements(
                 s.destinations, sid="ListDestinations", actions=access.LIST_AND_VERSIONS
             ),
-            # A copy killed mid-way is resumed from its upload's mark (ferry.engine.upload_marks);
+            # A copy killed mid-way is resumed from its upload's mark (ferry.engine.records.upload_marks);
             # no mark goes where Object Lock would keep it.
             statement("MarkUploads", access.UPLOAD_MARKS, access.marks_arns(s.destinations)),
             statement(

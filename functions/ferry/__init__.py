@@ -25,25 +25,25 @@ from ferry.models import (
 )
 
 if TYPE_CHECKING:
-    from ferry.engine.checkpoints import (
+    from ferry.engine.records.checkpoints import (
         Checkpoint,
         CheckpointStore,
         FileCheckpointStore,
         MemoryCheckpointStore,
     )
-    from ferry.engine.copier import Copier, default_concurrency
-    from ferry.engine.deadlines import deadline_in
+    from ferry.engine.run.deadlines import deadline_in
+    from ferry.engine.strategies.copier import Copier, default_concurrency
 
 # The engine's names are imported on first use (PEP 562): the engine loads botocore, and every
 # `ferry` command's `--help`, like any `import ferry.<module>`, runs this file (start-up cost).
 _LAZY = {
-    "Checkpoint": "ferry.engine.checkpoints",
-    "CheckpointStore": "ferry.engine.checkpoints",
-    "FileCheckpointStore": "ferry.engine.checkpoints",
-    "MemoryCheckpointStore": "ferry.engine.checkpoints",
-    "Copier": "ferry.engine.copier",
-    "deadline_in": "ferry.engine.deadlines",
-    "default_concurrency": "ferry.engine.copier",
+    "Checkpoint": "ferry.engine.records.checkpoints",
+    "CheckpointStore": "ferry.engine.records.checkpoints",
+    "FileCheckpointStore": "ferry.engine.records.checkpoints",
+    "MemoryCheckpointStore": "ferry.engine.records.checkpoints",
+    "Copier": "ferry.engine.strategies.copier",
+    "deadline_in": "ferry.engine.run.deadlines",
+    "default_concurrency": "ferry.engine.strategies.copier",
 }
 
 

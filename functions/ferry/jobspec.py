@@ -84,7 +84,7 @@ class JobOptions:
     # Finalize aborts the job's own marked uploads still open at least this old (a crash left
     # them); 0: every one, since no batch of the job is running any more.
     abort_uploads_after_seconds: int = 0
-    # Every version of each key, oldest first, delete markers reproduced (engine/version_copy):
+    # Every version of each key, oldest first, delete markers reproduced (engine/versions/version_copy):
     # the Map then reads the keys with a history (pipeline/history_keys.py), not the current objects.
     all_versions: bool = False
 

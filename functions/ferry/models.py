@@ -17,7 +17,7 @@ from ferry.limits import DEFAULT_MULTIPART_THRESHOLD, MAX_SINGLE_COPY, check_par
 CHECKSUM_ALGORITHMS = ("CRC32C", "CRC32", "CRC64NVME", "SHA256", "SHA1")
 ARCHIVE_CLASSES = frozenset({"GLACIER", "DEEP_ARCHIVE"})
 RESTORE_TIERS = {"bulk": "Bulk", "standard": "Standard", "expedited": "Expedited"}
-# Where Ferry marks its own multipart uploads in each destination bucket (engine/upload_marks.py).
+# Where Ferry marks its own multipart uploads in each destination bucket (engine/records/upload_marks.py).
 DEFAULT_MARKS_PREFIX = ".ferry/uploads/"
 # Why a local symbolic link was not copied: a local source reports it, every door counts it.
 SYMLINK_SKIPPED = "a symbolic link: not followed (--follow-symlinks copies what it points to)"
@@ -147,7 +147,7 @@ class CopyPolicy:
     restore: str | None = None
     restore_days: int = 7
     dry_run: bool = False
-    # Where each destination bucket holds the marks of Ferry's open uploads (engine/upload_marks.py);
+    # Where each destination bucket holds the marks of Ferry's open uploads (engine/records/upload_marks.py);
     # None: no marks, so a copy killed mid-way is neither resumed nor cleaned by Ferry.
     marks_prefix: str | None = DEFAULT_MARKS_PREFIX
 

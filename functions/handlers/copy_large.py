@@ -26,7 +26,7 @@ def pass_seconds() -> float:
     """Seconds per pass (FERRY_LARGE_OBJECT_PASS_SECONDS, default 90): each pass ends at a
     checkpoint and a stop request takes effect there, so a pass plus the parts in flight must
     fit in the task's stopTimeout (120 s, Spot's warning). A SIGKILL mid-pass loses no
-    finished part either: the retry resumes the marked upload (engine/upload_marks.py)."""
+    finished part either: the retry resumes the marked upload (engine/records/upload_marks.py)."""
     return float(os.environ.get("FERRY_LARGE_OBJECT_PASS_SECONDS", "90"))
 
 

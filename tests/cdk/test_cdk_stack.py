@@ -509,7 +509,7 @@ def test_each_role_gets_what_its_code_does(built: SimpleNamespace) -> None:
     for role in ("CopyBatchRole", "CopyTaskRole"):
         assert actions_on(role, arns["sources"]) == copy, role
         assert actions_on(role, arns["destinations"]) == write, role
-        # Upload marks, and finding a crashed run's uploads to resume (ferry.engine.upload_marks):
+        # Upload marks, and finding a crashed run's uploads to resume (ferry.engine.records.upload_marks):
         # a mark is deleted by its version id, so a versioned bucket keeps none of it, and none
         # is written where Object Lock's default retention would keep it.
         assert actions_on(role, arns["marks"]) == {
@@ -722,8 +722,8 @@ def test_layer_is_built_by_pip_for_the_lambda_platform_and_cached_by_content(tmp
 
 
 def test_outputs_name_what_the_job_commands_need(built: SimpleNamespace) -> None:
-    """`ferry job --stack NAME` reads these outputs by name (cli/stack_outputs.py)."""
-    from ferry.cli.stack_outputs import REPORT_BUCKET_OUTPUT, STATE_MACHINE_OUTPUT, TABLE_OUTPUT
+    """`ferry job --stack NAME` reads these outputs by name (cli/shared/stack_outputs.py)."""
+    from ferry.cli.shared.stack_outputs import REPORT_BUCKET_OUTPUT, STATE_MACHINE_OUTPUT, TABLE_OUTPUT
 
     t = built.template
     outputs = t["Outputs"]

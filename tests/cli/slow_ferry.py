@@ -12,9 +12,9 @@ import sys
 import time
 from typing import Any
 
-import ferry.cli.copy_command
-import ferry.cli.local_copy
-import ferry.engine.copier
+import ferry.cli.commands.copy_command
+import ferry.cli.commands.local_copy
+import ferry.engine.strategies.copier
 from ferry.cli.main import main
 from ferry.s3.clients import make_client
 
@@ -34,7 +34,7 @@ def slow_client(*args: Any, **kwargs: Any) -> Any:
 
 
 if __name__ == "__main__":
-    ferry.cli.copy_command.make_client = slow_client  # type: ignore[assignment]
-    ferry.cli.local_copy.make_client = slow_client  # type: ignore[assignment]
-    ferry.engine.copier.make_client = slow_client  # type: ignore[assignment]
+    ferry.cli.commands.copy_command.make_client = slow_client  # type: ignore[assignment]
+    ferry.cli.commands.local_copy.make_client = slow_client  # type: ignore[assignment]
+    ferry.engine.strategies.copier.make_client = slow_client  # type: ignore[assignment]
     sys.exit(main(sys.argv[1:]))

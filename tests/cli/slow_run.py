@@ -10,7 +10,7 @@ import sys
 import time
 from typing import Any
 
-import ferry.cli.run_command
+import ferry.cli.commands.run_command
 import ferry.pipeline.batches
 from ferry.cli.main import main
 from ferry.s3.clients import make_client
@@ -29,6 +29,6 @@ def slow_client(*args: Any, **kwargs: Any) -> Any:
 
 
 if __name__ == "__main__":
-    ferry.cli.run_command.make_client = slow_client  # type: ignore[assignment]
+    ferry.cli.commands.run_command.make_client = slow_client  # type: ignore[assignment]
     ferry.pipeline.batches.make_client = slow_client  # type: ignore[assignment]
     sys.exit(main(sys.argv[1:]))

@@ -188,7 +188,7 @@ def test_a_version_without_comparable_evidence_is_proved_by_the_destinations_che
     match, other bytes of the same size do not."""
     from dataclasses import replace
 
-    from ferry.engine.version_copy import UNPROVED, same_bytes
+    from ferry.engine.versions.version_copy import UNPROVED, same_bytes
     from ferry.s3.version_listing import key_history
 
     server: S3Server = request.getfixturevalue(server_name)

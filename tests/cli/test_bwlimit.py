@@ -15,7 +15,7 @@ import pytest
 
 from conftest import S3Server
 from ferry.cli.main import main
-from ferry.engine import bandwidth
+from ferry.engine.run import bandwidth
 
 MiB = 1024 * 1024
 SMALL_PARTS = ["--multipart-threshold", "5MiB", "--part-size", "5MiB"]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ferry.cli.main import main
-from ferry.engine.upload_marks import UploadMark, mark_key, read_mark, write_mark
+from ferry.engine.records.upload_marks import UploadMark, mark_key, read_mark, write_mark
 from version_histories import ferrys_history, versioned
 
 FERRY = str(Path(sys.executable).with_name("ferry"))

@@ -199,7 +199,8 @@ def test_listing_that_breaks_midway_still_summarises_what_was_copied(
     import io
 
     from ferry import SourceObject, Target
-    from ferry.cli import copy_command, main
+    from ferry.cli import main
+    from ferry.cli.commands import copy_command
     from ferry.errors import ConfigError
 
     src, dst = vgw_buckets

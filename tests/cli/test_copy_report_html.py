@@ -10,7 +10,7 @@ from pathlib import Path
 
 from test_cli import ferry
 
-from ferry.cli.parsing import EXIT_FAILED
+from ferry.cli.shared.parsing import EXIT_FAILED
 from ferry.reports.report_html import OUTCOME_COLOURS
 from report_render import EXTERNAL, hex_colour, read_png, screenshot
 

@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-import ferry.cli.copy_command
-import ferry.engine.copier
+import ferry.cli.commands.copy_command
+import ferry.engine.strategies.copier
 from ferry.cli.main import main
 from ferry.s3.clients import make_client as real_make_client
 from version_histories import ferrys_history, versioned
@@ -154,8 +154,8 @@ def test_sigkilled_copy_resumes_without_sending_a_listed_part_again(
 
     operation = MODES[mode]
     counter = PartCounter(operation)
-    monkeypatch.setattr(ferry.cli.copy_command, "make_client", counter.make_client)
-    monkeypatch.setattr(ferry.engine.copier, "make_client", counter.make_client)
+    monkeypatch.setattr(ferry.cli.commands.copy_command, "make_client", counter.make_client)
+    monkeypatch.setattr(ferry.engine.strategies.copier, "make_client", counter.make_client)
     report = tmp_path / "second.jsonl"
     stdout, stderr = io.StringIO(), io.StringIO()
     code = main([*args, "--report", str(report)], stdout, stderr)

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from conftest import S3Server
-from ferry.cli.jobs_command import _report_exit, report_text
+from ferry.cli.commands.jobs_command import _report_exit, report_text
 
 FERRY = str(Path(sys.executable).with_name("ferry"))
 

@@ -15,10 +15,12 @@ from typing import Any
 
 import pytest
 
-from ferry.cli import copy_command
+from ferry.cli.commands import copy_command
 from ferry.cli.main import main
-from ferry.costs.estimate import Assumptions, Workload, bin_layout, object_requests
-from ferry.engine import copier as engine_copier
+from ferry.costs.inputs import Assumptions
+from ferry.costs.requests import object_requests
+from ferry.costs.workload import Workload, bin_layout
+from ferry.engine.strategies import copier as engine_copier
 from ferry.limits import MiB
 
 FERRY = str(Path(sys.executable).with_name("ferry"))
@@ -113,7 +115,7 @@ def test_the_model_predicts_the_requests_ferry_copy_sends(
     # Object Lock configuration (upload_marks: no mark where a default retention would keep
     # it). These servers report no encryption in CopyObject's answer and hold no encrypted
     # object (versitygw ignores SSE headers, MinIO without a KMS refuses them): one probe per
-    # run learns that (engine/encryption_probe.py), and no HEAD follows a copy from the listing.
+    # run learns that (engine/run/encryption_probe.py), and no HEAD follows a copy from the listing.
     assumptions = Assumptions(mode=mode, head_after_listed_copy=False)
     predicted: Counter[str] = Counter({"HeadBucket": 2, "ListObjectsV2": 2, "GetObjectLockConfiguration": 1})
     if mode == "server-side":
@@ -188,7 +190,7 @@ def test_estimate_of_a_listed_prefix_reads_storage_classes(motoserver: Any) -> N
     assert data["skipped_needs_restore"] == 1  # GLACIER: only its HEAD, then needs restore
     assert data["s3_requests"]["CopyObject"] == 2
     # The GLACIER one's HEAD, and a HEAD of each destination key: a batch of fewer than 8
-    # objects is not listed (engine/dest_listing.py MIN_WINDOW).
+    # objects is not listed (engine/compare/dest_listing.py MIN_WINDOW).
     assert data["s3_requests"]["HeadObject"] == 1 + 3
     assert data["s3_requests"]["ListObjectsV2"] == 1  # the Map's listing only
 

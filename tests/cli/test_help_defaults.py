@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from test_usage_errors import ALL, required_arguments
 
-from ferry.cli.check_command import check_options, head_concurrency
-from ferry.cli.clean_uploads import parse_age
-from ferry.cli.copy_command import options_from
+from ferry.cli.commands.check_command import check_options, head_concurrency
+from ferry.cli.commands.clean_uploads import parse_age
+from ferry.cli.commands.copy_command import options_from
+from ferry.cli.commands.run_command import ledger_path, pass_seconds, worker_settings
 from ferry.cli.main import build_parser
-from ferry.cli.run_command import ledger_path, pass_seconds, worker_settings
 from ferry.limits import parse_size
 
 # `(default 10,000)`, `(default: ~/.cache/...)`, `(assumed; default 8MiB)`: one word, then the

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-import ferry.cli.local_copy
+import ferry.cli.commands.local_copy
 from cli.test_crash_resume import KEY, _kill_once_parts_listed, _listed_parts
 from conftest import S3Server
 from ferry.cli.main import main
@@ -52,7 +52,7 @@ class Counter:
 
 
 def run_in_process(args: list[str], counter: Counter, monkeypatch: pytest.MonkeyPatch) -> tuple[int, str]:
-    monkeypatch.setattr(ferry.cli.local_copy, "make_client", counter.make_client)
+    monkeypatch.setattr(ferry.cli.commands.local_copy, "make_client", counter.make_client)
     stdout, stderr = io.StringIO(), io.StringIO()
     code = main(args, stdout, stderr)
     return code, stdout.getvalue() + stderr.getvalue()

@@ -1,6 +1,6 @@
 """Upload marks leave nothing behind in a versioned or Object Lock destination.
 
-A multipart copy marks its upload in the destination (engine/upload_marks.py) and removes the
+A multipart copy marks its upload in the destination (engine/records/upload_marks.py) and removes the
 mark when the upload ends. On a versioned bucket a plain DeleteObject only stacks a delete
 marker on the mark: its version and the marker would stay in the bucket's history for good.
 Here each door of the command line (`ferry copy`, `ferry sync`, `--all-versions`) copies

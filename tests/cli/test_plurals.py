@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 from conftest import REPO, S3Server
-from ferry.cli.clean_uploads import Cleaning, _print
-from ferry.cli.jobs_command import report_text
+from ferry.cli.commands.clean_uploads import Cleaning, _print
+from ferry.cli.commands.jobs_command import report_text
 from ferry.counts import plural
 
 FERRY = str(Path(sys.executable).with_name("ferry"))
@@ -25,8 +25,8 @@ SAID_TO_USERS = [
     REPO / "functions/ferry/pipeline/jobs.py",
     REPO / "functions/ferry/pipeline/count_check.py",
     REPO / "functions/ferry/pipeline/batches.py",
-    REPO / "functions/ferry/engine/streaming.py",
-    REPO / "functions/ferry/engine/server_side.py",
+    REPO / "functions/ferry/engine/strategies/streaming.py",
+    REPO / "functions/ferry/engine/strategies/server_side.py",
 ]
 
 

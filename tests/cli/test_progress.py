@@ -15,9 +15,9 @@ import pytest
 from rich.console import Console
 
 from conftest import S3Server
-from ferry.cli import progress as progress_module
 from ferry.cli.main import main
-from ferry.cli.progress import Progress
+from ferry.cli.shared import progress as progress_module
+from ferry.cli.shared.progress import Progress
 from ferry.models import CopyResult, SourceObject, Status, Target
 
 MiB = 1024 * 1024

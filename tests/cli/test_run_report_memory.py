@@ -9,7 +9,7 @@ import json
 import tracemalloc
 from pathlib import Path
 
-from ferry.cli.run_command import _write_report, run_report
+from ferry.cli.commands.run_command import _write_report, run_report
 from ferry.models import CopyResult, Status
 from ferry.pipeline.ledger.contract import BatchCounts
 from ferry.pipeline.ledger.sqlite import SQLiteLedger

@@ -14,7 +14,7 @@ import os
 import pytest
 from test_cli import ferry
 
-from ferry.cli.parsing import EXIT_FAILED
+from ferry.cli.shared.parsing import EXIT_FAILED
 
 MiB = 1024 * 1024
 TAGS = "team=blue&tier=gold"

@@ -73,5 +73,5 @@ def test_import_ferry_is_light_and_its_public_names_still_import() -> None:
     assert done.returncode == 0, done.stderr
     light, module, missing = json.loads(done.stdout.strip().splitlines()[-1])
     assert light, "import ferry loaded botocore"
-    assert module == "ferry.engine.copier"
+    assert module == "ferry.engine.strategies.copier"
     assert missing == []

@@ -161,7 +161,7 @@ def test_a_failed_copy_deletes_nothing_and_says_so(versitygw):
 
 
 def test_a_listing_that_fails_deletes_and_copies_nothing(versitygw, monkeypatch):
-    from ferry.engine import side_listing
+    from ferry.engine.compare import side_listing
     from ferry.errors import ConfigError
 
     src, dst = arrange(versitygw)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ferry.cli.main import build_parser
-from ferry.cli.parsing import EXIT_USAGE
+from ferry.cli.shared.parsing import EXIT_USAGE
 
 FERRY = str(Path(sys.executable).with_name("ferry"))
 

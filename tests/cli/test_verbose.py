@@ -15,7 +15,7 @@ from rich.console import Console
 
 from conftest import S3Server
 from ferry.cli.main import main
-from ferry.cli.progress import Progress
+from ferry.cli.shared.progress import Progress
 from ferry_process import ferry
 
 

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from ferry.engine.bandwidth import Bandwidth, metered
-from ferry.engine.buffers import request_body
+from ferry.engine.run.bandwidth import Bandwidth, metered
+from ferry.engine.run.buffers import request_body
 
 
 class FakeTime:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from ferry.engine.buffers import BufferPool, BufferReader, request_body
+from ferry.engine.run.buffers import BufferPool, BufferReader, request_body
 
 MiB = 1024 * 1024
 

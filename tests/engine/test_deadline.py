@@ -23,9 +23,9 @@ from ferry import (
     Target,
     deadline_in,
 )
-from ferry.engine import multipart
-from ferry.engine.checkpoints import copy_id
-from ferry.engine.upload_marks import mark_key
+from ferry.engine.parts import multipart
+from ferry.engine.records.checkpoints import copy_id
+from ferry.engine.records.upload_marks import mark_key
 
 MiB = 1024 * 1024
 PART = 5 * MiB
@@ -73,7 +73,7 @@ def clock_runs_out_after(monkeypatch: pytest.MonkeyPatch, parts: int) -> None:
             late = reads > 2 * parts
         return real() + (3600 if late else 0)
 
-    def due(deadline: float | None, needed: float = 0.0) -> bool:  # engine.deadlines.due on this clock
+    def due(deadline: float | None, needed: float = 0.0) -> bool:  # engine.run.deadlines.due on this clock
         return deadline is not None and monotonic() + needed >= deadline
 
     monkeypatch.setattr(multipart, "due", due)

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from ferry import Copier, CopyPolicy, SourceObject, Status, Target
-from ferry.engine import dest_listing
-from ferry.engine.copier import _WindowReader
-from ferry.engine.dest_listing import ABSENT, DestinationIndex, Listed, _just_before
-from ferry.engine.skip import settled_by_listing
-from ferry.engine.source import SourceInfo
+from ferry.engine.compare import dest_listing
+from ferry.engine.compare.dest_listing import ABSENT, DestinationIndex, Listed, _just_before
+from ferry.engine.compare.skip import settled_by_listing
+from ferry.engine.proofs.source import SourceInfo
+from ferry.engine.strategies.copier import _WindowReader
 from ferry.models import Compare
 
 SIZE = 2048
@@ -119,7 +119,7 @@ def test_size_and_mtime_compare_from_the_listing(versitygw: Any, vgw_buckets: tu
 def test_a_refused_listing_falls_back_to_a_head_per_key(
     versitygw: Any, vgw_buckets: tuple[str, str], caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="ferry.engine.dest_listing")
+    caplog.set_level(logging.INFO, logger="ferry.engine.compare.dest_listing")
     src, dst = vgw_buckets
     fate = arrange(versitygw, src, dst)
     with Copier(versitygw.endpoint, versitygw.endpoint, concurrency=4) as copier:

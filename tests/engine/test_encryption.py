@@ -9,13 +9,13 @@ from types import SimpleNamespace
 import pytest
 
 from ferry import CopyPolicy, Endpoint, SourceObject, Status
-from ferry.engine.attributes import encryption_args
-from ferry.engine.budget import ByteBudget
-from ferry.engine.context import TransferContext
-from ferry.engine.copier import _encryption_note
-from ferry.engine.dest_listing import ABSENT
-from ferry.engine.outcome import Outcome
-from ferry.engine.source import SourceInfo
+from ferry.engine.compare.dest_listing import ABSENT
+from ferry.engine.proofs.source import SourceInfo
+from ferry.engine.run.budget import ByteBudget
+from ferry.engine.run.context import TransferContext
+from ferry.engine.run.outcome import Outcome
+from ferry.engine.strategies.attributes import encryption_args
+from ferry.engine.strategies.copier import _encryption_note
 from ferry.s3.clients import make_client
 
 KEY = "arn:aws:kms:us-east-1:111111111111:key/1234abcd-12ab-34cd-56ef-1234567890ab"

@@ -17,11 +17,11 @@ from ferry import (
     Status,
     VerificationFailed,
 )
-from ferry.cli.report import ReportWriter, Summary
-from ferry.engine.checksums import Checksum
-from ferry.engine.copier import default_concurrency
-from ferry.engine.source import SourceInfo
-from ferry.engine.verify import verify_server_copy
+from ferry.cli.shared.report import ReportWriter, Summary
+from ferry.engine.proofs.checksums import Checksum
+from ferry.engine.proofs.source import SourceInfo
+from ferry.engine.proofs.verify import verify_server_copy
+from ferry.engine.strategies.copier import default_concurrency
 from ferry.errors import describe
 from ferry.limits import MiB
 from ferry.s3.listing import matches, parse_s3_url
@@ -123,8 +123,8 @@ def test_server_copy_without_comparable_evidence_says_unverified_until_sized():
 
 
 def test_a_failed_part_is_reported_not_the_parts_it_cancelled():
-    from ferry.engine.in_order import Cancelled
-    from ferry.engine.multipart import _root_cause
+    from ferry.engine.parts.multipart import _root_cause
+    from ferry.engine.proofs.in_order import Cancelled
 
     real = CopyFailed("AccessDenied on s3:PutObject (UploadPart)")
     assert _root_cause([Cancelled("copy cancelled: another part failed"), real]) is real

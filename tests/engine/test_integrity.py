@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-import ferry.engine.server_side
+import ferry.engine.strategies.server_side
 from ferry import Copier, CopyPolicy, SourceObject, Status, Strategy, Target, VerificationFailed
-from ferry.engine import streaming
-from ferry.engine.streaming import discard_copy
+from ferry.engine.strategies import streaming
+from ferry.engine.strategies.streaming import discard_copy
 from ferry.s3.clients import make_client
 
 MiB = 1024 * 1024
@@ -241,12 +241,12 @@ def test_server_side_copy_that_cannot_be_verified_fails_and_is_removed(motoserve
     # is denied, the copy is unproved: it must fail with a reason and not be left behind.
     src, dst = moto_buckets
     motoserver.client.put_object(Bucket=src, Key="k", Body=b"data")
-    real = ferry.engine.server_side.verify_server_copy
+    real = ferry.engine.strategies.server_side.verify_server_copy
 
     def nothing_comparable(info: Any, **kwargs: Any) -> str:
         return "unverified" if kwargs["dest_size"] is None else real(info, **kwargs)
 
-    monkeypatch.setattr(ferry.engine.server_side, "verify_server_copy", nothing_comparable)
+    monkeypatch.setattr(ferry.engine.strategies.server_side, "verify_server_copy", nothing_comparable)
     dest = DeniedHead(make_client(motoserver.endpoint))
     policy = CopyPolicy(mode="server-side", skip_existing=False)
     with Copier(motoserver.endpoint, motoserver.endpoint, policy, dest_client=dest) as copier:
@@ -276,7 +276,7 @@ def test_an_unproved_rewrite_in_place_is_never_deleted(motoserver, moto_buckets,
     def fails(info: Any, **kwargs: Any) -> str:
         raise VerificationFailed("verification failed: forced for the test")
 
-    monkeypatch.setattr(ferry.engine.server_side, "verify_server_copy", fails)
+    monkeypatch.setattr(ferry.engine.strategies.server_side, "verify_server_copy", fails)
     policy = CopyPolicy(mode="server-side", skip_existing=False, storage_class="STANDARD_IA")
     with Copier(motoserver.endpoint, motoserver.endpoint, policy) as copier:
         result = copier.copy(SourceObject(src, "k"), Target(src, "k"))

@@ -444,7 +444,7 @@ def test_a_checked_get_body_passes_whole_and_fails_damaged_under_each_algorithm(
     from botocore.exceptions import FlexibleChecksumError
     from botocore.response import StreamingBody
 
-    from ferry.engine.checksums import digest
+    from ferry.engine.proofs.checksums import digest
     from ferry.s3.lean_s3 import _checked_body
 
     body = random.Random(3).randbytes(3 * 1024 * 1024 + 5)

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from ferry import ConfigError, CopyPolicy
-from ferry.engine import checksums as cs
+from ferry.engine.proofs import checksums as cs
 from ferry.limits import (
     MAX_PARTS,
     GiB,
@@ -243,7 +243,7 @@ def test_a_running_crc_over_chunks_of_any_kind_is_awscrts_crc_of_the_whole(algor
 
     from awscrt import checksums as crt
 
-    from ferry.engine.checksums import Running, b64, digest
+    from ferry.engine.proofs.checksums import Running, b64, digest
 
     data = random.Random(7).randbytes(3 * 1024 * 1024 + 17)
     whole = {"CRC32": crt.crc32, "CRC32C": crt.crc32c, "CRC64NVME": crt.crc64nvme}[algorithm](data)

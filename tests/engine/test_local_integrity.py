@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from conftest import S3Server
-from ferry.engine.uploads import Uploader
+from ferry.engine.files.uploads import Uploader
 from ferry.local.files import one_file
 from ferry.models import CopyPolicy, Status, Target
 from ferry.s3.clients import make_client

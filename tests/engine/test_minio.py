@@ -14,8 +14,8 @@ from test_deadline import clock_runs_out_after
 from test_strategies import METADATA, put_multipart_source
 
 from ferry import Copier, CopyPolicy, MemoryCheckpointStore, SourceObject, Status, Target
-from ferry.engine.checkpoints import copy_id
-from ferry.engine.server_side import NO_PART_CHECKSUMS_NOTE
+from ferry.engine.records.checkpoints import copy_id
+from ferry.engine.strategies.server_side import NO_PART_CHECKSUMS_NOTE
 
 MiB = 1024 * 1024
 

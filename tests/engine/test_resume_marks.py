@@ -24,8 +24,8 @@ from engine.test_deadline import (
     make_source,
 )
 from ferry import Copier, CopyPolicy, SourceObject, Status, Target
-from ferry.engine.checkpoints import MemoryCheckpointStore
-from ferry.engine.upload_marks import UploadMark, key_uploads, mark_key, read_mark, write_mark
+from ferry.engine.records.checkpoints import MemoryCheckpointStore
+from ferry.engine.records.upload_marks import UploadMark, key_uploads, mark_key, read_mark, write_mark
 
 
 def _stop_after_two_parts(server: Any, mode: str, src: str, dst: str, monkeypatch: pytest.MonkeyPatch) -> str:

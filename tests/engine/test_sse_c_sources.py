@@ -43,7 +43,7 @@ from conftest import (
     wait_for_port,
 )
 from ferry import Copier, CopyPolicy, Status, Target
-from ferry.engine.dest_listing import MIN_WINDOW
+from ferry.engine.compare.dest_listing import MIN_WINDOW
 from ferry.errors import error_code
 from ferry.s3.listing import list_objects
 

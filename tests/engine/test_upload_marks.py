@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ferry.engine.upload_marks import (
+from ferry.engine.records.upload_marks import (
     DEFAULT_MARKS_PREFIX,
     NULL_VERSION,
     UploadMark,

@@ -1,6 +1,6 @@
 """A multipart source proved only by its `-N` ETag, streamed in parts of another size
 (`--part-size`): the copy is proved by the source's ETag recomputed over the source's own parts
-(ferry.engine.layout_etag), so a byte flipped in a ranged GET (tests/faults/proxy.py) fails the
+(ferry.engine.proofs.layout_etag), so a byte flipped in a ranged GET (tests/faults/proxy.py) fails the
 copy instead of reaching the destination as `copied`, verified by size.
 
 On MinIO the source has no checksum (the case this is about); versitygw stores a full-object
@@ -16,7 +16,7 @@ import pytest
 
 from conftest import S3Server
 from faults.proxy import FaultPlan, fault_proxy
-from ferry.engine.copier import Copier
+from ferry.engine.strategies.copier import Copier
 from ferry.models import CopyPolicy, Endpoint, Mode, SourceObject, Status, Target
 
 MiB = 1024 * 1024

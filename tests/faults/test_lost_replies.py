@@ -16,7 +16,7 @@ import pytest
 
 from conftest import S3Server
 from faults.proxy import FaultPlan, fault_proxy
-from ferry.engine.copier import Copier
+from ferry.engine.strategies.copier import Copier
 from ferry.models import CopyPolicy, Endpoint, Mode, SourceObject, Status, Target
 
 MiB = 1024 * 1024

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from conftest import PIPELINE_REPORTS, FakeLambdaContext
-from ferry.engine import deadlines
+from ferry.engine.run import deadlines
 from ferry.pipeline.history_keys import VersionListing
 
 PAGE_SECONDS = 1.0  # what one page of the job's listing is deemed to take

@@ -9,7 +9,7 @@ import sys
 import time
 from typing import Any
 
-import ferry.engine.copier
+import ferry.engine.strategies.copier
 import ferry.pipeline.services
 from ferry.s3.clients import make_client
 from handlers import copy_large
@@ -29,6 +29,6 @@ def slow_client(*args: Any, **kwargs: Any) -> Any:
 
 
 if __name__ == "__main__":
-    ferry.engine.copier.make_client = slow_client  # type: ignore[assignment]
+    ferry.engine.strategies.copier.make_client = slow_client  # type: ignore[assignment]
     ferry.pipeline.services.make_client = slow_client  # the clients a worker keeps  # type: ignore[assignment]
     sys.exit(copy_large.main())

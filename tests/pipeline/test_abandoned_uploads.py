@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from conftest import PIPELINE_REPORTS, FakeLambdaContext
-from ferry.engine.upload_marks import UploadMark, list_marks, mark_key, write_mark
+from ferry.engine.records.upload_marks import UploadMark, list_marks, mark_key, write_mark
 from ferry.jobspec import parse_job_spec
 from ferry.models import DEFAULT_MARKS_PREFIX
 from ferry.pipeline.abandoned_uploads import AbandonedUploads, abandoned_uploads, abort_abandoned_uploads

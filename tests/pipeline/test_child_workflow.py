@@ -201,7 +201,7 @@ def test_a_large_object_is_checkpointed_at_the_deadline_and_finished_in_a_second
         client.meta.events.register("before-parameter-build.s3.UploadPart", slow_part)
         return client
 
-    monkeypatch.setattr("ferry.engine.copier.make_client", slow_client)
+    monkeypatch.setattr("ferry.engine.strategies.copier.make_client", slow_client)
     monkeypatch.setattr("ferry.pipeline.services.make_client", slow_client)  # the clients a pass reuses
 
     described = child.run(items_of(pipeline.s3, "src", "big/"), job)

@@ -15,7 +15,7 @@ import boto3
 import pytest
 
 from conftest import S3Server, create_ledger_table
-from ferry.engine.copier import Copier
+from ferry.engine.strategies.copier import Copier
 from ferry.models import CopyPolicy, CopyResult, SourceObject, Target
 from ferry.pipeline.ledger.dynamodb import DynamoCopyRecords
 from ferry.pipeline.locations import Location

@@ -34,7 +34,7 @@ import boto3
 import pytest
 
 from conftest import create_ledger_table
-from ferry.engine.upload_marks import list_marks
+from ferry.engine.records.upload_marks import list_marks
 from ferry.jobspec import parse_job_spec
 from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from ferry.pipeline.locations import Location
@@ -135,7 +135,7 @@ class Task:
 
     def retry(self, monkeypatch: pytest.MonkeyPatch) -> tuple[int, list[int]]:
         """The state machine's retry of the task, in-process: exit code and part numbers sent."""
-        import ferry.engine.copier
+        import ferry.engine.strategies.copier
         import ferry.pipeline.services
         from handlers import copy_large, runtime
 
@@ -144,7 +144,7 @@ class Task:
         runtime.services.cache_clear()
         sent: list[int] = []
         lock = threading.Lock()
-        real = ferry.engine.copier.make_client
+        real = ferry.engine.strategies.copier.make_client
 
         def counted(*args: Any, **kwargs: Any) -> Any:
             client = real(*args, **kwargs)
@@ -156,7 +156,7 @@ class Task:
             client.meta.events.register("before-parameter-build.s3.UploadPart", count)
             return client
 
-        monkeypatch.setattr(ferry.engine.copier, "make_client", counted)
+        monkeypatch.setattr(ferry.engine.strategies.copier, "make_client", counted)
         monkeypatch.setattr(ferry.pipeline.services, "make_client", counted)  # the clients a worker keeps
         try:
             code = copy_large.main()

@@ -78,7 +78,7 @@ def test_a_handler_imports_no_x_ray_sdk_before_a_traced_invocation(handler: str)
 @pytest.mark.parametrize("handler", NOT_COPYING)
 def test_a_handler_that_copies_nothing_imports_no_engine(handler: str) -> None:
     loaded = loaded_by(handler)
-    assert not {"ferry.engine.copier", "ferry.pipeline.batches"} & loaded, sorted(loaded)
+    assert not {"ferry.engine.strategies.copier", "ferry.pipeline.batches"} & loaded, sorted(loaded)
 
 
 @pytest.mark.parametrize("handler", HANDLERS)

@@ -33,7 +33,7 @@ from test_parent_workflow import (  # noqa: F401  (parent is a fixture)
 )
 
 from conftest import PIPELINE_REPORTS, PIPELINE_TABLE
-from ferry.cli.job_retry import (
+from ferry.cli.commands.job_retry import (
     FAILED_OBJECTS,
     NOTHING,
     REDRIVE,
@@ -44,7 +44,7 @@ from ferry.cli.job_retry import (
     plan_retry,
 )
 from ferry.cli.main import main
-from ferry.cli.stack_outputs import find_stack_outputs
+from ferry.cli.shared.stack_outputs import find_stack_outputs
 from ferry.errors import ConfigError
 from ferry.jobspec import MAX_SPEC_BYTES
 from ferry.pipeline.batches import pass_event
@@ -597,8 +597,8 @@ def test_a_replication_job_of_the_longest_name_can_be_retried() -> None:
 
 
 def test_the_status_line_says_how_a_job_ended_that_finalize_did_not_settle() -> None:
-    from ferry.cli.job_runs import JobStatus
-    from ferry.cli.jobs_command import status_text
+    from ferry.cli.commands.job_runs import JobStatus
+    from ferry.cli.commands.jobs_command import status_text
 
     counts = {"objects": 40, "copied": 40, "skipped": 0, "failed": 0, "pending": 0, "bytes_copied": 4096}
     arn = "arn:aws:states:eu-west-1:123456789012:execution:Ferry-jobs:j"
@@ -620,8 +620,8 @@ def test_the_status_line_says_how_a_job_ended_that_finalize_did_not_settle() -> 
 def test_an_all_versions_jobs_status_weighs_keys_against_the_keys_listed() -> None:
     """The Map of an all_versions job reads keys, and its objects are their versions: 30
     versions of 10 keys, of 20 keys listed, is half done, not more than done."""
-    from ferry.cli.job_runs import JobStatus
-    from ferry.cli.jobs_command import status_text
+    from ferry.cli.commands.job_runs import JobStatus
+    from ferry.cli.commands.jobs_command import status_text
 
     counts = {"objects": 30, "copied": 30, "skipped": 0, "failed": 0, "pending": 0, "bytes_copied": 30}
     arn = "arn:aws:states:eu-west-1:123456789012:execution:Ferry-jobs:j"
@@ -679,7 +679,7 @@ def test_a_wrong_spec_is_named_before_any_aws_setting_is_needed(monkeypatch: Any
 def test_all_versions_is_a_job_start_option_and_what_it_cannot_go_with_is_named_first(
     monkeypatch: Any, tmp_path: Any
 ) -> None:
-    from ferry.cli.jobs_command import spec_from_args
+    from ferry.cli.commands.jobs_command import spec_from_args
     from ferry.cli.main import build_parser
 
     for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
@@ -700,9 +700,9 @@ def test_retry_sends_a_redrive_the_service_model_accepts_for_an_aborted_job() ->
     API reference documents: an ABORTED execution an hour ago, no report, no ledger record."""
     from botocore.stub import Stubber
 
-    from ferry.cli.job_retry import retry_job
-    from ferry.cli.job_runs import JobClients
-    from ferry.cli.stack_outputs import StackOutputs
+    from ferry.cli.commands.job_retry import retry_job
+    from ferry.cli.commands.job_runs import JobClients
+    from ferry.cli.shared.stack_outputs import StackOutputs
 
     session = boto3.Session(region_name="eu-west-1", aws_access_key_id="k", aws_secret_access_key="s")
     clients = JobClients(

@@ -13,7 +13,7 @@ import boto3
 import pytest
 
 from conftest import create_ledger_table
-from ferry.engine.checkpoints import Checkpoint
+from ferry.engine.records.checkpoints import Checkpoint
 from ferry.pipeline.ledger.contract import BatchCounts, Failure, JobExists, Ledger
 from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from ferry.pipeline.ledger.sqlite import SQLiteLedger

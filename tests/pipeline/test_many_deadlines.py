@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from conftest import PIPELINE_REPORTS, PIPELINE_TABLE, FakeLambdaContext, copy_batch_pass
-from ferry.engine.upload_marks import list_marks
+from ferry.engine.records.upload_marks import list_marks
 from ferry.pipeline.batches import copy_large_object
 from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from handlers import copy_batch, finalize, prepare, record_failure
@@ -87,7 +87,8 @@ class Requests:
 @pytest.fixture
 def timed(pipeline, monkeypatch) -> Requests:
     """The engine on the virtual clock, its clients' write requests recorded."""
-    from ferry.engine import copier, deadlines
+    from ferry.engine.run import deadlines
+    from ferry.engine.strategies import copier
     from ferry.pipeline import batches, services
 
     clock = VirtualClock()

@@ -151,7 +151,7 @@ def test_a_destination_locking_new_versions_gets_no_mark_and_the_worker_says_so(
     for key, body in data.items():
         pipeline.s3.put_object(Bucket="src", Key=key, Body=body)
 
-    with caplog.at_level("WARNING", logger="ferry.engine.upload_marks"):
+    with caplog.at_level("WARNING", logger="ferry.engine.records.upload_marks"):
         passes = run_passes(start_job("locked", "out/"), listing_items(pipeline.s3), short_pass_ms(pipeline))
 
     assert passes[-1]["counts"]["copied"] == 2

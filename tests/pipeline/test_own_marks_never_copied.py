@@ -20,7 +20,7 @@ import pytest
 from replication_events import s3_event, sqs_event, sqs_record
 
 from conftest import S3Server
-from ferry.engine.upload_marks import UploadMark, mark_key, write_mark
+from ferry.engine.records.upload_marks import UploadMark, mark_key, write_mark
 from ferry.models import DEFAULT_MARKS_PREFIX
 from ferry.pipeline.replication.config import Replication
 from ferry.pipeline.replication.starter import handle_batch

@@ -946,7 +946,7 @@ def test_on_an_account_of_ten_lambdas_the_map_runs_eight_children_and_the_report
     assert (concurrency["asked"], concurrency["max_concurrency"]) == (100, 8)
     assert "max_concurrency 100 lowered to 8" in concurrency["note"]
     assert parent.report("ten")["concurrency"] == concurrency
-    from ferry.cli.report import report_text
+    from ferry.cli.shared.report import report_text
 
     text = report_text({"summary": output, **output}, "ten", every_failure=False)
     assert f"note: {concurrency['note']}" in text  # `ferry job report`

@@ -824,7 +824,7 @@ def aws_listing_items(s3: Any, bucket: str, prefix: str = "") -> list[dict[str, 
 def count_s3_requests(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The name of every S3 request the workers send, from a botocore `before-call` hook on
     each client the engine and the batch handler make."""
-    from ferry.engine import copier as engine_copier
+    from ferry.engine.strategies import copier as engine_copier
     from ferry.pipeline import batches, services
 
     calls: list[str] = []

@@ -108,7 +108,7 @@ def test_a_batch_in_the_maps_shape_is_copied_and_a_failed_one_recorded(pipeline)
 def test_a_worker_keeps_its_s3_clients_and_the_jobs_spec_from_pass_to_pass(pipeline, monkeypatch) -> None:
     """A Lambda container runs pass after pass: it makes its S3 clients once (a botocore
     session each, an eighth of a pass's CPU at 1,000 objects) and reads the job once."""
-    from ferry.engine import copier as engine_copier
+    from ferry.engine.strategies import copier as engine_copier
     from ferry.pipeline.ledger.dynamodb import DynamoLedger as Ledger
 
     for n in range(6):

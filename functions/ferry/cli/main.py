@@ -14,7 +14,7 @@ import sys
 from collections.abc import Sequence
 from typing import IO
 
-from ferry.cli.arguments import (
+from ferry.cli.shared.arguments import (
     add_check_parser,
     add_clean_uploads_parser,
     add_copy_parser,
@@ -25,7 +25,7 @@ from ferry.cli.arguments import (
     add_run_parser,
     add_sync_parser,
 )
-from ferry.cli.parsing import EXIT_USAGE, Parser, VersionAction
+from ferry.cli.shared.parsing import EXIT_USAGE, Parser, VersionAction
 from ferry.errors import ConfigError, FerryError, is_botocore_error
 from ferry.limits import parse_size
 
@@ -76,41 +76,41 @@ def run_command(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
     """The parsed command's body. Each is imported only here, when it runs: most load botocore,
     boto3 or rich, which `--help` and a usage error should not pay for (start-up cost)."""
     if args.command == "demo":
-        from ferry.cli.demo import run_demo
+        from ferry.cli.commands.demo import run_demo
 
         return run_demo(objects=args.objects, large_size=parse_size(args.large_size), stdout=stdout)
     if args.command == "estimate":
-        from ferry.cli.estimate import run_estimate
+        from ferry.cli.commands.estimate import run_estimate
 
         return run_estimate(args, stdout, stderr)
     if args.command == "job":
-        from ferry.cli.jobs_command import run_job
+        from ferry.cli.commands.jobs_command import run_job
 
         return run_job(args, stdout, stderr)
     if args.command == "run":
-        from ferry.cli.run_command import run_run
+        from ferry.cli.commands.run_command import run_run
 
         return run_run(args, stdout, stderr)
     if args.command == "policy":
-        from ferry.cli.policy import run_policy
+        from ferry.cli.commands.policy import run_policy
 
         return run_policy(args, stdout, stderr)
     if args.command == "check":
-        from ferry.cli.check_command import run_check
+        from ferry.cli.commands.check_command import run_check
 
         return run_check(args, stdout, stderr)
     if args.command == "sync":
         from ferry.local.paths import is_local
 
         if is_local(args.src) or is_local(args.dst):
-            from ferry.cli.local_sync import run_local_sync
+            from ferry.cli.commands.local_sync import run_local_sync
 
             return run_local_sync(args, stdout, stderr)
-        from ferry.cli.sync_command import run_sync
+        from ferry.cli.commands.sync_command import run_sync
 
         return run_sync(args, stdout, stderr)
     if args.command == "clean-uploads":
-        from ferry.cli.clean_uploads import run_clean_uploads
+        from ferry.cli.commands.clean_uploads import run_clean_uploads
 
         return run_clean_uploads(args, stdout, stderr)
     from ferry.local.paths import is_local
@@ -120,14 +120,14 @@ def run_command(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
             raise ConfigError(
                 "--all-versions copies an S3 bucket's history: SRC and DST must both be s3:// locations"
             )
-        from ferry.cli.local_copy import run_local_copy
+        from ferry.cli.commands.local_copy import run_local_copy
 
         return run_local_copy(args, stdout, stderr)
     if args.all_versions:
-        from ferry.cli.versions_command import run_copy_all_versions
+        from ferry.cli.commands.versions_command import run_copy_all_versions
 
         return run_copy_all_versions(args, stdout, stderr)
-    from ferry.cli.copy_command import run_copy
+    from ferry.cli.commands.copy_command import run_copy
 
     return run_copy(args, stdout, stderr)
 

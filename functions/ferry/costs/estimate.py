@@ -28,48 +28,48 @@ copied); sources above `source_multipart_threshold` were uploaded in parts of
 from the CPU one worker was measured to spend per object (`make bench-worker-cost`), the rest
 assumed; nothing measured on AWS (`Rates`).
 
-This module is vocabulary (imported by the CLI): it does not import the pipeline.
-`PipelineShape`'s defaults equal `PipelineSettings`' (a test keeps them equal).
+The model's parts, one module each: `inputs` (what an estimate is made for), `workload` (the
+objects as a histogram, and how many a batch holds), `requests` (the engine's S3 requests per
+object), `durations` (a worker's time and the limits on a stack's rate), `peers` (AWS's managed
+services on the same objects) and `prices` (the dated table). This module adds what the
+pipeline itself costs (its Lambda, Step Functions, DynamoDB and Fargate, its listings and
+reports) and puts the estimate together.
+
+The model is vocabulary (imported by the CLI): it does not import the pipeline.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from ferry.costs import prices
-from ferry.counts import plural
-from ferry.errors import ConfigError
-from ferry.limits import (
-    DEFAULT_MULTIPART_THRESHOLD,
-    DEFAULT_OBJECTS_PER_DAY,
-    DEFAULT_STREAM_PART_SIZE,
-    MAX_SINGLE_COPY,
-    GiB,
-    KiB,
-    MiB,
-    choose_part_size,
-    parse_size,
+from ferry.costs.durations import (
+    FARGATE_PASS_SECONDS,
+    FARGATE_START_SECONDS,
+    PASS_OVERHEAD_SECONDS,
+    RESUME_SECONDS,
+    RateLimits,
+    rate_limits_at,
+    worker_seconds,
 )
-from ferry.listed_items import select
+from ferry.costs.inputs import ONE_VCPU_MB, Assumptions, LambdaQuota, PipelineShape, Rates
+from ferry.costs.peers import peer_costs
+from ferry.costs.prices import GB, Line
+from ferry.costs.requests import DESTINATION_WRITES, PUT_CLASS, object_requests, resume_requests
+from ferry.costs.workload import Workload, bin_layout, items_per_batch
+from ferry.counts import plural
+from ferry.limits import (
+    DEFAULT_OBJECTS_PER_DAY,
+    MiB,
+)
 from ferry.models import ARCHIVE_CLASSES
 from ferry.quotas.lambda_concurrency import (
-    DEFAULT_ACCOUNT_CONCURRENCY,
-    AccountConcurrency,
     cap_max_concurrency,
     reservations_refused,
 )
-
-# Storage classes whose objects the engine copies from the listing's evidence (engine/source.py
-# NEVER_ARCHIVED; a test keeps the two equal). Others get a HEAD first.
-LISTING_CLASSES = frozenset(
-    {"STANDARD", "STANDARD_IA", "ONEZONE_IA", "REDUCED_REDUNDANCY", "GLACIER_IR", "EXPRESS_ONEZONE"}
-)
-GB = 1000**3  # AWS bills data in GB (of 2^30 bytes on the bill; the difference is ignored here)
 
 # Step Functions state transitions, from statemachine/*.asl.json (tests/test_estimate.py derives
 # each from the ASL and compares): the parent's normal path (Prepare, HowToList, CopyPrefix,
@@ -88,473 +88,10 @@ EXTRA_PASS_TRANSITIONS = 4
 LARGE_BATCH_TRANSITIONS = 4
 LARGE_OBJECT_TRANSITIONS = 2
 
-LAMBDA_TIMEOUT_SECONDS = 900  # CopyBatch (cdk/ferry_cdk/stack.py: 15 minutes)
-# Assumed, not measured on AWS: the wall time a pass spends outside its copies' CPU, in sequence
-# (the first window's destination listing, the report PUT, the ledger's marker).
-PASS_OVERHEAD_SECONDS = 0.5
-# Assumed, not measured on AWS: a ResumeHandOver invocation (a consistent GetItem of the pass's
-# marker and the handler around it), billed as CopyBatch duration.
-RESUME_SECONDS = 0.1
-# CPU seconds one CopyBatch worker spends per small object copied server-side, whole passes
-# included (listing, copies, report, ledger): measured by `make bench-worker-cost` on versitygw
-# and MinIO (bench/results/worker_cost.md; the worse of the two). A worker whose threads hide
-# S3's latency is CPU-bound; one Python process uses at most one vCPU (the GIL), which Lambda
-# gives at ONE_VCPU_MB and proportionally less below.
-MEASURED_CPU_PER_SMALL_OBJECT = 0.00038
-ONE_VCPU_MB = 1769
-FARGATE_START_SECONDS = 60  # assumed: task start-up (and Fargate's one-minute minimum)
-FARGATE_PASS_SECONDS = 90  # batches.copy_large_object: a checkpoint every pass (Spot's SIGTERM)
 REPORT_LINE_BYTES = 400  # assumed: one object's line in a batch report
 CHECKPOINT_PART_BYTES = 150  # a part's entry in a saved checkpoint (upload id, etag, checksum)
 MARKER_BYTES = 600  # a batch marker item (counts, hand-over, attempt, report key)
-DEST_LISTING_MIN_WINDOW = 8  # engine/dest_listing.MIN_WINDOW (a test keeps them equal)
-
-# What bounds one stack's rate, at the defaults (quotas an account may raise are marked so):
-S3_WRITES_PER_PREFIX = 3_500  # PUT/COPY/POST/DELETE per second per partitioned prefix (S3)
-S3_READS_PER_PREFIX = 5_500  # GET/HEAD per second per partitioned prefix (S3)
-MAP_RUN_MAX_CHILDREN = 10_000  # child executions a Distributed Map runs at once, at most
-# Lambda's concurrency is the account's quota (`LambdaQuota`): the default where it is not
-# known; new accounts get less, and AWS raises it on request.
-# DynamoDB: 1,000 write units per second per partition; a job's markers share its partition
-# key (JOB#<id>), so the ledger is counted as one partition (adaptive capacity may split it).
-LEDGER_PARTITION_WRU = 1_000
-
-PUT_CLASS = frozenset(
-    {
-        "CopyObject",
-        "PutObject",
-        "CreateMultipartUpload",
-        "UploadPartCopy",
-        "UploadPart",
-        "CompleteMultipartUpload",
-        "ListObjectsV2",
-        "ListParts",
-        "ListMultipartUploads",
-    }
-)
-GET_CLASS = frozenset({"GetObject", "HeadObject", "GetObjectTagging"})
-DESTINATION_WRITES = frozenset(
-    {
-        "CopyObject",
-        "PutObject",
-        "CreateMultipartUpload",
-        "UploadPartCopy",
-        "UploadPart",
-        "CompleteMultipartUpload",
-    }
-)
-
-
-@dataclass(frozen=True)
-class PipelineShape:
-    """The deployed pipeline's settings the cost depends on (the `ferry` context of cdk.json)."""
-
-    max_items_per_batch: int = 10_000
-    max_input_bytes_per_batch: int = 150 * KiB
-    max_concurrency: int = 100
-    copy_reserved_concurrency: int = 0
-    record_failure_reserved_concurrency: int = 0
-    lambda_memory_mb: int = 1769
-    lambda_architecture: str = "arm64"
-    large_object_threshold: int = 10 * GiB
-    deadline_margin_seconds: int = 90
-    fargate_cpu: int = 2048
-    fargate_memory_mb: int = 4096
-    fargate_spot: bool = True
-    fargate_max_concurrency: int = 2
-
-    @classmethod
-    def from_context(cls, data: Mapping[str, Any]) -> PipelineShape:
-        """The fields above from a `ferry` context (sizes may be written `10GiB`); other keys
-        are the pipeline's business and are ignored here (`cdk synth` checks them)."""
-        values: dict[str, Any] = {}
-        for name in cls.__dataclass_fields__:
-            if name not in data:
-                continue
-            value = data[name]
-            if name in ("max_input_bytes_per_batch", "large_object_threshold") and isinstance(value, str):
-                value = parse_size(value)
-            values[name] = value
-        return cls(**values)
-
-    @classmethod
-    def from_cdk_json(cls, path: str) -> PipelineShape:
-        try:
-            with open(path, encoding="utf-8") as file:
-                context = json.load(file)["context"]["ferry"]
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise ConfigError(
-                f"cannot read the 'ferry' context of {path!r} ({error}): name a cdk.json with --settings"
-            ) from error
-        return cls.from_context(context)
-
-    @property
-    def usable_pass_seconds(self) -> float:
-        return LAMBDA_TIMEOUT_SECONDS - self.deadline_margin_seconds
-
-
-@dataclass(frozen=True)
-class LambdaQuota:
-    """The account's Lambda concurrency the estimate is made for, and where it comes from:
-    read from the account (GetAccountSettings), given by the user, or the default assumed
-    (`why_not` says why the account's could not be read)."""
-
-    account: AccountConcurrency = AccountConcurrency(DEFAULT_ACCOUNT_CONCURRENCY, DEFAULT_ACCOUNT_CONCURRENCY)
-    source: str = "default"  # "account", "given" or "default"
-    where: str = ""  # the region it was read in
-    why_not: str | None = None
-
-    @property
-    def label(self) -> str:
-        said = {"account": "the account's quota", "given": "as given"}.get(self.source, "the account default")
-        return f"{self.account.limit:,}, {said}"
-
-    @property
-    def note(self) -> str:
-        limit, unreserved = self.account.limit, self.account.unreserved
-        if self.source == "account":
-            where = f" in {self.where}" if self.where else ""
-            return (
-                f"Lambda concurrency: the account's quota{where}, {limit:,} ({unreserved:,} unreserved), "
-                "read with Lambda GetAccountSettings"
-            )
-        if self.source == "given":
-            return f"Lambda concurrency: {limit:,}, as given (--lambda-concurrency)"
-        why = (
-            f"the account's could not be read ({self.why_not})"
-            if self.why_not
-            else "the account's was not read"
-        )
-        return (
-            f"Lambda concurrency: the default quota, {limit:,}, assumed: {why}; new accounts get as little "
-            "as 10 (give --lambda-concurrency N)"
-        )
-
-
-@dataclass(frozen=True)
-class Rates:
-    """Objects and bytes per second one worker with a whole vCPU copies: (slow, fast). Small
-    objects copied server-side are bound by the worker's CPU: fast is the rate the CPU measured
-    locally allows (MEASURED_CPU_PER_SMALL_OBJECT), slow half of it for what was not measured
-    (S3's latency on AWS, TLS). Streamed objects and bytes per second are assumed, not measured.
-    The expected case is their geometric mean."""
-
-    server_side_objects: tuple[float, float] = (
-        0.5 / MEASURED_CPU_PER_SMALL_OBJECT,
-        1.0 / MEASURED_CPU_PER_SMALL_OBJECT,
-    )
-    stream_objects: tuple[float, float] = (15.0, 50.0)
-    server_side_bytes: tuple[float, float] = (100.0 * MiB, 400.0 * MiB)
-    stream_bytes: tuple[float, float] = (40.0 * MiB, 120.0 * MiB)
-    measured: bool = False
-
-
-@dataclass(frozen=True)
-class Assumptions:
-    """How the job copies and what the source looks like."""
-
-    mode: str = "auto"  # auto copies server-side on one endpoint (within AWS: always)
-    cross_region: bool = False
-    storage_class: str | None = None  # destination class asked for (--storage-class)
-    restore: str | None = None  # bulk | standard | expedited: archived objects restored first
-    preserve_tags: bool = True
-    skip_existing: bool = True
-    source_part_size: int = 8 * MiB
-    source_multipart_threshold: int = 8 * MiB
-    # Objects written since S3's default checksums (CRC64NVME, FULL_OBJECT) carry one; older
-    # ones only an MD5 ETag. A multipart source with a full-object CRC is copied in one
-    # CopyObject (up to 5 GiB) or one GET and PUT (streamed, up to the multipart threshold).
-    source_full_checksum: bool = False
-    multipart_threshold: int = DEFAULT_MULTIPART_THRESHOLD  # the engine's, for streaming
-    memory_limit: int = 1769 * MiB // 3  # a CopyBatch Lambda's (PipelineSettings.lambda_memory_limit)
-    # On AWS every object is encrypted (SSE-S3 at least) and CopyObject's answer proves a copy
-    # made from the listing. S3-compatible servers that report no encryption get a HEAD after.
-    head_after_listed_copy: bool = False
-
-    @property
-    def server_side(self) -> bool:
-        return self.mode in ("auto", "server-side")
-
-
-def _parts(size: int, part_size: int) -> int:
-    return max(1, math.ceil(size / part_size))
-
-
-def object_requests(
-    size: int,
-    storage_class: str,
-    a: Assumptions,
-    source_parts: int | None = None,
-    full_checksum: bool | None = None,
-) -> Counter[str]:
-    """The S3 requests the engine sends to copy one object, by operation name.
-
-    `source_parts`: the source's part count where the listing's ETag tells it (1 for a plain
-    ETag); None to assume it from `a` (source_multipart_threshold, source_part_size). Follows
-    engine/copier.py (_evidence, _decide), server_side.py and streaming.py for a source from a
-    listing, a destination without the object, and no deadline hand-over. `full_checksum`:
-    whether the source stores a full-object CRC (the listing's ChecksumType), None to assume.
-    """
-    crc = a.source_full_checksum if full_checksum is None else full_checksum
-    if source_parts is None:
-        multipart = size > a.source_multipart_threshold
-        source_parts = _parts(size, choose_part_size(size, a.source_part_size)) if multipart else 1
-    c: Counter[str] = Counter()
-    if storage_class in ARCHIVE_CLASSES:
-        c["HeadObject"] += 1  # never copied from the listing: the HEAD says whether it is restored
-        if a.restore is None:
-            return c  # skipped: needs restore
-        c["RestoreObject"] += 1  # this run requests the restore; a later run copies it
-        c["HeadObject"] += 1
-        c.update(_copy_requests(size, a, source_parts, crc, listed=False))
-        return c
-    listed = storage_class in LISTING_CLASSES
-    c.update(_copy_requests(size, a, source_parts, crc, listed=listed))
-    if c["CreateMultipartUpload"]:
-        c.update(mark_requests(a))
-    return c
-
-
-def mark_requests(a: Assumptions) -> Counter[str]:
-    """What a multipart copy adds to resume after a crash (engine/upload_marks.py): one
-    ListMultipartUploads of its key (two server-side: one asks whether a crashed run's upload
-    was made without part checksums), its mark written (PutObject) and deleted at the end (by
-    its version id: the same one DeleteObject). Reading a destination bucket's Object Lock
-    configuration, once per bucket and run, is not a per-object cost."""
-    return Counter({"ListMultipartUploads": 2 if a.server_side else 1, "PutObject": 1, "DeleteObject": 1})
-
-
-def _copy_requests(size: int, a: Assumptions, parts: int, crc: bool, *, listed: bool) -> Counter[str]:
-    c: Counter[str] = Counter()
-    tags = 1 if a.preserve_tags else 0
-    if parts > 1 and crc:
-        # A full-object CRC proves a copy made in any parts: one request where one can do it
-        # (server_side._single_request_is_verifiable, streaming._layout_proves).
-        if a.server_side and size <= MAX_SINGLE_COPY:
-            c.update({"HeadObject": 1, "CopyObject": 1})
-            return c
-        if not a.server_side and size <= a.multipart_threshold:
-            c.update({"HeadObject": 1, "GetObject": 1, "PutObject": 1, "GetObjectTagging": tags})
-            return c
-    if parts <= 1:
-        if a.server_side:
-            if not listed:
-                c["HeadObject"] += 1
-            c["CopyObject"] += 1
-            if listed and a.head_after_listed_copy:
-                c["HeadObject"] += 1
-            return c
-        if not listed or size > a.multipart_threshold:
-            c["HeadObject"] += 1
-        # streaming.single_put_limit: a source proved only by its MD5 ETag goes in one PutObject
-        # up to the memory limit, so that its copy keeps that ETag.
-        single_put = max(a.multipart_threshold, min(a.memory_limit, MAX_SINGLE_COPY)) if not crc else 0
-        if size <= max(a.multipart_threshold, single_put):
-            c.update({"GetObject": 1, "PutObject": 1, "GetObjectTagging": tags})
-            return c
-        uniform = _parts(size, choose_part_size(size, DEFAULT_STREAM_PART_SIZE))  # uniform parts
-        c.update({"CreateMultipartUpload": 1, "GetObject": uniform, "UploadPart": uniform})
-        c.update({"CompleteMultipartUpload": 1, "GetObjectTagging": tags})
-        return c
-    # A multipart source: HEAD, then its layout (HEAD of part 1 and of the last part), then one
-    # request per part in that layout, so the copy's ETag proves it.
-    c.update(
-        {"HeadObject": 3, "CreateMultipartUpload": 1, "CompleteMultipartUpload": 1, "GetObjectTagging": tags}
-    )
-    if a.server_side:
-        c["UploadPartCopy"] += parts
-    else:
-        c.update({"GetObject": parts, "UploadPart": parts})
-    return c
-
-
-def resume_requests(per_object: Counter[str], a: Assumptions) -> Counter[str]:
-    """What each later pass of a handed-over multipart copy sends again before its next part:
-    the source's HEAD and layout, its tags, a HEAD of the destination (skip-existing, a single
-    object) and ListParts of the checkpointed upload (multipart.Upload._adopt)."""
-    parts = per_object["UploadPartCopy"] + per_object["UploadPart"]
-    c: Counter[str] = Counter({"HeadObject": 3, "ListParts": math.ceil(parts / 1000)})
-    if a.preserve_tags:
-        c["GetObjectTagging"] += 1
-    if a.skip_existing:
-        c["HeadObject"] += 1
-    return c
-
-
-def item_json_bytes(key: str | int, size: int, storage_class: str) -> int:
-    """Bytes of one item as the ItemBatcher measures it: the `s3:listObjectsV2` reader's item
-    (input-output-itemreader.html: `Etag` with its quotes, LastModified in epoch seconds) as
-    CopyPrefix's ItemSelector renames it (ferry.listed_items), compact UTF-8 JSON."""
-    key_text = key if isinstance(key, str) else "k" * key
-    item = {
-        "Etag": '"' + "0" * 32 + '"',
-        "Key": key_text,
-        "LastModified": 1668699881,
-        "Size": size,
-        "StorageClass": storage_class,
-    }
-    return _json_bytes(select(item))
-
-
-def _json_bytes(value: Any) -> int:
-    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
-
-
-# The child's input around its items: `{"Items":[...],"BatchInput":{"job":{...}}}` as the
-# ItemBatcher builds it from the ASL's BatchInput, for a job id of ASSUMED_JOB_ID_LENGTH
-# characters (the execution's name: a UUID unless one is given).
-ASSUMED_JOB_ID_LENGTH = 36
-BATCH_WRAPPER_BYTES = _json_bytes(
-    {
-        "Items": [],
-        "BatchInput": {
-            "job": {"job_id": "0" * ASSUMED_JOB_ID_LENGTH, "limits": {"large_object_concurrency": 2}}
-        },
-    }
-)
-
-
-# -- the workload: a bounded histogram, never a list of objects ---------------------------------
-
-BINS_PER_DOUBLING = 8
-
-
-def _bin(size: int) -> int:
-    return -1 if size <= 0 else int(math.log2(size) * BINS_PER_DOUBLING)
-
-
-@dataclass
-class Bin:
-    objects: int = 0
-    bytes: int = 0
-    item_bytes: int = 0
-    parts: int = 0  # source parts, summed, where the listing's ETags tell them
-
-    @property
-    def mean_parts(self) -> int:
-        return max(1, round(self.parts / self.objects)) if self.objects else 1
-
-    @property
-    def mean_size(self) -> int:
-        return round(self.bytes / self.objects) if self.objects else 0
-
-
-@dataclass
-class Workload:
-    """Objects by (storage class, size bin, layout): eight bins per doubling of size, so memory
-    is bounded by the classes times ~700 bins whatever the number of objects. Layout is
-    "single" or "multipart" where a listing's ETag says (`-N`), "assumed" otherwise."""
-
-    bins: dict[tuple[str, int, str], Bin] = field(default_factory=dict)
-
-    def add(
-        self,
-        size: int,
-        storage_class: str | None = None,
-        key: str | int = 60,
-        count: int = 1,
-        etag: str | None = None,
-        full_checksum: bool | None = None,
-    ) -> None:
-        cls = storage_class or "STANDARD"
-        parts = _etag_parts(etag)
-        layout = (
-            "assumed" if parts is None else ("multipart" if parts > 1 or "-" in (etag or "") else "single")
-        )
-        if full_checksum is not None:
-            layout += "+crc" if full_checksum else "+md5"
-        entry = self.bins.setdefault((cls, _bin(size), layout), Bin())
-        entry.objects += count
-        entry.bytes += size * count
-        entry.item_bytes += item_json_bytes(key, size, cls) * count
-        entry.parts += (parts or 0) * count
-
-    def add_listed(self, item: Mapping[str, Any]) -> None:
-        """One ListObjectsV2 `Contents` entry: size, class, key, ETag (its `-N` part count) and,
-        where the endpoint lists it, the checksum type (FULL_OBJECT: a full-object CRC)."""
-        checksum_type = item.get("ChecksumType")
-        full = None if checksum_type is None else checksum_type == "FULL_OBJECT"
-        self.add(
-            int(item.get("Size") or 0),
-            item.get("StorageClass"),
-            str(item["Key"]),
-            etag=item.get("ETag"),
-            full_checksum=full,
-        )
-
-    @classmethod
-    def uniform(
-        cls, objects: int, size: int, storage_class: str = "STANDARD", key_length: int = 60
-    ) -> Workload:
-        work = cls()
-        if objects:
-            work.add(size, storage_class, key_length, count=objects)
-        return work
-
-    @property
-    def objects(self) -> int:
-        return sum(b.objects for b in self.bins.values())
-
-    @property
-    def bytes(self) -> int:
-        return sum(b.bytes for b in self.bins.values())
-
-    def by_class(self) -> dict[str, tuple[int, int]]:
-        out: dict[str, list[int]] = {}
-        for (cls, _, _), b in self.bins.items():
-            entry = out.setdefault(cls, [0, 0])
-            entry[0] += b.objects
-            entry[1] += b.bytes
-        return {k: (v[0], v[1]) for k, v in sorted(out.items())}
-
-
-# -- the estimate -------------------------------------------------------------------------------
-
-
-@dataclass
-class Line:
-    service: str
-    what: str
-    quantity: float
-    unit: str
-    usd: float
-    orchestration: bool = False  # the pipeline's own cost, beyond the engine's S3 requests
-
-
-@dataclass(frozen=True)
-class Limit:
-    """One limit on how fast one stack copies objects of this job's shape."""
-
-    what: str
-    objects_per_second: float  # what the limit allows
-    needs: str  # what the rate asked for takes, in the limit's own unit
-
-
-@dataclass(frozen=True)
-class RateLimits:
-    """Each limit against `objects_per_day` on one stack; the lowest binds."""
-
-    objects_per_day: int
-    limits: tuple[Limit, ...]
-
-    @property
-    def objects_per_second(self) -> float:
-        return self.objects_per_day / 86_400
-
-    @property
-    def binding(self) -> Limit:
-        return min(self.limits, key=lambda x: x.objects_per_second)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "objects_per_day": self.objects_per_day,
-            "objects_per_second": round(self.objects_per_second, 1),
-            "binding": self.binding.what,
-            "limits": [
-                {"what": x.what, "objects_per_second": round(x.objects_per_second, 1), "needs": x.needs}
-                for x in self.limits
-            ],
-        }
+DEST_LISTING_MIN_WINDOW = 8  # engine/compare/dest_listing.MIN_WINDOW (a test keeps them equal)
 
 
 @dataclass
@@ -625,31 +162,6 @@ class Estimate:
         }
 
 
-def items_per_batch(shape: PipelineShape, mean_item_bytes: float) -> int:
-    """The ItemBatcher's batch: the item cap, or fewer where the bytes cap binds first. The
-    bytes are the child's whole input: the wrapper and BatchInput once, each item and its comma."""
-    room = shape.max_input_bytes_per_batch - BATCH_WRAPPER_BYTES + 1  # the first item has no comma
-    by_bytes = int(room // (max(1.0, mean_item_bytes) + 1))
-    return max(1, min(shape.max_items_per_batch, by_bytes))
-
-
-def _geomean(pair: tuple[float, float]) -> float:
-    return math.sqrt(pair[0] * pair[1])
-
-
-def _worker_seconds(
-    objects: int, size: int, server_side: bool, rates: Rates, which: int | None, cpu_share: float = 1.0
-) -> float:
-    """Seconds one worker spends on `objects` objects of `size` bytes (which: 0 slow, 1 fast,
-    None expected): the slower of the request-bound and the bandwidth-bound time. The
-    request-bound rate is CPU's: a worker with `cpu_share` of a vCPU copies that share of it."""
-    per_obj = rates.server_side_objects if server_side else rates.stream_objects
-    per_byte = rates.server_side_bytes if server_side else rates.stream_bytes
-    o = (per_obj[which] if which is not None else _geomean(per_obj)) * cpu_share
-    b = per_byte[which] if which is not None else _geomean(per_byte)
-    return max(objects / o, objects * size / b)
-
-
 def estimate(
     work: Workload,
     shape: PipelineShape | None = None,
@@ -693,8 +205,8 @@ def estimate(
             restore_requests += b.objects
         copied_bytes += b.bytes
         share = 1.0 if large else min(1.0, shape.lambda_memory_mb / ONE_VCPU_MB)
-        times = [_worker_seconds(b.objects, size, a.server_side, rates, w, share) for w in (0, 1, None)]
-        one = _worker_seconds(1, size, a.server_side, rates, None)
+        times = [worker_seconds(b.objects, size, a.server_side, rates, w, share) for w in (0, 1, None)]
+        one = worker_seconds(1, size, a.server_side, rates, None)
         if large:
             large_objects += b.objects
             for i in range(3):
@@ -733,7 +245,7 @@ def estimate(
     pipeline_requests: Counter[str] = Counter()
     pipeline_requests["ListObjectsV2"] += math.ceil(objects / 1000)
     if a.skip_existing and batches:
-        # engine/dest_listing.py: a batch of fewer than MIN_WINDOW targets HEADs each instead.
+        # engine/compare/dest_listing.py: a batch of fewer than MIN_WINDOW targets HEADs each instead.
         # Only the objects copied in Lambda are in a batch's window (large ones go to Fargate).
         in_lambda = (objects - large_objects) / objects
         full, rest = divmod(objects, per_batch)
@@ -906,7 +418,7 @@ def estimate(
         lam = (lambda_seconds[i] + passes * PASS_OVERHEAD_SECONDS) / workers
         far = fargate_seconds[i] / fargate_workers
         duration.append(max(lam, far) + 30.0)  # + Prepare, Map start and Finalize
-    alternatives = _alternatives(work, a, copied_bytes, objects - skipped)
+    alternatives = peer_costs(work, a, copied_bytes, objects - skipped)
 
     rate_word = (
         "measured"
@@ -982,171 +494,9 @@ def estimate(
 ORCHESTRATION_SERVICES = frozenset({"Lambda", "Step Functions", "DynamoDB", "Fargate"})
 
 
-def rate_limits_at(
-    objects_per_day: int,
-    shape: PipelineShape,
-    *,
-    requests_per_object: Mapping[str, float],
-    worker_objects_per_second: float | None,
-    ledger_wru_per_object: float,
-    lambda_quota: LambdaQuota | None = None,
-) -> RateLimits:
-    """How many objects a second each limit lets one stack copy, for this job's requests per
-    object and one worker's rate (the estimate's expected one), against `objects_per_day`.
-
-    S3's rates are per partitioned prefix: one source and one destination prefix are assumed
-    (S3 partitions a busy prefix over time; that is not counted on). A server-side copy is
-    counted as a read of its source besides the write (assumed: S3 documents the rates per
-    request, not how a copy's source read counts). The Map Run's children and Lambda's
-    concurrency bound the workers (the copies take at most what Prepare's cap leaves them of
-    the account's quota); the ledger's markers share one partition key."""
-    quota = lambda_quota or LambdaQuota()
-    rate = objects_per_day / 86_400
-    writes = sum(n for op, n in requests_per_object.items() if op in DESTINATION_WRITES)
-    reads = sum(n for op, n in requests_per_object.items() if op in GET_CLASS)
-    reads += requests_per_object.get("CopyObject", 0.0) + requests_per_object.get("UploadPartCopy", 0.0)
-    limits: list[Limit] = []
-
-    def add(what: str, allows: float, unit: str, per_unit: float) -> None:
-        needed = math.ceil(rate / per_unit) if per_unit > 0 else 0
-        limits.append(Limit(what, allows, f"{needed:,} {unit}"))
-
-    if writes:
-        per_prefix = S3_WRITES_PER_PREFIX / writes
-        add(
-            f"S3 writes to one destination prefix ({S3_WRITES_PER_PREFIX:,}/s)",
-            per_prefix,
-            "partitioned prefixes",
-            per_prefix,
-        )
-    if reads:
-        per_prefix = S3_READS_PER_PREFIX / reads
-        add(
-            f"S3 reads of one source prefix ({S3_READS_PER_PREFIX:,}/s)",
-            per_prefix,
-            "partitioned prefixes",
-            per_prefix,
-        )
-    if worker_objects_per_second:
-        children = min(shape.max_concurrency, MAP_RUN_MAX_CHILDREN)
-        add(
-            f"Map Run children at once (max_concurrency {shape.max_concurrency:,}; at most {MAP_RUN_MAX_CHILDREN:,})",
-            children * worker_objects_per_second,
-            f"children at {worker_objects_per_second:,.0f} objects/s each",
-            worker_objects_per_second,
-        )
-        copies = cap_max_concurrency(
-            MAP_RUN_MAX_CHILDREN, quota.account, copy_reserved=shape.copy_reserved_concurrency
-        ).max_concurrency
-        add(
-            f"Lambda concurrency ({quota.label}; {copies:,} for the copies)",
-            copies * worker_objects_per_second,
-            "concurrent CopyBatch workers",
-            worker_objects_per_second,
-        )
-    if ledger_wru_per_object:
-        per_partition = LEDGER_PARTITION_WRU / ledger_wru_per_object
-        add(
-            f"ledger writes ({LEDGER_PARTITION_WRU:,} WRU/s on a job's partition)",
-            per_partition,
-            "partitions",
-            per_partition,
-        )
-    return RateLimits(objects_per_day, tuple(limits))
-
-
-def _alternatives(work: Workload, a: Assumptions, copied_bytes: float, objects: int) -> dict[str, list[Line]]:
-    """The same objects copied by AWS's managed services, at their list prices."""
-    put_into = prices.put_price(a.storage_class)
-    gb = copied_bytes / GB
-    transfer = (
-        [Line("Data transfer", "between regions", gb, "GB", gb * prices.price("transfer_inter_region_gb"))]
-        if a.cross_region
-        else []
-    )
-    too_big = sum(b.objects for b in work.bins.values() if b.mean_size > MAX_SINGLE_COPY)
-    batch_ops = [
-        Line("S3 Batch Operations", "job", 1, "jobs", prices.price("batch_operations_job")),
-        Line(
-            "S3 Batch Operations",
-            "objects",
-            objects,
-            "objects",
-            objects * prices.price("batch_operations_object"),
-        ),
-        Line("S3 requests", "CopyObject", objects - too_big, "requests", (objects - too_big) * put_into),
-        *transfer,
-    ]
-    if too_big:
-        batch_ops.append(
-            Line(
-                "S3 Batch Operations",
-                f"{plural(too_big, 'object')} over 5 GB cannot be copied",
-                0,
-                "objects",
-                0.0,
-            )
-        )
-    # DataSync (S3 to S3), approximately: it lists both sides, HEADs and GETs each source
-    # object, HEADs and PUTs each destination object (verification reads it back: not counted).
-    datasync = [
-        Line("DataSync", "data copied", gb, "GB", gb * prices.price("datasync_gb")),
-        Line(
-            "S3 requests",
-            "LIST (both sides)",
-            2 * math.ceil(objects / 1000),
-            "requests",
-            2 * math.ceil(objects / 1000) * prices.price("s3_put_copy_post_list"),
-        ),
-        Line(
-            "S3 requests",
-            "HEAD and GET (approximate)",
-            3 * objects,
-            "requests",
-            3 * objects * prices.price("s3_get_head"),
-        ),
-        Line("S3 requests", "PUT", objects, "requests", objects * put_into),
-        *transfer,
-    ]
-    replication = [
-        Line("S3 Batch Operations", "job", 1, "jobs", prices.price("batch_operations_job")),
-        Line(
-            "S3 Batch Operations",
-            "objects",
-            objects,
-            "objects",
-            objects * prices.price("batch_operations_object"),
-        ),
-        Line("S3 requests", "replication PUT", objects, "requests", objects * put_into),
-        *transfer,
-    ]
-    return {
-        "S3 Batch Operations (Copy)": batch_ops,
-        "DataSync": datasync,
-        "S3 Batch Replication": replication,
-    }
-
-
 def _mib(n: int) -> str:
     return f"{n / MiB:g} MiB"
 
 
 def _pair(pair: tuple[float, float], scale: float = 1.0) -> str:
     return f"{pair[0] / scale:.3g}-{pair[1] / scale:.3g}"
-
-
-def bin_layout(layout: str, b: Bin) -> tuple[int | None, bool | None]:
-    """(source parts, full-object checksum) for `object_requests`, from a bin's layout key."""
-    shape, _, checksum = layout.partition("+")
-    parts = None if shape == "assumed" else b.mean_parts
-    return parts, (None if not checksum else checksum == "crc")
-
-
-def _etag_parts(etag: str | None) -> int | None:
-    """A listed ETag's part count: `-N` for a multipart upload, 1 for a plain MD5; None unknown."""
-    if not etag:
-        return None
-    _, dash, count = etag.strip('"').rpartition("-")
-    if dash and count.isdigit():
-        return int(count)
-    return 1

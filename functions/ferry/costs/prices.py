@@ -159,3 +159,16 @@ PUT_BY_CLASS = {
 def put_price(storage_class: str | None) -> float:
     """What one PUT/COPY/POST request writing into this storage class costs."""
     return price(PUT_BY_CLASS.get(storage_class or "STANDARD", "s3_put_copy_post_list"))
+
+
+GB = 1000**3  # AWS bills data in GB (of 2^30 bytes on the bill; the difference is ignored here)
+
+
+@dataclass
+class Line:
+    service: str
+    what: str
+    quantity: float
+    unit: str
+    usd: float
+    orchestration: bool = False  # the pipeline's own cost, beyond the engine's S3 requests

@@ -1,7 +1,7 @@
 """The local side of `ferry copy`: files and folders on this machine, as a source or a destination.
 
 It sits beside the S3 request path, below the engine, and knows files only: never S3, never
-how a copy is decided or proved. The engine (`engine/uploads.py`, `engine/downloads.py`)
+how a copy is decided or proved. The engine (`engine/files/uploads.py`, `engine/files/downloads.py`)
 decides each copy (one PutObject or a multipart upload, one GET or ranged GETs in parallel,
 what proves it) and asks this folder to:
 

@@ -3,7 +3,7 @@
 A worker killed mid-copy (a Lambda timeout, a Fargate task stopped without its SIGTERM
 grace, a lost machine) leaves its upload open, and S3 bills the stored parts until someone
 aborts it. A later pass or a retried task resumes such an upload from its mark
-(engine/upload_marks.py); whatever is still open when the job ends was given up. Finalize
+(engine/records/upload_marks.py); whatever is still open when the job ends was given up. Finalize
 aborts those, once no batch of the job runs any more, so a job leaves nothing behind that
 costs storage even where the destination bucket has no AbortIncompleteMultipartUpload rule.
 
@@ -21,7 +21,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.engine.upload_marks import FerryUpload, abort_ferry_upload, list_ferry_uploads
+from ferry.engine.records.upload_marks import FerryUpload, abort_ferry_upload, list_ferry_uploads
 from ferry.errors import describe
 from ferry.jobspec import JobSpec
 

@@ -27,8 +27,8 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.counts import plural
-from ferry.engine.copier import Copier
-from ferry.engine.deadlines import deadline_in
+from ferry.engine.run.deadlines import deadline_in
+from ferry.engine.strategies.copier import Copier
 from ferry.errors import FerryError
 from ferry.jobspec import JobSpec
 from ferry.limits import MiB

@@ -1,6 +1,6 @@
 """The workers' half of an all_versions job (pipeline/history_keys.py says how the keys reach
 them): each key's history listed again on both sides and copied whole by the engine
-(engine/version_copy.copy_history), so one key's versions are written by one worker, in order.
+(engine/versions/version_copy.copy_history), so one key's versions are written by one worker, in order.
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from ferry.engine.copier import Copier
-from ferry.engine.deadlines import deadline_in, due
-from ferry.engine.version_copy import KEYS_AT_ONCE, copy_history
+from ferry.engine.run.deadlines import deadline_in, due
+from ferry.engine.strategies.copier import Copier
+from ferry.engine.versions.version_copy import KEYS_AT_ONCE, copy_history
 from ferry.errors import ConfigError
 from ferry.models import CopyResult, Status
 from ferry.pipeline.items import Planned
@@ -54,7 +54,7 @@ def copy_key_histories(
 
 def copy_one_history(copier: Copier, plan: Planned, *, deadline: float | None, dry_run: bool) -> KeyOutcome:
     """List the key's history on both sides now (not from the manifest: versions may have come
-    since), then copy what the destination lacks (engine/version_copy.copy_history)."""
+    since), then copy what the destination lacks (engine/versions/version_copy.copy_history)."""
     obj, target = plan.obj, plan.target
     assert obj is not None and target is not None
     ctx = copier.ctx

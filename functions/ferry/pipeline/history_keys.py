@@ -1,6 +1,6 @@
 """An all_versions job (`"options": {"all_versions": true}`): every version of each key under
 the source prefix, oldest first, delete markers reproduced, as `ferry copy --all-versions` does
-(engine/version_copy.py), run by the pipeline.
+(engine/versions/version_copy.py), run by the pipeline.
 
 How the keys reach the Map. The Distributed Map's S3 ItemReader lists current objects only
 (s3:listObjectsV2): it would leave out every key whose latest version is a delete marker, and
@@ -65,7 +65,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.counts import plural
-from ferry.engine.deadlines import deadline_in, due
+from ferry.engine.run.deadlines import deadline_in, due
 from ferry.errors import ConfigError, FerryError
 from ferry.filters import is_ferrys_own, marks_prefixes
 from ferry.jobspec import JobSpec, parse_job_spec

@@ -34,7 +34,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from ferry.engine.deadlines import stopping
+from ferry.engine.run.deadlines import stopping
 from ferry.errors import ConfigError, FerryError
 from ferry.jobspec import validate_job_spec
 from ferry.limits import TiB
@@ -140,7 +140,7 @@ def run_job(
     ConfigError when Prepare refuses the job (nothing is copied then).
 
     With `journal_root`, each batch is journaled as it is handed out (run_journal), so that a
-    run stopped early (engine.deadlines.stop_all: Ctrl-C, SIGTERM) can be resumed: the job is
+    run stopped early (engine.run.deadlines.stop_all: Ctrl-C, SIGTERM) can be resumed: the job is
     then recorded INTERRUPTED, not finalized, and `resume=True` (with `job_id`) replays the
     journaled batches from their ledger records and reads on from where the reader stopped."""
     if resume:

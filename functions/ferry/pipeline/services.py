@@ -24,7 +24,7 @@ from ferry.pipeline.settings import WorkerSettings
 from ferry.s3.clients import make_client
 
 # Connections each kept client may pool: the copier's object threads (at most 128) plus its part
-# threads (at most 64), as engine.copier.Copier sizes the clients it makes itself.
+# threads (at most 64), as engine.strategies.copier.Copier sizes the clients it makes itself.
 CLIENT_POOL = 192
 
 

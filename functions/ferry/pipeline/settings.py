@@ -103,7 +103,7 @@ class PipelineSettings:
     deadline_margin_seconds: int = 90
     # Lambda passes a batch goes round at most; the last hands what is left to Fargate.
     max_passes: int = 50
-    copy_object_mib_per_second: int = 16  # cross-region-safe; see ferry.engine.copier
+    copy_object_mib_per_second: int = 16  # cross-region-safe; see ferry.engine.strategies.copier
     fargate_cpu: int = 2048
     fargate_memory_mb: int = 4096
     fargate_spot: bool = True

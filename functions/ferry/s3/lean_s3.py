@@ -235,7 +235,7 @@ _RESPONSE_ALGORITHMS = ("crc64nvme", "crc32", "crc32c", "sha256", "sha1")
 
 
 class _Crc32Checksum(httpchecksum.BaseChecksum):
-    """botocore's CRC32 of a body, by zlib-ng rather than awscrt (ferry.engine.checksums says
+    """botocore's CRC32 of a body, by zlib-ng rather than awscrt (ferry.engine.proofs.checksums says
     why: a twentieth of the speed, paid on every GET of an object uploaded with boto3's default)."""
 
     def __init__(self) -> None:

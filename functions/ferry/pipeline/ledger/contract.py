@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ferry.counts import Counts
-from ferry.engine.checkpoints import CheckpointStore
+from ferry.engine.records.checkpoints import CheckpointStore
 from ferry.errors import ConfigError
 from ferry.models import CopyResult
 

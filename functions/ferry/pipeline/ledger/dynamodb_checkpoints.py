@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from ferry.engine.checkpoints import Checkpoint
+from ferry.engine.records.checkpoints import Checkpoint
 from ferry.pipeline.ledger import attribute_values
 from ferry.pipeline.ledger.contract import DAY
 

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from ferry.engine.checkpoints import Checkpoint
+from ferry.engine.records.checkpoints import Checkpoint
 from ferry.errors import ConfigError
 from ferry.pipeline.ledger.contract import DAY, BatchCounts, Failure, JobExists, Recorded, Tally, recorded_by
 

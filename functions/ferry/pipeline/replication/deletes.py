@@ -26,8 +26,8 @@ HEADed: if it exists (re-created after the delete, an undone delete marker, or o
 noncurrent version was deleted) nothing is deleted. A delete older than the event of the
 copy the destination holds (sequencers compared right-padded with '0') is ignored.
 
-The delete itself is `DeleteObject` with `If-Match: <the ETag just checked>`, never with a
-`VersionId`: a versioned destination gets a delete marker and keeps every version. S3
+The delete itself is the one conditional delete (ferry.s3.deletes): `DeleteObject` with
+`If-Match: <the ETag just checked>`, never with a `VersionId`: a versioned destination gets a delete marker and keeps every version. S3
 general purpose buckets honour If-Match on DeleteObject (user guide, conditional-deletes.html:
 412 when the ETag differs, 404 when the key went meanwhile, 409 on a concurrent write);
 a server that refuses the header gets the same HEAD-checked delete without it, and then a
@@ -46,14 +46,15 @@ from typing import Any, Protocol
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.counts import Counts
-from ferry.engine.checksums import from_response
-from ferry.engine.skip import identical_reason
-from ferry.engine.source import inspect
+from ferry.engine.compare.skip import identical_reason
+from ferry.engine.proofs.checksums import from_response
+from ferry.engine.proofs.source import inspect
 from ferry.errors import FerryError, describe, error_code, is_access_denied
 from ferry.listed_items import expand
 from ferry.models import Compare, CopyResult, SourceObject, Status, Target
 from ferry.pipeline.ledger.copy_records import CopyRecord, CopyRecords
 from ferry.pipeline.replication.event_keys import EVENT_KEY_FIELD, key_forms
+from ferry.s3.deletes import CONDITION_FAILED, delete_if_match
 from ferry.s3.listing import listed_entry
 
 log = logging.getLogger(__name__)
@@ -466,20 +467,19 @@ def _newest_version(client: Any, bucket: str, key: str) -> str | None:
 
 
 def _conditional_delete(client: Any, target: Target, etag: str) -> str | None:
-    """DeleteObject with If-Match, never a VersionId. Returns None, "changed" (412), "gone"
+    """The one conditional delete (ferry.s3.deletes). Returns None, "changed" (412), "gone"
     (404), or a note when the server refused the condition and the delete went without it."""
     try:
-        client.delete_object(Bucket=target.bucket, Key=target.key, IfMatch=f'"{etag}"')
-        return None
+        _, refused = delete_if_match(client, target.bucket, target.key, etag)
     except ClientError as error:
         code = error_code(error)
-        if code in ("PreconditionFailed", "412"):
+        if code in CONDITION_FAILED:
             return "changed"
         if code in _ABSENT_CODES:
             return "gone"
-        if code not in _UNSUPPORTED_CODES:
-            raise
-    client.delete_object(Bucket=target.bucket, Key=target.key)
+        raise
+    if not refused:
+        return None
     return (
         "the server refused If-Match on DeleteObject: deleted after a HEAD, so a write in "
         "between the two would have been lost"

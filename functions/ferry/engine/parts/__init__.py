@@ -1,0 +1,2 @@
+"""One multipart upload from start to finish: create or resume it, run its parts under a gate
+and a deadline, check a crashed run's parts before keeping them, and see through lost replies."""
