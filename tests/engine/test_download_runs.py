@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ferry.engine.downloads import RANGE_BYTES, runs_of
+from ferry.engine.files.downloads import RANGE_BYTES, runs_of
 from ferry.limits import MiB, Part, uniform_parts
 
 
