@@ -666,6 +666,13 @@ def request_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
     return str(path)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first (a minute or so each; the order is otherwise kept): run by several
+    workers (`make test`: -n auto), they start while the short ones fill the other workers,
+    instead of one of them running on alone after the rest have finished."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(autouse=True)
 def handlers_session_per_test() -> None:
     """The Lambda handlers make their clients from one botocore session a process (as a Lambda

@@ -329,6 +329,7 @@ def test_a_source_bucket_in_another_region_is_read_here_as_ferry_copy_reads_it(
     assert "1 object: 1 copied" in run.stdout
 
 
+@pytest.mark.slow
 def test_a_pass_that_reaches_its_deadline_hands_over_and_the_next_pass_resumes_from_the_checkpoint(
     versitygw: S3Server, vgw_buckets: tuple[str, str], tmp_path: Path
 ) -> None:

@@ -297,6 +297,7 @@ LARGE_OBJECTS = 1_000
 INTERRUPTED_EVERY = 10
 
 
+@pytest.mark.slow
 def test_a_batch_of_a_thousand_large_objects_pays_its_history_nothing_per_object(
     pipeline, batch_child, monkeypatch
 ) -> None:

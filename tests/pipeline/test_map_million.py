@@ -135,6 +135,7 @@ def parent_at_scale(parent, monkeypatch):  # noqa: F811 - parent is the imported
     return parent
 
 
+@pytest.mark.slow
 def test_a_manifest_of_a_million_rows_is_accounted_for_item_by_item(parent_at_scale) -> None:
     s3 = parent_at_scale.pipeline.s3
     for index in range(0, ITEMS, COPY_EVERY):

@@ -161,6 +161,7 @@ def copy_killed_between_passes(task: LargeTask, operation: str) -> None:
     task.assert_copied_once()
 
 
+@pytest.mark.slow
 def test_a_5_tib_object_in_10000_parts_copied_server_side_resumes_after_a_sigkill(
     virtual_s3, motoserver
 ) -> None:
@@ -171,6 +172,7 @@ def test_a_5_tib_object_in_10000_parts_copied_server_side_resumes_after_a_sigkil
     copy_killed_between_passes(task, "UploadPartCopy")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("virtual_s3", [4096], indirect=True)
 def test_10000_parts_streamed_resume_after_a_sigkill(virtual_s3, motoserver) -> None:
     """A 100 GiB object streams in S3's 10,000 parts (parts of 11 MiB by default): the part
