@@ -20,7 +20,7 @@ import threading
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -512,19 +512,23 @@ def _atomic_moto_dynamodb(monkeypatch: pytest.MonkeyPatch) -> None:
     backend reads and writes items without a lock, so concurrent ADDs from threads can be
     lost there. One lock around its writes restores the service's guarantee, and leaves the
     copies themselves running concurrently."""
-    import threading
-
     from moto.dynamodb.models import DynamoDBBackend
 
+    names = ("put_item", "update_item", "delete_item", "transact_write_items", "get_item")
+    _one_at_a_time(monkeypatch, DynamoDBBackend, names)
+
+
+def _one_at_a_time(monkeypatch: pytest.MonkeyPatch, backend: type, names: Sequence[str]) -> None:
+    """The backend's calls `names` under one lock: each runs whole, as the service's requests do."""
     lock = threading.RLock()
-    for name in ("put_item", "update_item", "delete_item", "transact_write_items", "get_item"):
-        original = getattr(DynamoDBBackend, name)
+    for name in names:
+        original = getattr(backend, name)
 
         def locked(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
             with lock:
                 return _original(self, *args, **kwargs)
 
-        monkeypatch.setattr(DynamoDBBackend, name, locked)
+        monkeypatch.setattr(backend, name, locked)
 
 
 # The S3 backend's calls that read or change a bucket's keys: each is one request, which S3
@@ -546,19 +550,9 @@ def _atomic_moto_s3(monkeypatch: pytest.MonkeyPatch) -> None:
     key's versions: a key whose last version another thread deletes in between (a mark deleted
     by version id) fails the listing with a TypeError S3 would never give. One lock around the
     calls that list or change keys makes each whole, as S3's own requests are."""
-    import threading
-
     from moto.s3.models import S3Backend
 
-    lock = threading.RLock()
-    for name in _MOTO_S3_WHOLE_CALLS:
-        original = getattr(S3Backend, name)
-
-        def locked(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
-            with lock:
-                return _original(self, *args, **kwargs)
-
-        monkeypatch.setattr(S3Backend, name, locked)
+    _one_at_a_time(monkeypatch, S3Backend, _MOTO_S3_WHOLE_CALLS)
 
 
 @pytest.fixture

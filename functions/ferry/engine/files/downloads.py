@@ -216,7 +216,7 @@ class Downloader(Copier):
                 raise _Unproved(unprovable(info))
             running = checksums.Running(proof.algorithm)
             try:
-                _stream(response["Body"], partial, 0, info.size, running)
+                _stream_whole(response["Body"], partial, info.size, running)
             except _PartlyRead as broken:
                 last = broken.__cause__
                 _pause(attempt)
@@ -406,27 +406,11 @@ class _PartlyRead(Exception):
         self.offset = offset
 
 
-def _stream(body: Any, partial: PartialFile, start: int, end: int, running: checksums.Running | None) -> int:
-    """Write the body's bytes at [start, end) of the file a chunk at a time, each into the
-    running checksum as well; returns `end`. A body that breaks or ends short raises
-    _PartlyRead with how far it got: what came before is written and counted."""
-    offset = start
-    try:
-        while offset < end:
-            chunk = body.read(min(CHUNK, end - offset))
-            if not chunk:
-                raise TruncatedBody(f"got {offset - start} of {end - start} bytes")
-            partial.write_at(offset, chunk)
-            if running is not None:
-                running.update(chunk)
-            offset += len(chunk)
-        if body.read(1):  # at the end: also where a checked body compares its checksum
-            raise TruncatedBody(f"got more than the {end - start} bytes expected")
-    except READ_ERRORS as error:
-        raise _PartlyRead(offset) from error
-    finally:
-        body.close()
-    return end
+def _stream_whole(body: Any, partial: PartialFile, size: int, running: checksums.Running) -> None:
+    """A whole object's GET into the file: one run of one part, its checksum in `running`."""
+    state = _RunState([Part(1, 0, size)], None, lambda _part, _value: None)
+    state.running = running
+    _stream_run(body, partial, state, size)
 
 
 def runs_of(parts: list[Part], size: int | None = None) -> list[list[Part]]:
