@@ -43,3 +43,17 @@ def test_uneven_parts_fill_a_run_up_to_its_bytes_and_never_past() -> None:
     ]
     assert all(run[-1].end - run[0].start <= RANGE_BYTES for run in runs if len(run) > 1)
     assert [p for run in runs for p in run] == plan
+
+
+def test_at_s3s_10000_parts_every_part_is_fetched_once_in_order() -> None:
+    """At the limit itself: 5 TiB in 10,000 parts of 524.3 MiB (each its own GET), and 10,000
+    parts of 8 MiB (1,250 GETs of eight)."""
+    from ferry.limits import MAX_PARTS, TiB
+
+    largest = uniform_parts(5 * TiB, -(-5 * TiB // MAX_PARTS))
+    runs = runs_of(largest)
+    assert len(largest) == MAX_PARTS and len(runs) == MAX_PARTS and {len(run) for run in runs} == {1}
+    many = uniform_parts(MAX_PARTS * 8 * MiB, 8 * MiB)
+    runs = runs_of(many)
+    assert len(many) == MAX_PARTS and len(runs) == 1_250 and {len(run) for run in runs} == {8}
+    assert [p for run in runs for p in run] == many
