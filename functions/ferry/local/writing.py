@@ -161,8 +161,11 @@ class PartialFile:
         partial = cls(target, folder, temp, record, fd)
         partial._has_record = resume
         try:
-            if resume and os.fstat(fd).st_size != size:  # sized up front, for writes at any offset
-                os.ftruncate(fd, 0)
+            # Sized up front, for writes at any offset; in one step, never through zero: ext4
+            # takes a file truncated to zero for one replaced in place and writes all of it out
+            # on close (auto_da_alloc), seconds a GiB of waiting after the last byte came. Bytes
+            # a crashed run left are overwritten unless its record vouches for them.
+            if resume and os.fstat(fd).st_size != size:
                 os.ftruncate(fd, size)
         except BaseException:
             partial.discard()
