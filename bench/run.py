@@ -141,6 +141,7 @@ def run_case(
 ) -> CaseResult:
     rows = [Row(v.tool, v.setting, case.objects, case.total_bytes, note=v.note) for v in case.variants]
     n = len(case.variants)
+    kept: list[Path] = []  # disk runs' folders to delete when the case ends (set_aside)
     for round_ in range(settings.runs):
         order = [(i + round_) % n for i in range(n)]  # rotate, so no tool always goes first
         for i in order:
@@ -176,14 +177,27 @@ def run_case(
                 f"{sample.wall:.2f} s, cpu {sample.cpu:.1f} s, rss {sample.peak_rss / 2**20:.0f} MiB {status}"
             )
             if case.local_destination is not None:
-                shutil.rmtree(case.local_destination / prefix, ignore_errors=True)
-                # The run's 2 GiB of dirty pages (and the delete) go to disk now, not during the
-                # next tool's run: unflushed, they cost the next one seconds of system CPU.
-                os.sync()
+                set_aside(case, case.local_destination / prefix, kept)
             else:
                 data.empty(s3, data.DST_BUCKET, prefix)
             server.purge_deleted()
+    for folder in kept:
+        shutil.rmtree(folder, ignore_errors=True)
+    os.sync()
     return CaseResult(case.number, case.title, rows, case.notes)
+
+
+def set_aside(case: Case, folder: Path, kept: list[Path]) -> None:
+    """Clear a disk case's run before the next one, with its dirty pages written now: unflushed,
+    they cost the next tool's run seconds of system CPU. Many files are kept until the case
+    ends (disk allowing), not deleted: ext4 without a journal will not hand out an inode
+    deleted in the last minute, and every file created then scans past each one (the kernel's
+    recently_deleted), a cost that falls on whichever tool runs next, more with every run."""
+    if case.objects > 1 and free_disk(folder.parent) > 2 * case.total_bytes + GiB:
+        kept.append(folder)
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
+    os.sync()
 
 
 def free_disk(path: Path) -> int:
@@ -325,8 +339,10 @@ def main(argv: list[str] | None = None) -> int:
 METHOD = [
     "Each row is one tool at one setting; each run is that tool's command as a child process, "
     "copying into a fresh destination prefix that is checked afterwards (every object there, "
-    "every byte) and then emptied. Rows run one after another, in an order rotated from run to "
-    "run, so that every tool meets the same machine conditions.",
+    "every byte) and then emptied (a download of many files is kept on disk until its case "
+    "ends: ext4 makes each file created within a minute of many deletions scan past them). "
+    "Rows run one after another, in an order rotated from run to run, so that every tool meets "
+    "the same machine conditions.",
     "",
     "- **time**: wall time of the whole command, from start to exit, listing included.",
     "- **objects/s, MiB/s**: objects and bytes copied divided by the median time.",
