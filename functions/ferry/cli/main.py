@@ -8,10 +8,11 @@ error, reported in one line before anything is written.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO
 
 from ferry.cli.shared.arguments import (
@@ -28,6 +29,8 @@ from ferry.cli.shared.arguments import (
 from ferry.cli.shared.parsing import EXIT_USAGE, Parser, VersionAction
 from ferry.errors import ConfigError, FerryError, is_botocore_error
 from ferry.limits import parse_size
+
+Command = Callable[[argparse.Namespace, IO[str], IO[str]], int]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(
     argv: Sequence[str] | None = None, stdout: IO[str] | None = None, stderr: IO[str] | None = None
 ) -> int:
+    if argv is None:  # the process's own command line: see _settle_heap
+        gc.disable()
     stdout, stderr = stdout or sys.stdout, stderr or sys.stderr
     logging.basicConfig(
         level=os.environ.get("FERRY_LOG_LEVEL", "WARNING"), format="%(levelname)s %(name)s: %(message)s"
@@ -73,46 +78,55 @@ def main(
 
 
 def run_command(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
-    """The parsed command's body. Each is imported only here, when it runs: most load botocore,
-    boto3 or rich, which `--help` and a usage error should not pay for (start-up cost)."""
+    """The parsed command's body, its modules loaded first and the heap they built set aside."""
+    command = command_for(args)
+    _settle_heap()
+    return command(args, stdout, stderr)
+
+
+def command_for(args: argparse.Namespace) -> Command:
+    """The parsed command's function. Each is imported only here, when it runs: most load
+    botocore, boto3 or rich, which `--help` and a usage error should not pay for (start-up cost)."""
     if args.command == "demo":
         from ferry.cli.commands.demo import run_demo
 
-        return run_demo(objects=args.objects, large_size=parse_size(args.large_size), stdout=stdout)
+        return lambda args, stdout, _stderr: run_demo(
+            objects=args.objects, large_size=parse_size(args.large_size), stdout=stdout
+        )
     if args.command == "estimate":
         from ferry.cli.commands.estimate import run_estimate
 
-        return run_estimate(args, stdout, stderr)
+        return run_estimate
     if args.command == "job":
         from ferry.cli.commands.jobs_command import run_job
 
-        return run_job(args, stdout, stderr)
+        return run_job
     if args.command == "run":
         from ferry.cli.commands.run_command import run_run
 
-        return run_run(args, stdout, stderr)
+        return run_run
     if args.command == "policy":
         from ferry.cli.commands.policy import run_policy
 
-        return run_policy(args, stdout, stderr)
+        return run_policy
     if args.command == "check":
         from ferry.cli.commands.check_command import run_check
 
-        return run_check(args, stdout, stderr)
+        return run_check
     if args.command == "sync":
         from ferry.local.paths import is_local
 
         if is_local(args.src) or is_local(args.dst):
             from ferry.cli.commands.local_sync import run_local_sync
 
-            return run_local_sync(args, stdout, stderr)
+            return run_local_sync
         from ferry.cli.commands.sync_command import run_sync
 
-        return run_sync(args, stdout, stderr)
+        return run_sync
     if args.command == "clean-uploads":
         from ferry.cli.commands.clean_uploads import run_clean_uploads
 
-        return run_clean_uploads(args, stdout, stderr)
+        return run_clean_uploads
     from ferry.local.paths import is_local
 
     if is_local(args.src) or is_local(args.dst):
@@ -122,14 +136,25 @@ def run_command(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> i
             )
         from ferry.cli.commands.local_copy import run_local_copy
 
-        return run_local_copy(args, stdout, stderr)
+        return run_local_copy
     if args.all_versions:
         from ferry.cli.commands.versions_command import run_copy_all_versions
 
-        return run_copy_all_versions(args, stdout, stderr)
+        return run_copy_all_versions
     from ferry.cli.commands.copy_command import run_copy
 
-    return run_copy(args, stdout, stderr)
+    return run_copy
+
+
+def _settle_heap() -> None:
+    """A `ferry` process collects no cycles while it loads (main turns the collector off): what
+    start-up builds (botocore's models, the modules) lives to the end, and the collector's
+    passes over it cost a tenth of start-up. Once it is built it is frozen, out of every later
+    pass, and collecting resumes. A caller that runs main in its own process (tests) keeps its
+    collector as it was."""
+    if not gc.isenabled():
+        gc.freeze()
+        gc.enable()
 
 
 if __name__ == "__main__":
