@@ -21,20 +21,7 @@ LISTING_CLASSES = frozenset(
     {"STANDARD", "STANDARD_IA", "ONEZONE_IA", "REDUCED_REDUNDANCY", "GLACIER_IR", "EXPRESS_ONEZONE"}
 )
 
-PUT_CLASS = frozenset(
-    {
-        "CopyObject",
-        "PutObject",
-        "CreateMultipartUpload",
-        "UploadPartCopy",
-        "UploadPart",
-        "CompleteMultipartUpload",
-        "ListObjectsV2",
-        "ListParts",
-        "ListMultipartUploads",
-    }
-)
-GET_CLASS = frozenset({"GetObject", "HeadObject", "GetObjectTagging"})
+# Requests that write the destination: billed at the rate of the class they write.
 DESTINATION_WRITES = frozenset(
     {
         "CopyObject",
@@ -45,6 +32,9 @@ DESTINATION_WRITES = frozenset(
         "CompleteMultipartUpload",
     }
 )
+# S3 bills PUT, COPY, POST and LIST requests at one rate, GET and HEAD at another.
+PUT_CLASS = DESTINATION_WRITES | {"ListObjectsV2", "ListParts", "ListMultipartUploads"}
+GET_CLASS = frozenset({"GetObject", "HeadObject", "GetObjectTagging"})
 
 
 def _parts(size: int, part_size: int) -> int:
