@@ -403,11 +403,7 @@ def estimate(
             )
         )
 
-    if a.cross_region:
-        gb = copied_bytes / GB
-        lines.append(
-            Line("Data transfer", "between regions", gb, "GB", gb * prices.price("transfer_inter_region_gb"))
-        )
+    lines.extend(prices.transfer_lines(copied_bytes, a.cross_region))
 
     # Duration: workers at once = the Map's concurrency (at most one per batch); large objects
     # on Fargate, up to fargate_max_concurrency per batch, alongside.
