@@ -1,5 +1,6 @@
 """How long a job takes: one worker's seconds for a bin of objects, the pass and start-up times
-assumed, and the limits (S3's per-prefix rates, the Map Run, Lambda's concurrency, the ledger's
+assumed, how a copy hands over between passes, the CopyBatch passes a job takes and its wall
+time, and the limits (S3's per-prefix rates, the Map Run, Lambda's concurrency, the ledger's
 partition) that bound how fast one stack copies."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ferry.costs.inputs import LambdaQuota, PipelineShape, Rates
+from ferry.costs.inputs import ONE_VCPU_MB, LambdaQuota, PipelineShape, Rates
 from ferry.costs.requests import DESTINATION_WRITES, GET_CLASS
 from ferry.quotas.lambda_concurrency import cap_max_concurrency
 
@@ -21,6 +22,9 @@ PASS_OVERHEAD_SECONDS = 0.5
 RESUME_SECONDS = 0.1
 FARGATE_START_SECONDS = 60  # assumed: task start-up (and Fargate's one-minute minimum)
 FARGATE_PASS_SECONDS = 90  # batches.copy_large_object: a checkpoint every pass (Spot's SIGTERM)
+JOB_EDGES_SECONDS = 30.0  # assumed: Prepare, the Map's start and Finalize, around the copies
+# A worker's seconds come in three cases, in this order in a list: slow, fast, expected.
+SLOW, FAST, EXPECTED = 0, 1, 2
 
 # What bounds one stack's rate, at the defaults (quotas an account may raise are marked so):
 S3_WRITES_PER_PREFIX = 3_500  # PUT/COPY/POST/DELETE per second per partitioned prefix (S3)
@@ -84,6 +88,76 @@ def worker_seconds(
     o = (per_obj[which] if which is not None else _geomean(per_obj)) * cpu_share
     b = per_byte[which] if which is not None else _geomean(per_byte)
     return max(objects / o, objects * size / b)
+
+
+def cpu_share(shape: PipelineShape, on_fargate: bool) -> float:
+    """The share of a vCPU one worker has: a Fargate task's whole one; a CopyBatch Lambda's in
+    proportion to its memory (Lambda gives one vCPU at ONE_VCPU_MB)."""
+    return 1.0 if on_fargate else min(1.0, shape.lambda_memory_mb / ONE_VCPU_MB)
+
+
+def case_seconds(objects: int, size: int, server_side: bool, rates: Rates, share: float) -> list[float]:
+    """One worker's seconds on `objects` objects of `size` bytes in each case (SLOW, FAST,
+    EXPECTED), with `share` of a vCPU."""
+    return [worker_seconds(objects, size, server_side, rates, which, share) for which in (0, 1, None)]
+
+
+def hand_overs(size: int, server_side: bool, rates: Rates, on_fargate: bool, shape: PipelineShape) -> int:
+    """How often one multipart copy of `size` bytes hands over to a later pass, at the expected
+    rate: a CopyBatch pass ends at its usable seconds, a Fargate task checkpoints every
+    FARGATE_PASS_SECONDS."""
+    one = worker_seconds(1, size, server_side, rates, None)
+    pass_seconds = FARGATE_PASS_SECONDS if on_fargate else shape.usable_pass_seconds
+    return max(0, math.ceil(one / pass_seconds) - 1)
+
+
+@dataclass(frozen=True)
+class Passes:
+    """The job's CopyBatch passes: `count` in all; `large_batches`, the batches that hand large
+    objects to Fargate; `resumes`, the passes that raised FerryHandOver (each followed by a
+    ResumeHandOver)."""
+
+    count: int
+    large_batches: int
+    resumes: int
+
+
+def passes_of(batches: int, lambda_seconds: float, large_objects: int, shape: PipelineShape) -> Passes:
+    """A batch's Lambda work at the expected rate (`lambda_seconds` for every batch), cut into
+    Lambda-sized passes; a batch holding a large object hands over once more, to Fargate."""
+    per_batch_seconds = lambda_seconds / batches if batches else 0.0
+    per_batch = max(1, math.ceil(per_batch_seconds / shape.usable_pass_seconds)) if batches else 0
+    count = batches * per_batch
+    large_batches = min(batches, large_objects)
+    return Passes(count, large_batches, (count - batches) + large_batches)
+
+
+def busy_seconds(copy_seconds: float, passes: int) -> float:
+    """CopyBatch's seconds: its copies' and each pass's own (PASS_OVERHEAD_SECONDS)."""
+    return copy_seconds + passes * PASS_OVERHEAD_SECONDS
+
+
+def lambda_workers_at_once(shape: PipelineShape, batches: int) -> int:
+    """CopyBatch workers at once: the Map's concurrency, at most one per batch."""
+    return max(1, min(shape.max_concurrency, batches or 1))
+
+
+def fargate_tasks_at_once(shape: PipelineShape, large_objects: int) -> int:
+    """Fargate tasks at once: one per large object, up to fargate_max_concurrency per child
+    the Map runs."""
+    return max(1, min(large_objects or 1, shape.max_concurrency * shape.fargate_max_concurrency))
+
+
+def job_seconds(
+    lambda_seconds: list[float], fargate_seconds: list[float], passes: int, workers: int, tasks: int
+) -> tuple[float, float]:
+    """The job's wall time, (fast, slow): `workers` CopyBatch workers and `tasks` Fargate tasks
+    side by side, the slower of the two, within JOB_EDGES_SECONDS."""
+    fast, slow = (
+        max(busy_seconds(lambda_seconds[i], passes) / workers, fargate_seconds[i] / tasks) + JOB_EDGES_SECONDS
+        for i in (FAST, SLOW)
+    )
+    return fast, slow
 
 
 def rate_limits_at(

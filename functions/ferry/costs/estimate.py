@@ -29,11 +29,13 @@ from the CPU one worker was measured to spend per object (`make bench-worker-cos
 assumed; nothing measured on AWS (`Rates`).
 
 The model's parts, one module each: `inputs` (what an estimate is made for), `workload` (the
-objects as a histogram, and how many a batch holds), `requests` (the engine's S3 requests per
-object), `durations` (a worker's time and the limits on a stack's rate), `peers` (AWS's managed
-services on the same objects) and `prices` (the dated table). This module adds what the
-pipeline itself costs (its Lambda, Step Functions, DynamoDB and Fargate, its listings and
-reports) and puts the estimate together.
+objects as a histogram, and the Map's batches of them), `requests` (the engine's S3 requests per
+object, and what they and the restores cost), `durations` (a worker's time, the passes and the
+job's wall time, and the limits on a stack's rate), `peers` (AWS's managed services on the same
+objects) and `prices` (the dated table, and the transfer between regions). This module walks the
+objects' bins through those parts, adds what the pipeline itself costs (its Lambda, Step
+Functions, DynamoDB and Fargate, its listings and reports) and puts the estimate together:
+`estimate` is that list of steps.
 
 The model is vocabulary (imported by the CLI): it does not import the pipeline.
 """
@@ -42,24 +44,31 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ferry.costs import prices
 from ferry.costs.durations import (
-    FARGATE_PASS_SECONDS,
+    EXPECTED,
     FARGATE_START_SECONDS,
-    PASS_OVERHEAD_SECONDS,
     RESUME_SECONDS,
+    Passes,
     RateLimits,
+    busy_seconds,
+    case_seconds,
+    cpu_share,
+    fargate_tasks_at_once,
+    hand_overs,
+    job_seconds,
+    lambda_workers_at_once,
+    passes_of,
     rate_limits_at,
-    worker_seconds,
 )
-from ferry.costs.inputs import ONE_VCPU_MB, Assumptions, LambdaQuota, PipelineShape, Rates
+from ferry.costs.inputs import Assumptions, LambdaQuota, PipelineShape, Rates
 from ferry.costs.peers import peer_costs
-from ferry.costs.prices import GB, Line
-from ferry.costs.requests import DESTINATION_WRITES, PUT_CLASS, object_requests, resume_requests
-from ferry.costs.workload import Workload, bin_layout, items_per_batch
+from ferry.costs.prices import Line
+from ferry.costs.requests import object_requests, request_lines, restore_lines, resume_requests
+from ferry.costs.workload import Batches, Bin, Workload, batches_of, bin_layout
 from ferry.counts import plural
 from ferry.limits import (
     DEFAULT_OBJECTS_PER_DAY,
@@ -67,6 +76,7 @@ from ferry.limits import (
 )
 from ferry.models import ARCHIVE_CLASSES
 from ferry.quotas.lambda_concurrency import (
+    ConcurrencyCap,
     cap_max_concurrency,
     reservations_refused,
 )
@@ -181,272 +191,369 @@ def estimate(
         asked.max_concurrency, quota.account, copy_reserved=asked.copy_reserved_concurrency
     )
     shape = replace(asked, max_concurrency=cap.max_concurrency)
-    requests: Counter[str] = Counter()
-    large_objects = skipped = 0
-    lambda_seconds = [0.0, 0.0, 0.0]  # slow, fast, expected
-    fargate_seconds = [0.0, 0.0, 0.0]
-    copied_bytes = restore_requests = 0.0
-    multipart_copies = 0  # each reads its checkpoint once and deletes it at the end
-    checkpoint_saves = 0  # hand-overs: a save, and a read when the next pass resumes
-    checkpoint_saves_wru = 0
-    item_bytes = 0
-    for (cls, _, layout), b in work.bins.items():
-        size = b.mean_size
-        item_bytes += b.item_bytes
-        large = size > shape.large_object_threshold
-        memory = shape.fargate_memory_mb * MiB // 2 if large else shape.lambda_memory_mb * MiB // 3
-        per_object = object_requests(size, cls, replace(a, memory_limit=memory), *bin_layout(layout, b))
+    copies = _engine_copies(work, shape, a, rates)
+    batches = batches_of(work, shape)
+    passes = passes_of(batches.count, copies.lambda_seconds[EXPECTED], copies.large_objects, shape)
+    pipeline = _pipeline_requests(work.objects, batches, passes, copies, a)
+    ledger = _ledger_units(passes, copies, shape)
+    lines = [
+        *request_lines(copies.requests, a.storage_class),
+        *_pipeline_request_lines(pipeline),
+        *(restore_lines(work, a.restore) if copies.restores else []),
+        *_lambda_lines(shape, copies, passes),
+        _step_functions_line(batches, passes, copies.large_objects),
+        *_dynamodb_lines(ledger),
+        *_fargate_lines(shape, copies),
+        *prices.transfer_lines(copies.copied_bytes, a.cross_region),
+    ]
+    workers = lambda_workers_at_once(shape, batches.count)
+    tasks = fargate_tasks_at_once(shape, copies.large_objects)
+    notes = [
+        *_model_notes(a, rates, workers, batches, shape),
+        _unverified_prices_note(a, shape, copies),
+        *_account_notes(copies, quota, cap, shape),
+    ]
+    return Estimate(
+        work.objects,
+        work.bytes,
+        batches.count,
+        batches.size,
+        passes.count,
+        copies.large_objects,
+        copies.skipped,
+        requests=dict(copies.requests + pipeline),
+        lines=lines,
+        alternatives=peer_costs(work, a, copies.copied_bytes, work.objects - copies.skipped),
+        duration_seconds=job_seconds(
+            copies.lambda_seconds, copies.fargate_seconds, passes.count, workers, tasks
+        ),
+        assumptions=notes,
+        rate_limits=_stack_rate_limits(objects_per_day, work.objects, shape, quota, copies, passes, ledger),
+        lambda_concurrency=_lambda_concurrency(quota, cap),
+    )
+
+
+def _lambda_concurrency(quota: LambdaQuota, cap: ConcurrencyCap) -> dict[str, Any]:
+    """The account's Lambda concurrency, where it came from, and the Map's concurrency under it
+    (as asked for, and as Prepare lowers it)."""
+    return {
+        **quota.account.to_dict(),
+        "source": quota.source,
+        "max_concurrency": cap.max_concurrency,
+        "asked": cap.asked,
+    }
+
+
+# -- the engine's copies ------------------------------------------------------------------------
+
+
+@dataclass
+class _Copies:
+    """What the engine does to copy the objects, summed bin by bin: its S3 requests, its
+    workers' seconds on Lambda and on Fargate (SLOW, FAST, EXPECTED), and what its multipart
+    copies keep in the ledger to be resumed."""
+
+    requests: Counter[str] = field(default_factory=Counter)
+    lambda_seconds: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    fargate_seconds: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0])
+    copied_bytes: float = 0.0
+    restores: float = 0.0  # archived objects restored by this run
+    large_objects: int = 0  # copied on Fargate
+    skipped: int = 0  # archived, and no restore asked for
+    multipart_copies: int = 0  # each reads its checkpoint once and deletes it at the end
+    checkpoint_saves: int = 0  # hand-overs: a save, and a read when the next pass resumes
+    checkpoint_saves_wru: int = 0
+
+    def add_requests(self, per_object: Counter[str], times: int) -> None:
+        """One object's requests, `times` over (an operation it sends none of is kept, at 0)."""
         for op, n in per_object.items():
-            requests[op] += n * b.objects
-        if cls in ARCHIVE_CLASSES and a.restore is None:
-            skipped += b.objects
-            continue
-        if cls in ARCHIVE_CLASSES:
-            restore_requests += b.objects
-        copied_bytes += b.bytes
-        share = 1.0 if large else min(1.0, shape.lambda_memory_mb / ONE_VCPU_MB)
-        times = [worker_seconds(b.objects, size, a.server_side, rates, w, share) for w in (0, 1, None)]
-        one = worker_seconds(1, size, a.server_side, rates, None)
-        if large:
-            large_objects += b.objects
-            for i in range(3):
-                fargate_seconds[i] += times[i] + FARGATE_START_SECONDS * b.objects
-            if a.skip_existing:
-                requests["HeadObject"] += b.objects  # one object: a HEAD of the destination, no listing
+            self.requests[op] += n * times
+
+
+def _engine_copies(work: Workload, shape: PipelineShape, a: Assumptions, rates: Rates) -> _Copies:
+    """The engine's copies of every bin of `work`, as the pipeline of `shape` runs them."""
+    copies = _Copies()
+    for (cls, _, layout), b in work.bins.items():
+        _copy_bin(copies, cls, layout, b, shape, a, rates)
+    return copies
+
+
+def _copy_bin(
+    copies: _Copies, cls: str, layout: str, b: Bin, shape: PipelineShape, a: Assumptions, rates: Rates
+) -> None:
+    """One bin's objects into `copies`: each object's requests, then, unless it is archived and
+    not restored (a HEAD, then skipped), its worker's seconds and its hand-overs. An object
+    above the large-object threshold goes to Fargate."""
+    size = b.mean_size
+    large = size > shape.large_object_threshold
+    worker = replace(a, memory_limit=shape.memory_limit(large))
+    per_object = object_requests(size, cls, worker, *bin_layout(layout, b))
+    copies.add_requests(per_object, b.objects)
+    if cls in ARCHIVE_CLASSES and a.restore is None:
+        copies.skipped += b.objects
+        return
+    if cls in ARCHIVE_CLASSES:
+        copies.restores += b.objects
+    copies.copied_bytes += b.bytes
+    times = case_seconds(b.objects, size, a.server_side, rates, cpu_share(shape, large))
+    if large:
+        _add_fargate(copies, b.objects, times, a)
+    else:
+        for i in range(3):
+            copies.lambda_seconds[i] += times[i]
+    if per_object["CreateMultipartUpload"]:
+        saves = hand_overs(size, a.server_side, rates, large, shape)
+        _add_checkpoints(copies, per_object, b.objects, saves, a)
+
+
+def _add_fargate(copies: _Copies, objects: int, times: list[float], a: Assumptions) -> None:
+    """Large objects, each a Fargate task of its own (its start-up too) and, skipping existing
+    objects, a HEAD of its destination (one object: no listing)."""
+    copies.large_objects += objects
+    for i in range(3):
+        copies.fargate_seconds[i] += times[i] + FARGATE_START_SECONDS * objects
+    if a.skip_existing:
+        copies.requests["HeadObject"] += objects
+
+
+def _add_checkpoints(
+    copies: _Copies, per_object: Counter[str], objects: int, saves: int, a: Assumptions
+) -> None:
+    """Multipart copies: a checkpoint each, saved at each of its `saves` hand-overs, and what
+    each later pass sends again to resume it."""
+    copies.multipart_copies += objects
+    parts = per_object["UploadPartCopy"] + per_object["UploadPart"]
+    copies.checkpoint_saves += objects * saves
+    copies.checkpoint_saves_wru += objects * saves * _checkpoint_wru(parts)
+    if saves:
+        for op, n in resume_requests(per_object, a).items():
+            copies.requests[op] += n * saves * objects
+
+
+# -- what the pipeline adds -----------------------------------------------------------------------
+
+
+def _pipeline_requests(
+    objects: int, batches: Batches, passes: Passes, copies: _Copies, a: Assumptions
+) -> Counter[str]:
+    """The S3 requests the pipeline adds to the engine's: the Map's listing, the destination
+    listing per batch (skip-existing), a report per pass and per large object, the job report
+    and the Map's result files. A batch too small to list HEADs its keys instead: the engine's
+    requests (`copies`) take those HEADs."""
+    pipeline: Counter[str] = Counter()
+    pipeline["ListObjectsV2"] += math.ceil(objects / 1000)
+    if a.skip_existing and batches.count:
+        _destination_checks(objects, batches.size, copies, pipeline)
+    pipeline["PutObject"] += passes.count + copies.large_objects + 3
+    return pipeline
+
+
+def _destination_checks(objects: int, per_batch: int, copies: _Copies, pipeline: Counter[str]) -> None:
+    """Skip-existing per batch, as engine/compare/dest_listing.py does it: a batch of fewer than
+    MIN_WINDOW targets HEADs each, a larger one lists the destination. Only the objects copied
+    in Lambda are in a batch's window (large ones go to Fargate)."""
+    in_lambda = (objects - copies.large_objects) / objects
+    full, rest = divmod(objects, per_batch)
+    for count, size in ((full, per_batch), (1 if rest else 0, rest)):
+        n = round(size * in_lambda)
+        if n < DEST_LISTING_MIN_WINDOW:
+            copies.requests["HeadObject"] += count * n
         else:
-            for i in range(3):
-                lambda_seconds[i] += times[i]
-        if per_object["CreateMultipartUpload"]:
-            multipart_copies += b.objects
-            pass_seconds = FARGATE_PASS_SECONDS if large else shape.usable_pass_seconds
-            saves = max(0, math.ceil(one / pass_seconds) - 1)
-            parts = per_object["UploadPartCopy"] + per_object["UploadPart"]
-            checkpoint_saves += b.objects * saves
-            checkpoint_saves_wru += (
-                b.objects * saves * math.ceil((300 + CHECKPOINT_PART_BYTES * parts) / 1024)
-            )
-            if saves:
-                for op, n in resume_requests(per_object, a).items():
-                    requests[op] += n * saves * b.objects
+            pipeline["ListObjectsV2"] += count * math.ceil(n / 1000)
 
-    objects = work.objects
-    mean_item = item_bytes / objects if objects else 1.0
-    per_batch = items_per_batch(shape, mean_item)
-    batches = math.ceil(objects / per_batch) if objects else 0
-    # Passes: a batch's Lambda work at the expected rate, cut into Lambda-sized passes.
-    per_batch_seconds = lambda_seconds[2] / batches if batches else 0.0
-    passes_per_batch = max(1, math.ceil(per_batch_seconds / shape.usable_pass_seconds)) if batches else 0
-    passes = batches * passes_per_batch
-    large_batches = min(batches, large_objects)
-    resumes = (passes - batches) + large_batches  # passes that raised FerryHandOver
 
-    # S3 requests the pipeline adds to the engine's: the Map's listing, the destination listing
-    # per batch (skip-existing), a report per pass, the job report and the Map's result files.
-    pipeline_requests: Counter[str] = Counter()
-    pipeline_requests["ListObjectsV2"] += math.ceil(objects / 1000)
-    if a.skip_existing and batches:
-        # engine/compare/dest_listing.py: a batch of fewer than MIN_WINDOW targets HEADs each instead.
-        # Only the objects copied in Lambda are in a batch's window (large ones go to Fargate).
-        in_lambda = (objects - large_objects) / objects
-        full, rest = divmod(objects, per_batch)
-        for count, size in ((full, per_batch), (1 if rest else 0, rest)):
-            n = round(size * in_lambda)
-            if n < DEST_LISTING_MIN_WINDOW:
-                requests["HeadObject"] += count * n
-            else:
-                pipeline_requests["ListObjectsV2"] += count * math.ceil(n / 1000)
-    pipeline_requests["PutObject"] += passes + large_objects + 3
-    all_requests = requests + pipeline_requests
+def _pipeline_request_lines(pipeline: Counter[str]) -> list[Line]:
+    """The pipeline's listings and its reports, at the PUT/COPY/POST/LIST rate."""
+    listings, reports = pipeline["ListObjectsV2"], pipeline["PutObject"]
+    listing = "ListObjectsV2 (Map's listing; skip-existing)"
+    return [
+        _own("S3 requests", listing, listings, "requests", "s3_put_copy_post_list"),
+        _own("S3 requests", "PutObject (reports)", reports, "requests", "s3_put_copy_post_list"),
+    ]
 
-    lines: list[Line] = []
-    put_into = prices.put_price(a.storage_class)  # a write is billed at the class it writes
-    for op, n in sorted(requests.items()):
-        if op == "RestoreObject":
-            continue  # priced with the retrieval below
-        if op in DESTINATION_WRITES:
-            unit = put_into
-        else:
-            unit = prices.price("s3_put_copy_post_list") if op in PUT_CLASS else prices.price("s3_get_head")
-        lines.append(Line("S3 requests", op, n, "requests", n * unit))
-    listing = pipeline_requests["ListObjectsV2"]
-    lines.append(
-        Line(
-            "S3 requests",
-            "ListObjectsV2 (Map's listing; skip-existing)",
-            listing,
-            "requests",
-            listing * prices.price("s3_put_copy_post_list"),
-            orchestration=True,
-        )
-    )
-    reports = pipeline_requests["PutObject"]
-    lines.append(
-        Line(
-            "S3 requests",
-            "PutObject (reports)",
-            reports,
-            "requests",
-            reports * prices.price("s3_put_copy_post_list"),
-            orchestration=True,
-        )
-    )
-    if restore_requests:
-        tier = a.restore or "standard"
-        for cls, (n, size_bytes) in work.by_class().items():
-            if cls not in ARCHIVE_CLASSES:
-                continue
-            family = "glacier" if cls == "GLACIER" else "deep_archive"
-            tier_name = "standard" if (family == "deep_archive" and tier == "expedited") else tier
-            req = prices.PRICES.get(f"restore_{family}_{tier_name}_request")
-            per_gb = prices.PRICES.get(f"restore_{family}_{tier_name}_gb")
-            if req and per_gb:
-                lines.append(
-                    Line("S3 restore", f"{cls} {tier_name} retrieval requests", n, "requests", n * req.usd)
-                )
-                lines.append(
-                    Line(
-                        "S3 restore",
-                        f"{cls} {tier_name} retrieval",
-                        size_bytes / GB,
-                        "GB",
-                        size_bytes / GB * per_gb.usd,
-                    )
-                )
 
-    # Lambda: CopyBatch passes (expected rate), plus Prepare and Finalize.
+def _own(service: str, what: str, quantity: float, unit: str, price: str, paid: float = 1.0) -> Line:
+    """A line of what the pipeline itself costs: `quantity` at the list price named `price`,
+    of which the share `paid` (Fargate Spot's discount leaves less)."""
+    return Line(service, what, quantity, unit, quantity * prices.price(price) * paid, orchestration=True)
+
+
+def _lambda_lines(shape: PipelineShape, copies: _Copies, passes: Passes) -> list[Line]:
+    """CopyBatch's passes at the expected rate, and its hand-overs' ResumeHandOver; the
+    invocations of every pass, every resume, Prepare and Finalize."""
     memory_gb = shape.lambda_memory_mb / 1024
-    gb_seconds = memory_gb * (lambda_seconds[2] + passes * PASS_OVERHEAD_SECONDS + resumes * RESUME_SECONDS)
-    arch = "arm64" if shape.lambda_architecture == "arm64" else "x86_64"
-    lines.append(
-        Line(
-            "Lambda",
-            f"CopyBatch duration ({arch}, {shape.lambda_memory_mb} MB)",
-            gb_seconds,
-            "GB-seconds",
-            gb_seconds * prices.price(f"lambda_{arch}_gb_second"),
-        )
-    )
-    invocations = passes + resumes + 2
-    lines.append(
-        Line("Lambda", "invocations", invocations, "requests", invocations * prices.price("lambda_request"))
-    )
+    busy = busy_seconds(copies.lambda_seconds[EXPECTED], passes.count)
+    gb_seconds = memory_gb * (busy + passes.resumes * RESUME_SECONDS)
+    arch = _architecture(shape)
+    invocations = passes.count + passes.resumes + 2
+    duration = f"CopyBatch duration ({arch}, {shape.lambda_memory_mb} MB)"
+    return [
+        _own("Lambda", duration, gb_seconds, "GB-seconds", f"lambda_{arch}_gb_second"),
+        _own("Lambda", "invocations", invocations, "requests", "lambda_request"),
+    ]
 
+
+def _architecture(shape: PipelineShape) -> str:
+    """The Lambda functions' architecture, which the Fargate task shares: its prices' name."""
+    return "arm64" if shape.lambda_architecture == "arm64" else "x86_64"
+
+
+def _step_functions_line(batches: Batches, passes: Passes, large_objects: int) -> Line:
+    """The STANDARD state transitions of both state machines' normal paths (see the constants
+    above, tied to the ASL by tests)."""
     transitions = (
         PARENT_TRANSITIONS
-        + batches * (CHILD_START_TRANSITIONS + CHILD_TRANSITIONS)
-        + (passes - batches) * EXTRA_PASS_TRANSITIONS
-        + large_batches * LARGE_BATCH_TRANSITIONS
+        + batches.count * (CHILD_START_TRANSITIONS + CHILD_TRANSITIONS)
+        + (passes.count - batches.count) * EXTRA_PASS_TRANSITIONS
+        + passes.large_batches * LARGE_BATCH_TRANSITIONS
         + large_objects * LARGE_OBJECT_TRANSITIONS
     )
-    lines.append(
-        Line(
-            "Step Functions",
-            "STANDARD state transitions",
-            transitions,
-            "transitions",
-            transitions * prices.price("sfn_standard_transition"),
-        )
+    return _own(
+        "Step Functions", "STANDARD state transitions", transitions, "transitions", "sfn_standard_transition"
     )
 
-    # DynamoDB: per pass a marker (PutItem); per worker process a strongly consistent read of the
-    # job item; per multipart copy a checkpoint read and delete; per job the job item and Finalize's tally.
+
+@dataclass(frozen=True)
+class _LedgerUnits:
+    """The ledger's on-demand request units over the job."""
+
+    wru: int
+    rru: int
+
+
+def _ledger_units(passes: Passes, copies: _Copies, shape: PipelineShape) -> _LedgerUnits:
+    """DynamoDB: per pass a marker (PutItem); per worker process a strongly consistent read of
+    the job item; per multipart copy a checkpoint read and delete, and per hand-over a save and
+    a read; per job the job item and Finalize's tally."""
     marker_wru = math.ceil(MARKER_BYTES / 1024)
-    wru = passes * marker_wru + multipart_copies + checkpoint_saves_wru + large_objects * marker_wru + 3
-    tally_rru = math.ceil((passes + large_objects) * MARKER_BYTES / 4096)
+    wru = (
+        passes.count * marker_wru
+        + copies.multipart_copies
+        + copies.checkpoint_saves_wru
+        + copies.large_objects * marker_wru
+        + 3
+    )
+    tally_rru = math.ceil((passes.count + copies.large_objects) * MARKER_BYTES / 4096)
     # The job's spec is read once per worker process (passes.job_spec keeps it): about one read
     # per Lambda container, max_concurrency of them at most; one per Fargate task.
-    job_reads = min(passes, shape.max_concurrency)
+    job_reads = min(passes.count, shape.max_concurrency)
     # A ResumeHandOver reads the marker of the pass that handed over (strongly consistent).
-    rru = job_reads + multipart_copies + checkpoint_saves + large_objects + resumes + tally_rru + 2
-    lines.append(
-        Line(
-            "DynamoDB",
-            "write request units (markers, checkpoints)",
-            wru,
-            "WRU",
-            wru * prices.price("dynamodb_write_request_unit"),
-        )
+    rru = (
+        job_reads
+        + copies.multipart_copies
+        + copies.checkpoint_saves
+        + copies.large_objects
+        + passes.resumes
+        + tally_rru
+        + 2
     )
-    lines.append(
-        Line(
-            "DynamoDB",
-            "read request units (job, checkpoints, tally)",
-            rru,
-            "RRU",
-            rru * prices.price("dynamodb_read_request_unit"),
-        )
+    return _LedgerUnits(wru, rru)
+
+
+def _checkpoint_wru(parts: int) -> int:
+    """Write units of one saved checkpoint of a copy in `parts` parts."""
+    return math.ceil((300 + CHECKPOINT_PART_BYTES * parts) / 1024)
+
+
+def _dynamodb_lines(ledger: _LedgerUnits) -> list[Line]:
+    """The ledger's request units, on demand."""
+    writes, reads = (
+        "write request units (markers, checkpoints)",
+        "read request units (job, checkpoints, tally)",
+    )
+    return [
+        _own("DynamoDB", writes, ledger.wru, "WRU", "dynamodb_write_request_unit"),
+        _own("DynamoDB", reads, ledger.rru, "RRU", "dynamodb_read_request_unit"),
+    ]
+
+
+def _fargate_lines(shape: PipelineShape, copies: _Copies) -> list[Line]:
+    """The large objects' tasks at the expected rate, in vCPU-hours and GB-hours (Spot's
+    discount where the pipeline runs on Spot); none without large objects."""
+    if not copies.large_objects:
+        return []
+    hours = copies.fargate_seconds[EXPECTED] / 3600
+    arch = _architecture(shape)
+    paid = 1 - prices.price("fargate_spot_discount") if shape.fargate_spot else 1.0
+    vcpu_h = shape.fargate_cpu / 1024 * hours
+    gb_h = shape.fargate_memory_mb / 1024 * hours
+    spot = " Spot" if shape.fargate_spot else ""
+    return [
+        _own(
+            "Fargate", f"vCPU-hours ({arch}{spot})", vcpu_h, "vCPU-hours", f"fargate_{arch}_vcpu_hour", paid
+        ),
+        _own("Fargate", f"GB-hours ({arch}{spot})", gb_h, "GB-hours", f"fargate_{arch}_gb_hour", paid),
+    ]
+
+
+# -- the estimate's limits and what it assumes ---------------------------------------------------
+
+
+def _stack_rate_limits(
+    objects_per_day: int,
+    objects: int,
+    shape: PipelineShape,
+    quota: LambdaQuota,
+    copies: _Copies,
+    passes: Passes,
+    ledger: _LedgerUnits,
+) -> RateLimits:
+    """The limits on one stack's rate, for this job's requests and ledger writes per object and
+    one CopyBatch worker's rate on its objects (the expected one, passes included)."""
+    in_lambda = objects - copies.large_objects - copies.skipped
+    lambda_busy = busy_seconds(copies.lambda_seconds[EXPECTED], passes.count)
+    return rate_limits_at(
+        objects_per_day,
+        shape,
+        lambda_quota=quota,
+        requests_per_object={op: n / objects for op, n in copies.requests.items()} if objects else {},
+        worker_objects_per_second=in_lambda / lambda_busy if lambda_busy and in_lambda > 0 else None,
+        ledger_wru_per_object=ledger.wru / objects if objects else 0.0,
     )
 
-    if large_objects:
-        hours = fargate_seconds[2] / 3600
-        farch = "arm64" if shape.lambda_architecture == "arm64" else "x86_64"
-        discount = 1 - prices.price("fargate_spot_discount") if shape.fargate_spot else 1.0
-        vcpu_h = shape.fargate_cpu / 1024 * hours
-        gb_h = shape.fargate_memory_mb / 1024 * hours
-        spot = " Spot" if shape.fargate_spot else ""
-        lines.append(
-            Line(
-                "Fargate",
-                f"vCPU-hours ({farch}{spot})",
-                vcpu_h,
-                "vCPU-hours",
-                vcpu_h * prices.price(f"fargate_{farch}_vcpu_hour") * discount,
-            )
-        )
-        lines.append(
-            Line(
-                "Fargate",
-                f"GB-hours ({farch}{spot})",
-                gb_h,
-                "GB-hours",
-                gb_h * prices.price(f"fargate_{farch}_gb_hour") * discount,
-            )
-        )
 
-    if a.cross_region:
-        gb = copied_bytes / GB
-        lines.append(
-            Line("Data transfer", "between regions", gb, "GB", gb * prices.price("transfer_inter_region_gb"))
-        )
-
-    # Duration: workers at once = the Map's concurrency (at most one per batch); large objects
-    # on Fargate, up to fargate_max_concurrency per batch, alongside.
-    workers = max(1, min(shape.max_concurrency, batches or 1))
-    fargate_workers = max(1, min(large_objects or 1, shape.max_concurrency * shape.fargate_max_concurrency))
-    duration = []
-    for i in (1, 0):  # fast, slow
-        lam = (lambda_seconds[i] + passes * PASS_OVERHEAD_SECONDS) / workers
-        far = fargate_seconds[i] / fargate_workers
-        duration.append(max(lam, far) + 30.0)  # + Prepare, Map start and Finalize
-    alternatives = peer_costs(work, a, copied_bytes, objects - skipped)
-
+def _model_notes(
+    a: Assumptions, rates: Rates, workers: int, batches: Batches, shape: PipelineShape
+) -> list[str]:
+    """What the model assumes: the prices, an empty destination, the sources' layout, the
+    workers' rates and the batches."""
     rate_word = (
         "measured"
         if rates.measured
         else "server-side from CPU measured locally, not on AWS; streamed assumed"
     )
-    notes = [
+    return [
         f"prices: {prices.REGION} list prices of {prices.PRICES_DATE} (functions/ferry/costs/prices.py; unverified ones are marked there)",
         "the destination holds none of the objects: everything is copied (a re-run skips what is there)",
         f"sources above {_mib(a.source_multipart_threshold)} were uploaded in {_mib(a.source_part_size)} parts, "
         + ("with full-object CRCs" if a.source_full_checksum else "with MD5 ETags and no stored checksum")
         + " (where a listing does not say)",
         f"throughput per worker {rate_word}: server-side {_pair(rates.server_side_objects)} objects/s or {_pair(rates.server_side_bytes, MiB)} MiB/s, streamed {_pair(rates.stream_objects)} objects/s or {_pair(rates.stream_bytes, MiB)} MiB/s; {workers} Lambda workers at once",
-        f"batches of {plural(per_batch, 'object')} (max_items_per_batch {shape.max_items_per_batch}, max_input_bytes_per_batch {shape.max_input_bytes_per_batch} over items of ~{round(mean_item)} bytes as CopyPrefix's ItemSelector makes them; AWS does not document whether the ItemBatcher measures the selected or the listed item: if the listed one, batches are smaller, never larger)",
+        f"batches of {plural(batches.size, 'object')} (max_items_per_batch {shape.max_items_per_batch}, max_input_bytes_per_batch {shape.max_input_bytes_per_batch} over items of ~{round(batches.mean_item_bytes)} bytes as CopyPrefix's ItemSelector makes them; AWS does not document whether the ItemBatcher measures the selected or the listed item: if the listed one, batches are smaller, never larger)",
     ]
+
+
+def _unverified_prices_note(a: Assumptions, shape: PipelineShape, copies: _Copies) -> str:
+    """The prices this estimate leans on that could not be read on a page, to check."""
     used = {"s3_get_head", "s3_put_copy_post_list", "batch_operations_object", "datasync_gb"}
     used.add(prices.PUT_BY_CLASS.get(a.storage_class or "STANDARD", "s3_put_copy_post_list"))
-    if large_objects and shape.fargate_spot:
+    if copies.large_objects and shape.fargate_spot:
         used.add("fargate_spot_discount")
-    if restore_requests:
+    if copies.restores:
         used.update(name for name in prices.PRICES if name.startswith("restore_"))
     unverified = sorted(name for name in used if not prices.PRICES[name].verified)
-    notes.append(
-        f"prices not verified offline (check them on the AWS pricing pages): {', '.join(unverified)}"
-    )
-    if skipped:
+    return f"prices not verified offline (check them on the AWS pricing pages): {', '.join(unverified)}"
+
+
+def _account_notes(
+    copies: _Copies, quota: LambdaQuota, cap: ConcurrencyCap, shape: PipelineShape
+) -> list[str]:
+    """What the job leaves out (archived objects not restored) and what the account allows:
+    its Lambda concurrency, the Map's lowered to it, reservations it cannot take."""
+    notes = []
+    if copies.skipped:
         notes.append(
-            f"{plural(skipped, 'archived object')} (GLACIER, DEEP_ARCHIVE) would be skipped: needs restore (--restore TIER)"
+            f"{plural(copies.skipped, 'archived object')} (GLACIER, DEEP_ARCHIVE) would be skipped: needs restore (--restore TIER)"
         )
     notes.append(quota.note)
     if cap.note:
@@ -455,43 +562,7 @@ def estimate(
     refused = reservations_refused(reserved, quota.account.limit) if quota.source != "default" else None
     if refused:
         notes.append(f"the settings cannot deploy in this account: {refused}")
-    for entry in lines:
-        if entry.service in ORCHESTRATION_SERVICES:
-            entry.orchestration = True
-    in_lambda = objects - large_objects - skipped
-    lambda_busy = lambda_seconds[2] + passes * PASS_OVERHEAD_SECONDS
-    rate_limits = rate_limits_at(
-        objects_per_day,
-        shape,
-        lambda_quota=quota,
-        requests_per_object={op: n / objects for op, n in requests.items()} if objects else {},
-        worker_objects_per_second=in_lambda / lambda_busy if lambda_busy and in_lambda > 0 else None,
-        ledger_wru_per_object=wru / objects if objects else 0.0,
-    )
-    return Estimate(
-        rate_limits=rate_limits,
-        lambda_concurrency={
-            **quota.account.to_dict(),
-            "source": quota.source,
-            "max_concurrency": cap.max_concurrency,
-            "asked": cap.asked,
-        },
-        objects=objects,
-        bytes=work.bytes,
-        batches=batches,
-        items_per_batch=per_batch,
-        passes=passes,
-        large_objects=large_objects,
-        skipped_archived=skipped,
-        requests=dict(all_requests),
-        lines=lines,
-        alternatives=alternatives,
-        duration_seconds=(duration[0], duration[1]),
-        assumptions=notes,
-    )
-
-
-ORCHESTRATION_SERVICES = frozenset({"Lambda", "Step Functions", "DynamoDB", "Fargate"})
+    return notes
 
 
 def _mib(n: int) -> str:

@@ -80,6 +80,12 @@ class PipelineShape:
     def usable_pass_seconds(self) -> float:
         return LAMBDA_TIMEOUT_SECONDS - self.deadline_margin_seconds
 
+    def memory_limit(self, on_fargate: bool) -> int:
+        """Object bytes a streaming copy may hold in a worker, as the pipeline sets it
+        (PipelineSettings.lambda_memory_limit, fargate_memory_limit): a third of a CopyBatch
+        Lambda's memory, half a Fargate task's."""
+        return self.fargate_memory_mb * MiB // 2 if on_fargate else self.lambda_memory_mb * MiB // 3
+
 
 @dataclass(frozen=True)
 class LambdaQuota:

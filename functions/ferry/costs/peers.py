@@ -16,27 +16,29 @@ from ferry.limits import MAX_SINGLE_COPY
 def peer_costs(work: Workload, a: Assumptions, copied_bytes: float, objects: int) -> dict[str, list[Line]]:
     """The same objects copied by AWS's managed services, at their list prices."""
     put_into = prices.put_price(a.storage_class)
-    gb = copied_bytes / GB
-    transfer = (
-        [Line("Data transfer", "between regions", gb, "GB", gb * prices.price("transfer_inter_region_gb"))]
-        if a.cross_region
-        else []
-    )
+    transfer = prices.transfer_lines(copied_bytes, a.cross_region)
+    return {
+        "S3 Batch Operations (Copy)": _batch_operations_copy(work, objects, put_into, transfer),
+        "DataSync": [*_datasync(copied_bytes, objects, put_into), *transfer],
+        "S3 Batch Replication": [
+            *_batch_operations_job(objects),
+            Line("S3 requests", "replication PUT", objects, "requests", objects * put_into),
+            *transfer,
+        ],
+    }
+
+
+def _batch_operations_copy(work: Workload, objects: int, put_into: float, transfer: list[Line]) -> list[Line]:
+    """S3 Batch Operations' Copy: one CopyObject an object, which cannot copy one over 5 GB
+    (said as a line of its own, at no cost)."""
     too_big = sum(b.objects for b in work.bins.values() if b.mean_size > MAX_SINGLE_COPY)
-    batch_ops = [
-        Line("S3 Batch Operations", "job", 1, "jobs", prices.price("batch_operations_job")),
-        Line(
-            "S3 Batch Operations",
-            "objects",
-            objects,
-            "objects",
-            objects * prices.price("batch_operations_object"),
-        ),
+    lines = [
+        *_batch_operations_job(objects),
         Line("S3 requests", "CopyObject", objects - too_big, "requests", (objects - too_big) * put_into),
         *transfer,
     ]
     if too_big:
-        batch_ops.append(
+        lines.append(
             Line(
                 "S3 Batch Operations",
                 f"{plural(too_big, 'object')} over 5 GB cannot be copied",
@@ -45,9 +47,14 @@ def peer_costs(work: Workload, a: Assumptions, copied_bytes: float, objects: int
                 0.0,
             )
         )
-    # DataSync (S3 to S3), approximately: it lists both sides, HEADs and GETs each source
-    # object, HEADs and PUTs each destination object (verification reads it back: not counted).
-    datasync = [
+    return lines
+
+
+def _datasync(copied_bytes: float, objects: int, put_into: float) -> list[Line]:
+    """DataSync (S3 to S3), approximately: it lists both sides, HEADs and GETs each source
+    object, HEADs and PUTs each destination object (verification reads it back: not counted)."""
+    gb = copied_bytes / GB
+    return [
         Line("DataSync", "data copied", gb, "GB", gb * prices.price("datasync_gb")),
         Line(
             "S3 requests",
@@ -64,9 +71,13 @@ def peer_costs(work: Workload, a: Assumptions, copied_bytes: float, objects: int
             3 * objects * prices.price("s3_get_head"),
         ),
         Line("S3 requests", "PUT", objects, "requests", objects * put_into),
-        *transfer,
     ]
-    replication = [
+
+
+def _batch_operations_job(objects: int) -> list[Line]:
+    """What S3 Batch Operations charges for one job over `objects` objects, whichever operation
+    it runs (Copy, or Batch Replication, which runs as a Batch Operations job)."""
+    return [
         Line("S3 Batch Operations", "job", 1, "jobs", prices.price("batch_operations_job")),
         Line(
             "S3 Batch Operations",
@@ -75,11 +86,4 @@ def peer_costs(work: Workload, a: Assumptions, copied_bytes: float, objects: int
             "objects",
             objects * prices.price("batch_operations_object"),
         ),
-        Line("S3 requests", "replication PUT", objects, "requests", objects * put_into),
-        *transfer,
     ]
-    return {
-        "S3 Batch Operations (Copy)": batch_ops,
-        "DataSync": datasync,
-        "S3 Batch Replication": replication,
-    }

@@ -5,6 +5,8 @@ read on the page named (AWS's own page or an AWS article, or a third-party page 
 table, as said); `unverified` means no page could be consulted offline and the figure is the one
 this project has used so far (README, shared/reference/aws-limits.md): check it on the AWS
 pricing page before relying on it. Prices change: the date says when these were taken.
+Beside the table: a request's price by the class it writes, and the charge for moving data
+between regions, the same whoever copies it.
 """
 
 from __future__ import annotations
@@ -172,3 +174,12 @@ class Line:
     unit: str
     usd: float
     orchestration: bool = False  # the pipeline's own cost, beyond the engine's S3 requests
+
+
+def transfer_lines(copied_bytes: float, cross_region: bool) -> list[Line]:
+    """Data transfer between regions, charged on the bytes copied whoever copies them: the
+    pipeline and each of the managed services alike (none within one region)."""
+    if not cross_region:
+        return []
+    gb = copied_bytes / GB
+    return [Line("Data transfer", "between regions", gb, "GB", gb * price("transfer_inter_region_gb"))]

@@ -1,13 +1,17 @@
 """The S3 requests the engine sends to copy one object, by operation name, as it copies it from a
 listing (engine/strategies/copier.py, server_side.py, streaming.py), and what a multipart copy
-adds to be resumed: the engine's own share of a job's cost."""
+adds to be resumed: the engine's own share of a job's cost; and what those requests, and the
+restores of archived objects, cost at list prices."""
 
 from __future__ import annotations
 
 import math
 from collections import Counter
 
+from ferry.costs import prices
 from ferry.costs.inputs import Assumptions
+from ferry.costs.prices import GB, Line
+from ferry.costs.workload import Workload
 from ferry.limits import (
     DEFAULT_STREAM_PART_SIZE,
     MAX_SINGLE_COPY,
@@ -21,20 +25,7 @@ LISTING_CLASSES = frozenset(
     {"STANDARD", "STANDARD_IA", "ONEZONE_IA", "REDUCED_REDUNDANCY", "GLACIER_IR", "EXPRESS_ONEZONE"}
 )
 
-PUT_CLASS = frozenset(
-    {
-        "CopyObject",
-        "PutObject",
-        "CreateMultipartUpload",
-        "UploadPartCopy",
-        "UploadPart",
-        "CompleteMultipartUpload",
-        "ListObjectsV2",
-        "ListParts",
-        "ListMultipartUploads",
-    }
-)
-GET_CLASS = frozenset({"GetObject", "HeadObject", "GetObjectTagging"})
+# Requests that write the destination: billed at the rate of the class they write.
 DESTINATION_WRITES = frozenset(
     {
         "CopyObject",
@@ -45,6 +36,9 @@ DESTINATION_WRITES = frozenset(
         "CompleteMultipartUpload",
     }
 )
+# S3 bills PUT, COPY, POST and LIST requests at one rate, GET and HEAD at another.
+PUT_CLASS = DESTINATION_WRITES | {"ListObjectsV2", "ListParts", "ListMultipartUploads"}
+GET_CLASS = frozenset({"GetObject", "HeadObject", "GetObjectTagging"})
 
 
 def _parts(size: int, part_size: int) -> int:
@@ -150,3 +144,43 @@ def resume_requests(per_object: Counter[str], a: Assumptions) -> Counter[str]:
     if a.skip_existing:
         c["HeadObject"] += 1
     return c
+
+
+def request_price(op: str, storage_class: str | None) -> float:
+    """What one request of `op` costs: a write at the rate of the class it writes
+    (`storage_class`, the destination's), any other request at S3 Standard's rate for its class."""
+    if op in DESTINATION_WRITES:
+        return prices.put_price(storage_class)
+    return prices.price("s3_put_copy_post_list") if op in PUT_CLASS else prices.price("s3_get_head")
+
+
+def request_lines(requests: Counter[str], storage_class: str | None) -> list[Line]:
+    """The engine's requests, one line per operation by name; RestoreObject is left to
+    `restore_lines`, which prices it with the retrieval."""
+    return [
+        Line("S3 requests", op, n, "requests", n * request_price(op, storage_class))
+        for op, n in sorted(requests.items())
+        if op != "RestoreObject"
+    ]
+
+
+def restore_lines(work: Workload, restore: str | None) -> list[Line]:
+    """The restore of each archived class in `work` at the `restore` tier (standard where none
+    is named): its retrieval requests and the GB it retrieves. Deep Archive has no expedited
+    tier: its standard one is priced instead."""
+    tier = restore or "standard"
+    lines: list[Line] = []
+    for cls, (n, size_bytes) in work.by_class().items():
+        if cls not in ARCHIVE_CLASSES:
+            continue
+        family = "glacier" if cls == "GLACIER" else "deep_archive"
+        tier_name = "standard" if (family == "deep_archive" and tier == "expedited") else tier
+        req = prices.PRICES.get(f"restore_{family}_{tier_name}_request")
+        per_gb = prices.PRICES.get(f"restore_{family}_{tier_name}_gb")
+        if req and per_gb:
+            gb = size_bytes / GB
+            lines.append(
+                Line("S3 restore", f"{cls} {tier_name} retrieval requests", n, "requests", n * req.usd)
+            )
+            lines.append(Line("S3 restore", f"{cls} {tier_name} retrieval", gb, "GB", gb * per_gb.usd))
+    return lines

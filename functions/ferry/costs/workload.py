@@ -1,6 +1,6 @@
 """The job's objects as a bounded histogram (classes, size bins, part layouts), never a list, and
 the bytes each listed item takes in the Map's batches, which decide how many objects a batch
-holds."""
+holds and so how many batches the Map makes."""
 
 from __future__ import annotations
 
@@ -130,6 +130,11 @@ class Workload:
     def bytes(self) -> int:
         return sum(b.bytes for b in self.bins.values())
 
+    @property
+    def item_bytes(self) -> int:
+        """Every object's item as the Map batches it, archived ones too: the Map lists them all."""
+        return sum(b.item_bytes for b in self.bins.values())
+
     def by_class(self) -> dict[str, tuple[int, int]]:
         out: dict[str, list[int]] = {}
         for (cls, _, _), b in self.bins.items():
@@ -145,6 +150,24 @@ def items_per_batch(shape: PipelineShape, mean_item_bytes: float) -> int:
     room = shape.max_input_bytes_per_batch - BATCH_WRAPPER_BYTES + 1  # the first item has no comma
     by_bytes = int(room // (max(1.0, mean_item_bytes) + 1))
     return max(1, min(shape.max_items_per_batch, by_bytes))
+
+
+@dataclass(frozen=True)
+class Batches:
+    """How the Map's ItemBatcher cuts the objects: `count` batches of up to `size`, whose
+    items average `mean_item_bytes`."""
+
+    size: int
+    count: int
+    mean_item_bytes: float
+
+
+def batches_of(work: Workload, shape: PipelineShape) -> Batches:
+    """The batches the Map makes of `work`'s items, on a pipeline of `shape`."""
+    objects = work.objects
+    mean_item = work.item_bytes / objects if objects else 1.0
+    size = items_per_batch(shape, mean_item)
+    return Batches(size, math.ceil(objects / size) if objects else 0, mean_item)
 
 
 def bin_layout(layout: str, b: Bin) -> tuple[int | None, bool | None]:
