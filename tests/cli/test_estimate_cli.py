@@ -253,6 +253,22 @@ def test_estimate_from_numbers_prints_a_table_per_service() -> None:
     assert "duration:" in text and "server-side from CPU measured locally, not on AWS" in text
 
 
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_an_estimate_of_no_objects_is_the_jobs_own_cost_and_no_rate_limit(as_json: bool) -> None:
+    """An empty prefix lists no objects, and --objects takes 0: the estimate is then what the
+    job costs by itself, and no limit on objects per second applies (none could bind)."""
+    out, err = io.StringIO(), io.StringIO()
+    args = ["estimate", "--objects", "0", "--avg-size", "1KB", *(["--json"] if as_json else [])]
+    assert main(args, out, err) == 0, err.getvalue()
+    if as_json:
+        result = json.loads(out.getvalue())
+        assert result["objects"] == 0 and result["rate_limits"] is None
+        assert result["total_usd"] > 0  # Prepare, the Map Run and Finalize run all the same
+    else:
+        text = out.getvalue()
+        assert "0 objects" in text and "total" in text and "objects/s each limit allows" not in text
+
+
 def test_estimate_reads_batch_sizes_from_a_cdk_json(tmp_path: Any) -> None:
     settings = tmp_path / "cdk.json"
     settings.write_text(json.dumps({"context": {"ferry": {"max_items_per_batch": 50, "sources": []}}}))

@@ -497,9 +497,12 @@ def _stack_rate_limits(
     copies: _Copies,
     passes: Passes,
     ledger: _LedgerUnits,
-) -> RateLimits:
+) -> RateLimits | None:
     """The limits on one stack's rate, for this job's requests and ledger writes per object and
-    one CopyBatch worker's rate on its objects (the expected one, passes included)."""
+    one CopyBatch worker's rate on its objects (the expected one, passes included); None for a
+    job of no objects, which no limit on objects per second can bind."""
+    if not objects:
+        return None
     in_lambda = objects - copies.large_objects - copies.skipped
     lambda_busy = busy_seconds(copies.lambda_seconds[EXPECTED], passes.count)
     return rate_limits_at(
