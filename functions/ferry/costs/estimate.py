@@ -98,7 +98,6 @@ EXTRA_PASS_TRANSITIONS = 4
 LARGE_BATCH_TRANSITIONS = 4
 LARGE_OBJECT_TRANSITIONS = 2
 
-REPORT_LINE_BYTES = 400  # assumed: one object's line in a batch report
 CHECKPOINT_PART_BYTES = 150  # a part's entry in a saved checkpoint (upload id, etag, checksum)
 MARKER_BYTES = 600  # a batch marker item (counts, hand-over, attempt, report key)
 DEST_LISTING_MIN_WINDOW = 8  # engine/compare/dest_listing.MIN_WINDOW (a test keeps them equal)
