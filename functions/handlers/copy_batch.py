@@ -19,7 +19,7 @@ from ferry.pipeline.batches import (
     resume_hand_over,
 )
 
-from .runtime import logger, metrics, publish_counts, publish_lags, services, tag_logs, tracer
+from .runtime import metrics, pass_invocation, publish_counts, publish_lags, services
 
 
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -32,12 +32,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return result
 
 
-@logger.inject_lambda_context(log_event=False, clear_state=True)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@pass_invocation(pass_event)
 def _invocation(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    event = dict(pass_event(event))  # a first pass gets the Distributed Map's {Items, BatchInput}
-    tag_logs(event)
     if HAND_OVER_FIELD in event:
         return resume_hand_over(event, services())
     result = copy_batch(event, services(), context.get_remaining_time_in_millis())

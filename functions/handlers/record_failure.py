@@ -6,15 +6,11 @@ from typing import Any
 
 from ferry.pipeline.passes import pass_event, record_failure
 
-from .runtime import logger, metrics, publish_counts, services, tag_logs, tracer
+from .runtime import logger, pass_invocation, publish_counts, services
 
 
-@logger.inject_lambda_context(log_event=False, clear_state=True)
-@tracer.capture_lambda_handler
-@metrics.log_metrics
+@pass_invocation(pass_event)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    event = dict(pass_event(event))  # a first pass gets the Distributed Map's {Items, BatchInput}
-    tag_logs(event)
     logger.error("recording a failed batch", extra={"error": event.get("error")})
     result = record_failure(event, services())
     publish_counts(result.pop("pass_counts"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import botocore.session
@@ -74,6 +74,31 @@ def tag_logs(event: Mapping[str, Any]) -> None:
     job = event.get("job") or {}
     keys = {"job_id": job.get("job_id"), "batch_id": event.get("batch_id"), "pass": event.get("pass")}
     logger.append_keys(**{k: v for k, v in keys.items() if v is not None})
+
+
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+def pass_invocation(shape: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> Callable[[Handler], Handler]:
+    """How a batch pass's handler (CopyBatch, RecordFailure) is wrapped: Powertools' Lambda
+    context on its log lines, its trace when sampled, its EMF metrics flushed; inside those, its
+    event put in one shape by `shape` (passes.pass_event: a first pass gets the Distributed
+    Map's {Items, BatchInput}; passed in, so that this module, which every handler imports,
+    imports no pipeline code) and the job, batch and pass on every log line."""
+
+    def wrap(handler: Handler) -> Handler:
+        @logger.inject_lambda_context(log_event=False, clear_state=True)
+        @tracer.capture_lambda_handler
+        @metrics.log_metrics
+        @functools.wraps(handler)
+        def invocation(event: dict[str, Any], context: Any) -> dict[str, Any]:
+            event = dict(shape(event))
+            tag_logs(event)
+            return handler(event, context)
+
+        return invocation
+
+    return wrap
 
 
 def publish_counts(counts: Mapping[str, int]) -> None:

@@ -81,6 +81,15 @@ def test_a_handler_that_copies_nothing_imports_no_engine(handler: str) -> None:
     assert not {"ferry.engine.strategies.copier", "ferry.pipeline.batches"} & loaded, sorted(loaded)
 
 
+@pytest.mark.parametrize("handler", ["copy_batch", "copy_large", "record_failure"])
+def test_a_copying_handler_imports_no_version_engine_until_an_all_versions_job_copies(handler: str) -> None:
+    """Only all_versions jobs copy histories: the batch path loads the history machinery at
+    their copy (batches.HistoryCopy), so an object job's cold start does not pay for it."""
+    loaded = loaded_by(handler)
+    assert "ferry.pipeline.batches" in loaded or handler == "record_failure"
+    assert not {"ferry.pipeline.history_copy", "ferry.engine.versions.version_copy"} & loaded, sorted(loaded)
+
+
 @pytest.mark.parametrize("handler", HANDLERS)
 def test_a_handler_imports_neither_boto3_nor_s3transfer(handler: str) -> None:
     loaded = loaded_by(handler)

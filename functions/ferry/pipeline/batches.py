@@ -9,6 +9,10 @@ hands what it could not finish to the Fargate task too, so the pass loop, and wi
 child execution's history, has a bound, and nothing is failed for reaching it. `record_failure` records a pass, or a large
 object, that failed for good, so nothing listed is ever lost from the counts.
 
+An item is an object, or in an all_versions job a key copied with its whole history: only how
+an item is planned and copied differs (`ItemCopy`: `ObjectCopy`, `HistoryCopy`, chosen once
+from the spec); the passes, the hand-over and the recording are one path for both.
+
 A pass that settles its whole batch ends the child workflow: the Map's child start and
 CopyBatch are its only state transitions. A pass that leaves work (`hands_work_over`) is the
 rare case: the CopyBatch Lambda raises `FerryHandOver` after recording the pass, the child's
@@ -19,10 +23,11 @@ from the hand-over its ledger marker holds, and the pass loop goes round as befo
 from __future__ import annotations
 
 import logging
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -33,7 +38,7 @@ from ferry.errors import FerryError
 from ferry.jobspec import JobSpec
 from ferry.limits import MiB
 from ferry.models import CopyPolicy, CopyResult, Endpoint, Status
-from ferry.pipeline.items import Planned, plan_item
+from ferry.pipeline.items import ItemOutcome, Planned, plan_item
 from ferry.pipeline.ledger.contract import BatchCounts
 from ferry.pipeline.ledger.dynamodb import DynamoCopyRecords
 from ferry.pipeline.passes import job_spec, large_key, notify, pass_event, pass_result
@@ -141,37 +146,150 @@ def _pass_of(event: Mapping[str, Any], services: Services) -> tuple[JobSpec, lis
     return spec, items, int(event.get("pass", 1)), event.get("batch_id") or batch_id_for(spec.job_id, items)
 
 
+@dataclass(frozen=True)
+class ItemCopy(ABC):
+    """How a job's items are planned and copied: objects (`ObjectCopy`), or in an all_versions
+    job keys whose whole history is copied (`HistoryCopy`). Chosen once from the spec
+    (`item_copy`); the rest of a pass (what is settled without a copy, what goes to Fargate,
+    the deadline's hand-over, the recording) is the same for both: `copy_batch`,
+    `copy_large_object`."""
+
+    services: Services
+    spec: JobSpec
+    # Whether a pass's settled items are counted apart from its results (BatchCounts.items):
+    # a key's one item settles its versions' many results.
+    items_are_keys: ClassVar[bool] = False
+
+    def plan(self, items: list[Any]) -> list[Planned]:
+        """The pass's items planned, in their order."""
+        return [plan_item(item, self.spec) for item in items]
+
+    @abstractmethod
+    def copy(self, planned: list[Planned], deadline: float) -> list[ItemOutcome]:
+        """Copy the planned items until the deadline; outcomes in the planned order."""
+
+    @abstractmethod
+    def copy_to_the_end(
+        self, plan: Planned, keep_going: Callable[[], bool], pass_seconds: float
+    ) -> list[CopyResult] | None:
+        """The Fargate task's copy of one item, in passes of `pass_seconds` that each end at a
+        checkpoint; None when `keep_going` says stop first (the task's retry resumes it)."""
+
+
+class ObjectCopy(ItemCopy):
+    """Each item is one object: sized by a HEAD where its row gives no size (the size says
+    Lambda or Fargate), copied by one Copier per way of reaching its source."""
+
+    def plan(self, items: list[Any]) -> list[Planned]:
+        return _with_sizes(super().plan(items), self.services)
+
+    def copy(self, planned: list[Planned], deadline: float) -> list[ItemOutcome]:
+        services, spec = self.services, self.spec
+        results = _copy_in_lambda(services, spec, planned, deadline)
+        results = _vanished_since_event(services, planned, results)
+        _record_copies(services, spec, [(p.item, r) for p, r in zip(planned, results, strict=True)])
+        return [ItemOutcome([result], handed_over=result.handed_over) for result in results]
+
+    def copy_to_the_end(
+        self, plan: Planned, keep_going: Callable[[], bool], pass_seconds: float
+    ) -> list[CopyResult] | None:
+        services, spec = self.services, self.spec
+        source = services.endpoint("source", plan.obj.bucket, plan.obj.key)  # type: ignore[union-attr]
+        destination = services.endpoint("destination", spec.destination_bucket, spec.destination_prefix)
+        with job_copier(
+            services, spec.options.policy, source, destination, job_id=spec.job_id, time_limited=False
+        ) as copier:
+            while True:
+                result = copier.copy(plan.obj, plan.target, deadline=deadline_in(pass_seconds))  # type: ignore[arg-type]
+                if not result.handed_over:
+                    break
+                if not keep_going():
+                    return None
+        result = _vanished_since_event(services, [plan], [result])[0]
+        _record_copies(services, spec, [(plan.item, result)])
+        return [result]
+
+
+class HistoryCopy(ItemCopy):
+    """Each item is a key whose whole history one worker copies, in order (see
+    pipeline/history_keys.py): handed over whole when the deadline comes first, sent whole to
+    the Fargate task when its history's bytes are over the Lambda threshold.
+
+    The version engine is imported at the copy, not with this module: only all_versions jobs
+    copy histories, and every CopyBatch cold start and Fargate task would otherwise pay for it."""
+
+    items_are_keys = True
+
+    def copy(self, planned: list[Planned], deadline: float) -> list[ItemOutcome]:
+        from ferry.pipeline.history_copy import copy_key_histories
+
+        with history_copier(self.services, self.spec) as copier:
+            return copy_key_histories(
+                copier,
+                planned,
+                deadline=deadline,
+                dry_run=self.spec.options.policy.dry_run,
+                on_result=self.services.on_result,
+            )
+
+    def copy_to_the_end(
+        self, plan: Planned, keep_going: Callable[[], bool], pass_seconds: float
+    ) -> list[CopyResult] | None:
+        from ferry.pipeline.history_copy import copy_history_to_the_end
+
+        with history_copier(self.services, self.spec, time_limited=False) as copier:
+            return copy_history_to_the_end(
+                copier,
+                plan,
+                pass_seconds=pass_seconds,
+                keep_going=keep_going,
+                dry_run=self.spec.options.policy.dry_run,
+            )
+
+
+def item_copy(services: Services, spec: JobSpec) -> ItemCopy:
+    """How the job's items are planned and copied: key histories for an all_versions job."""
+    return HistoryCopy(services, spec) if spec.reader == "versions" else ObjectCopy(services, spec)
+
+
 def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) -> dict[str, Any]:
+    """One Lambda pass over a batch: its items settled without a copy (skipped, or failed at
+    planning), those over the Lambda threshold sent to Fargate, the rest copied until the
+    deadline; what the deadline stopped goes round again, or from the last pass to Fargate."""
     event = pass_event(event)
-    spec, items, pass_no, batch_id = _pass_of(event, services)
+    spec, items, pass_no, _ = _pass_of(event, services)
     settings = services.settings
     deadline = deadline_in(remaining_ms / 1000 - settings.deadline_margin_seconds)
-    if spec.reader == "versions":
-        return _copy_histories_pass(event, services, spec, items, deadline)
-
-    planned = _with_sizes([plan_item(item, spec) for item in items], services)
+    way = item_copy(services, spec)
+    planned = way.plan(items)
     settled: list[CopyResult] = [settled_result(p) for p in planned if p.skip or p.fail]
     notify(services, settled)
+    settled_items = len(settled)
     to_copy = [p for p in planned if not (p.skip or p.fail)]
     large = [p for p in to_copy if (p.obj.size or 0) > settings.large_object_threshold]  # type: ignore[union-attr]
     in_lambda = [p for p in to_copy if p not in large]
-
     remaining: list[Any] = []
-    lags: dict[str, list[float]] = {}
-    if in_lambda:
-        results = _copy_in_lambda(services, spec, in_lambda, deadline)
-        results = _vanished_since_event(services, in_lambda, results)
-        _record_copies(services, spec, [(p.item, r) for p, r in zip(in_lambda, results, strict=True)])
-        for plan, result in zip(in_lambda, results, strict=True):
-            if not result.handed_over:
-                settled.append(result)
-            elif last_lambda_pass(pass_no, settings.max_passes):
-                large.append(plan)  # the Fargate task resumes it from its checkpoint
-            else:
-                remaining.append(plan.item)
-        lags = replication_lags((plan.item, result) for plan, result in zip(in_lambda, results, strict=True))
-
-    return _finish_pass(event, services, spec, settled, remaining, [p.item for p in large], lags=lags)
+    copies: list[tuple[Any, CopyResult]] = []
+    outcomes = way.copy(in_lambda, deadline) if in_lambda else []
+    for plan, outcome in zip(in_lambda, outcomes, strict=True):
+        if not outcome.handed_over:
+            settled.extend(outcome.results)
+            settled_items += 1
+            copies.extend((plan.item, result) for result in outcome.results)
+        elif last_lambda_pass(pass_no, settings.max_passes):
+            large.append(plan)  # the Fargate task resumes it: an object from its checkpoint
+        else:
+            remaining.append(plan.item)
+    return _finish_pass(
+        event,
+        services,
+        spec,
+        settled,
+        remaining,
+        [p.item for p in large],
+        lags=replication_lags(copies),
+        keys=settled_items if way.items_are_keys else None,
+    )
 
 
 def last_lambda_pass(pass_no: int, max_passes: int) -> bool:
@@ -221,45 +339,6 @@ def _finish_pass(
         # attempt recorded already measured its copies.
         "replication_lag": (lags or {}) if recorded.first else {},
     }
-
-
-def _copy_histories_pass(
-    event: Mapping[str, Any], services: Services, spec: JobSpec, items: list[Any], deadline: float
-) -> dict[str, Any]:
-    """A pass of an all_versions job: each item a key whose whole history is copied here, or
-    handed to the next pass whole (the deadline came first), or to the Fargate task whole (its
-    history's bytes are over the Lambda threshold). See pipeline/history_keys.py."""
-    settings, pass_no = services.settings, int(event.get("pass", 1))
-    planned = [plan_item(item, spec) for item in items]
-    settled: list[CopyResult] = [settled_result(p) for p in planned if p.skip or p.fail]
-    notify(services, settled)
-    keys = len(settled)
-    to_copy = [p for p in planned if not (p.skip or p.fail)]
-    large = [p for p in to_copy if (p.obj.size or 0) > settings.large_object_threshold]  # type: ignore[union-attr]
-    in_lambda = [p for p in to_copy if p not in large]
-    remaining: list[Any] = []
-    if in_lambda:
-        # Loaded here, not with the module: only all_versions jobs copy histories, and every
-        # CopyBatch cold start and Fargate task would otherwise pay for the version engine.
-        from ferry.pipeline.history_copy import copy_key_histories
-
-        with history_copier(services, spec) as copier:
-            outcomes = copy_key_histories(
-                copier,
-                in_lambda,
-                deadline=deadline,
-                dry_run=spec.options.policy.dry_run,
-                on_result=services.on_result,
-            )
-        for plan, outcome in zip(in_lambda, outcomes, strict=True):
-            if not outcome.handed_over:
-                settled.extend(outcome.results)
-                keys += 1
-            elif last_lambda_pass(pass_no, settings.max_passes):
-                large.append(plan)  # the Fargate task copies the history whole, from where it stands
-            else:
-                remaining.append(plan.item)
-    return _finish_pass(event, services, spec, settled, remaining, [p.item for p in large], keys=keys)
 
 
 def history_copier(services: Services, spec: JobSpec, *, time_limited: bool = True) -> Copier:
@@ -315,60 +394,23 @@ def copy_large_object(
     keep_going: Callable[[], bool] = lambda: True,
     pass_seconds: float = 90.0,
 ) -> CopyResult | None:
-    """Copy one object with no time limit, in passes of `pass_seconds` that each end at a
-    checkpoint, so a stop request (Fargate Spot's SIGTERM) loses at most one pass. Returns
-    None when stopped before the end: the task exits non-zero and its retry resumes."""
+    """Copy one object (in an all_versions job, one key's whole history) with no time limit, in
+    passes of `pass_seconds` that each end at a checkpoint, so a stop request (Fargate Spot's
+    SIGTERM) loses at most one pass. Returns its result (a history's newest version's), or None
+    when stopped before the end: the task exits non-zero and its retry resumes."""
     spec = job_spec(services, job_id)
     plan = plan_item(item, spec)
-    if spec.reader == "versions" and not (plan.skip or plan.fail):
-        return _copy_large_history(job_id, batch_id, item, plan, services, keep_going, pass_seconds)
+    keys: int | None = None
     if plan.skip or plan.fail:
-        result = settled_result(plan)
+        results = [settled_result(plan)]
     else:
-        source = services.endpoint("source", plan.obj.bucket, plan.obj.key)  # type: ignore[union-attr]
-        destination = services.endpoint("destination", spec.destination_bucket, spec.destination_prefix)
-        with job_copier(
-            services, spec.options.policy, source, destination, job_id=spec.job_id, time_limited=False
-        ) as copier:
-            while True:
-                result = copier.copy(plan.obj, plan.target, deadline=deadline_in(pass_seconds))  # type: ignore[arg-type]
-                if not result.handed_over:
-                    break
-                if not keep_going():
-                    return None
-        result = _vanished_since_event(services, [plan], [result])[0]
-        _record_copies(services, spec, [(item, result)])
-    notify(services, [result])
-    record(services, job_id, large_key(batch_id, item), [result])
-    return result
-
-
-def _copy_large_history(
-    job_id: str,
-    batch_id: str,
-    item: Mapping[str, Any],
-    plan: Planned,
-    services: Services,
-    keep_going: Callable[[], bool],
-    pass_seconds: float,
-) -> CopyResult | None:
-    """A key whose history is over the Lambda threshold, copied whole by the Fargate task and
-    recorded as one item; returns its newest version's result (None: stopped, to be resumed)."""
-    from ferry.pipeline.history_copy import copy_history_to_the_end  # (see _copy_histories_pass)
-
-    spec = job_spec(services, job_id)
-    with history_copier(services, spec, time_limited=False) as copier:
-        results = copy_history_to_the_end(
-            copier,
-            plan,
-            pass_seconds=pass_seconds,
-            keep_going=keep_going,
-            dry_run=spec.options.policy.dry_run,
-        )
-    if results is None:
-        return None
+        way = item_copy(services, spec)
+        copied = way.copy_to_the_end(plan, keep_going, pass_seconds)
+        if copied is None:
+            return None
+        results, keys = copied, (1 if way.items_are_keys else None)
     notify(services, results)
-    record(services, job_id, large_key(batch_id, item), results, items=1)
+    record(services, job_id, large_key(batch_id, item), results, items=keys)
     return results[-1]
 
 

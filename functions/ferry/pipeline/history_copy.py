@@ -7,25 +7,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 from ferry.engine.run.deadlines import deadline_in, due
 from ferry.engine.strategies.copier import Copier
 from ferry.engine.versions.version_copy import KEYS_AT_ONCE, copy_history
 from ferry.errors import ConfigError
 from ferry.models import CopyResult, Status
-from ferry.pipeline.items import Planned
+from ferry.pipeline.items import ItemOutcome, Planned
 from ferry.pipeline.recording import result_of
 from ferry.s3.version_listing import key_history
-
-
-@dataclass
-class KeyOutcome:
-    """One key's results, one per version oldest first; `handed_over`: the pass's deadline came
-    first, and the key goes to the next pass whole (its results here are not recorded)."""
-
-    results: list[CopyResult]
-    handed_over: bool = False
 
 
 def copy_key_histories(
@@ -35,13 +25,13 @@ def copy_key_histories(
     deadline: float | None,
     dry_run: bool,
     on_result: Callable[[CopyResult], None] | None = None,
-) -> list[KeyOutcome]:
+) -> list[ItemOutcome]:
     """Copy each planned key's whole history, KEYS_AT_ONCE keys side by side; outcomes in the
     planned order. A key not started before the deadline is handed over untouched."""
 
-    def one(plan: Planned) -> KeyOutcome:
+    def one(plan: Planned) -> ItemOutcome:
         if due(deadline):
-            return KeyOutcome([], handed_over=True)
+            return ItemOutcome([], handed_over=True)
         outcome = copy_one_history(copier, plan, deadline=deadline, dry_run=dry_run)
         if on_result and not outcome.handed_over:
             for result in outcome.results:
@@ -52,7 +42,7 @@ def copy_key_histories(
         return list(pool.map(one, planned))
 
 
-def copy_one_history(copier: Copier, plan: Planned, *, deadline: float | None, dry_run: bool) -> KeyOutcome:
+def copy_one_history(copier: Copier, plan: Planned, *, deadline: float | None, dry_run: bool) -> ItemOutcome:
     """List the key's history on both sides now (not from the manifest: versions may have come
     since), then copy what the destination lacks (engine/versions/version_copy.copy_history)."""
     obj, target = plan.obj, plan.target
@@ -62,15 +52,15 @@ def copy_one_history(copier: Copier, plan: Planned, *, deadline: float | None, d
         source = key_history(ctx.source_client, obj.bucket, obj.key)
         destination = key_history(ctx.dest_client, target.bucket, target.key, side="destination")
     except ConfigError as error:  # a refused listing, named with its side and permission
-        return KeyOutcome([result_of(plan, Status.FAILED, f"history not listed: {error}")])
+        return ItemOutcome([result_of(plan, Status.FAILED, f"history not listed: {error}")])
     if not source.versions:
-        return KeyOutcome(
+        return ItemOutcome(
             [result_of(plan, Status.SKIPPED, "no versions left at the source since the listing")]
         )
     results = list(
         copy_history(copier, source, obj.bucket, target, destination, dry_run=dry_run, deadline=deadline)
     )
-    return KeyOutcome(results, handed_over=any(r.handed_over for r in results))
+    return ItemOutcome(results, handed_over=any(r.handed_over for r in results))
 
 
 def copy_history_to_the_end(

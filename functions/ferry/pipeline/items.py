@@ -1,4 +1,5 @@
-"""From a Distributed Map item to the object to copy and where it lands.
+"""From a Distributed Map item to the object to copy and where it lands (`Planned`), and what
+became of it in a pass (`ItemOutcome`).
 
 Items come in five shapes, one per reader (an all_versions job's keys, `{"k", "n", "s"}`, are
 the fifth: pipeline/history_keys.py): ListObjectsV2 entries (`Key`, `Size`, `Etag`...,
@@ -24,7 +25,7 @@ from ferry.filters import is_ferrys_own, marks_prefixes
 from ferry.jobspec import JobSpec, changes_attributes
 from ferry.limits import MAX_OBJECT_SIZE
 from ferry.listed_items import expand
-from ferry.models import SourceObject, Target
+from ferry.models import CopyResult, SourceObject, Target
 from ferry.s3.listing import matches
 
 OWN_MARK = "one of Ferry's own upload marks: never copied as an object"
@@ -44,6 +45,16 @@ class Planned:
     @property
     def key(self) -> str:
         return self.obj.key if self.obj else str(_field(_columns(self.item), "key") or "")
+
+
+@dataclass
+class ItemOutcome:
+    """What one planned item's copy in a pass came to: its results (an object's one, or a key's
+    one per version, oldest first), or `handed_over`: the pass's deadline came first, and the
+    item goes to the next pass (or the Fargate task) whole, its results here not recorded."""
+
+    results: list[CopyResult]
+    handed_over: bool = False
 
 
 def plan_item(item: Mapping[str, Any], spec: JobSpec) -> Planned:

@@ -20,7 +20,7 @@ from ferry.counts import plural
 from ferry.errors import ConfigError, describe, error_code, explain_bare
 from ferry.filters import Filters
 from ferry.jobspec import JobSpec, SpecError, parse_job_spec, validate_job_spec
-from ferry.pipeline.abandoned_uploads import AbandonedUploads, abort_abandoned_uploads
+from ferry.pipeline.abandoned_uploads import abort_abandoned_uploads
 from ferry.pipeline.count_check import (
     CountCheck,
     batches_recorded,
@@ -210,21 +210,14 @@ def check_access(spec: JobSpec, services: Services, *, empty_source_ok: bool = F
         )
         if not spec.manifest and not empty_source_ok and not first.get("Contents"):
             raise AccessCheckFailed(f"source: {nothing_matched(lister, S3Url(bucket, prefix), Filters())}")
-    dest_bucket, probe = spec.destination_bucket, f"{spec.destination_prefix}.ferry-write-check"
+    probe = f"{spec.destination_prefix}.ferry-write-check"
     s3 = destination_client(spec, services)
-
-    def can_write() -> None:
-        # A multipart upload started and aborted proves s3:PutObject without leaving an object.
-        upload = s3.create_multipart_upload(Bucket=dest_bucket, Key=probe)
-        s3.abort_multipart_upload(Bucket=dest_bucket, Key=probe, UploadId=upload["UploadId"])
-
-    _ask(
-        can_write,
-        f"destination: cannot write s3://{dest_bucket}/{spec.destination_prefix}",
+    _ask_to_write(
+        s3,
+        spec.destination_bucket,
+        probe,
+        f"destination: cannot write s3://{spec.destination_bucket}/{spec.destination_prefix}",
         action="s3:PutObject",
-        bucket=dest_bucket,
-        key=probe,
-        side="destination",
     )
     _check_write_options(spec, s3, probe)
     _check_kms_key(spec, services)
@@ -274,23 +267,27 @@ def _check_kms_key(spec: JobSpec, services: Services) -> None:
             f"(destination_kms_key_arns: {listed}); give one of those key ARNs, or add this "
             "key's ARN to destination_kms_key_arns in cdk.json and deploy again"
         )
-    s3, dest_bucket = destination_client(spec, services), spec.destination_bucket
-    probe = f"{spec.destination_prefix}.ferry-kms-check"
-
-    def can_encrypt() -> None:
-        upload = s3.create_multipart_upload(
-            Bucket=dest_bucket, Key=probe, ServerSideEncryption="aws:kms", SSEKMSKeyId=key_id
-        )
-        s3.abort_multipart_upload(Bucket=dest_bucket, Key=probe, UploadId=upload["UploadId"])
-
-    _ask(
-        can_encrypt,
-        f"options.kms_key_id: cannot encrypt s3://{dest_bucket}/{spec.destination_prefix} with {key_id}",
+    _ask_to_write(
+        destination_client(spec, services),
+        spec.destination_bucket,
+        f"{spec.destination_prefix}.ferry-kms-check",
+        f"options.kms_key_id: cannot encrypt s3://{spec.destination_bucket}/{spec.destination_prefix} with {key_id}",
         action="s3:PutObject with SSE-KMS",
-        bucket=dest_bucket,
-        key=probe,
-        side="destination",
+        ServerSideEncryption="aws:kms",
+        SSEKMSKeyId=key_id,
     )
+
+
+def _ask_to_write(s3: Any, bucket: str, probe: str, what: str, *, action: str, **upload: Any) -> None:
+    """One destination write check: a multipart upload at `probe` (with the `upload` arguments)
+    started and aborted at once proves the write without leaving an object; a refusal becomes
+    one sentence (`_ask`)."""
+
+    def open_and_abort() -> None:
+        started = s3.create_multipart_upload(Bucket=bucket, Key=probe, **upload)
+        s3.abort_multipart_upload(Bucket=bucket, Key=probe, UploadId=started["UploadId"])
+
+    _ask(open_and_abort, what, action=action, bucket=bucket, key=probe, side="destination")
 
 
 def _check_inventory(s3: Any, bucket: str, key: str) -> None:
@@ -349,12 +346,7 @@ def finalize(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
     Objects of a lost batch are recorded as failed with the error that lost them; counts
     that still do not add up fail the job with the numbers (see count_check.py: the outcome
     does not rest on what DescribeMapRun's itemCounts counts)."""
-    job_id = event["job"]["job_id"]
-    ledger = services.ledger
-    job = ledger.job(job_id)
-    if job is None:
-        raise ConfigError(f"job {job_id!r} has no record in the ledger")
-    spec = parse_job_spec(job["spec"])
+    job, spec = recorded_job(services, event["job"]["job_id"])
     runs = job_map_runs(
         services.s3,
         services.stepfunctions,
@@ -363,10 +355,11 @@ def finalize(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
         execution_arn=job.get("execution_arn"),
     )
     lost = _record_lost_batches(runs, spec, services)
-    recorded = batches_recorded(ledger, job_id)  # after the lost batches are recorded
+    recorded = batches_recorded(services.ledger, job["job_id"])  # after the lost batches are recorded
     counts = map_run_counts(services.stepfunctions, [run.map_run_arn for run in runs])
     return settle_job(
-        {**job, "job_id": job_id},
+        job,
+        spec,
         services,
         check=lambda items: check_map_run(items, recorded, counts, noun=item_noun(spec)),
         lost=lost,
@@ -377,8 +370,18 @@ def finalize(event: Mapping[str, Any], services: Services) -> dict[str, Any]:
     )
 
 
+def recorded_job(services: Services, job_id: str) -> tuple[dict[str, Any], JobSpec]:
+    """The job's ledger record (with its id) and its spec, parsed here once: every Finalize
+    (the state machine's and `ferry run`'s) starts from these, and what it calls takes the spec."""
+    job = services.ledger.job(job_id)
+    if job is None:
+        raise ConfigError(f"job {job_id!r} has no record in the ledger")
+    return {**job, "job_id": job_id}, parse_job_spec(job["spec"])
+
+
 def settle_job(
     job: Mapping[str, Any],
+    spec: JobSpec,
     services: Services,
     *,
     read: int | None = None,
@@ -391,19 +394,19 @@ def settle_job(
 ) -> dict[str, Any]:
     """The end of every Finalize (the state machine's and `ferry run`'s): the ledger's tally
     checked (`check`, given the ledger's objects; else against the `read` items), the report
-    files, the job's status and its cause. `listing_error`: an all_versions job's listing
-    failed (history_keys.py), so no Map ran: the job is FAILED with that error.
+    files, the job's status and its cause. `job` and `spec`: the job's record and its spec,
+    parsed once (`recorded_job`). `listing_error`: an all_versions job's listing failed
+    (history_keys.py), so no Map ran: the job is FAILED with that error.
     `concurrency`: Prepare's cap of the Map's MaxConcurrency; the report says it when it
     lowered the setting, or could not decide."""
     job_id = job["job_id"]
     ledger, reports = services.ledger, services.reports
-    cleanup = _abort_abandoned_uploads(job, services)
+    cleanup = abort_abandoned_uploads(destination_client(spec, services), spec)
     tally = ledger.tally(job_id)
     counts = tally.counts.to_dict()
-    spec = parse_job_spec(job["spec"])
     # The Map's items as the ledger settled them: objects, or an all_versions job's keys.
     counted = check(tally.items) if check else check_listed(tally.items, read, noun=item_noun(spec))
-    dry_run = bool(job["spec"].get("options", {}).get("dry_run"))
+    dry_run, written = spec.options.policy.dry_run, spec.to_dict()
     summary: dict[str, Any] = {
         "job_id": job_id,
         "status": _status(counts, map_error or listing_error, bool(counted.problems), dry_run=dry_run),
@@ -413,8 +416,8 @@ def settle_job(
         "objects_read_by_map": counted.objects_read,
         "abandoned_uploads_aborted": cleanup.aborted,
         "started_at": job.get("started_at"),
-        "source": job["spec"]["source"],
-        "destination": job["spec"]["destination"],
+        "source": written["source"],
+        "destination": written["destination"],
         **job_stats(ledger, job_id, job.get("started_at")),
     }
     summary["bytes_per_second"] = counts["bytes_copied"] // summary["seconds"] if summary["seconds"] else 0
@@ -452,13 +455,6 @@ def settle_job(
 def item_noun(spec: JobSpec) -> str:
     """What one of the Map's items is: an object, or in an all_versions job a key."""
     return "key" if spec.options.all_versions else "object"
-
-
-def _abort_abandoned_uploads(job: Mapping[str, Any], services: Services) -> AbandonedUploads:
-    """The job's own uploads a crash left open, aborted with the identity the workers wrote
-    them with (see abandoned_uploads.py)."""
-    spec = parse_job_spec(job["spec"])
-    return abort_abandoned_uploads(destination_client(spec, services), spec)
 
 
 def _put_html(summary: Mapping[str, Any], services: Services) -> str:

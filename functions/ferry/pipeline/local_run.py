@@ -48,7 +48,7 @@ from ferry.pipeline.batches import (
 )
 from ferry.pipeline.history_keys import VersionListing, completed_listing, list_versions_step
 from ferry.pipeline.item_reader import batches, read_items
-from ferry.pipeline.jobs import job_input, prepare, settle_job
+from ferry.pipeline.jobs import job_input, prepare, recorded_job, settle_job
 from ferry.pipeline.ledger.contract import INTERRUPTED, RUNNING
 from ferry.pipeline.passes import record_failure
 from ferry.pipeline.run_journal import RunJournal
@@ -403,12 +403,8 @@ def finalize_local(
     """Finalize for a local run: the items the reader listed stand in for DescribeMapRun's
     count (the check that every listed object is in the ledger), then the same report,
     status, cause and HTML page as `jobs.finalize`."""
-    job = services.ledger.job(job_id)
-    if job is None:
-        raise ConfigError(f"job {job_id!r} has no record in the ledger")
-    return settle_job(
-        {**job, "job_id": job_id}, services, read=listed, map_error=map_error, listing_error=listing_error
-    )
+    job, spec = recorded_job(services, job_id)
+    return settle_job(job, spec, services, read=listed, map_error=map_error, listing_error=listing_error)
 
 
 def job_rows(services: Services, job_id: str) -> Iterator[dict[str, Any]]:
