@@ -43,7 +43,7 @@ from ferry.models import SourceObject
 from ferry.reports.report_html import render_check_html
 from ferry.reports.report_stats import iso_time
 from ferry.s3.clients import make_client
-from ferry.s3.listing import S3Url, check_bucket, object_target_key, parse_s3_url, single_object
+from ferry.s3.listing import Prefix, S3Url, check_bucket, object_or_prefix, parse_s3_url, single_object
 
 SHOWN = 50  # differences kept for the HTML page; the report has every key
 _WORDS = {
@@ -196,15 +196,15 @@ def _checks(
 ) -> Iterator[KeyCheck]:
     """Every key of two prefixes; or, when SRC names an object, that object against the one
     `ferry copy` would write (DST's key, or DST's folder and the object's name)."""
-    single = single_object(left.client, src)
-    if single is None:
+    source = object_or_prefix(left.client, src, filters)
+    if isinstance(source, Prefix):
         yield from check_sides(left, right, threads=threads)
         return
-    name = src.key.rsplit("/", 1)[-1]
-    if not filters.admits(name, single.size, single.last_modified):
+    if not source.admitted:
         return
-    theirs = single_object(right.client, S3Url(dst.bucket, object_target_key(src, dst)))
-    yield check_objects(left, _entry(single, name), right, _entry(theirs, name) if theirs else None)
+    name = source.name
+    theirs = single_object(right.client, S3Url(dst.bucket, source.key_in(dst.key)))
+    yield check_objects(left, _entry(source.found, name), right, _entry(theirs, name) if theirs else None)
 
 
 def _entry(obj: SourceObject, name: str) -> Entry:

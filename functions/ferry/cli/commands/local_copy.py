@@ -27,14 +27,23 @@ from ferry.engine.files.uploads import Uploader
 from ferry.engine.run.bandwidth import Bandwidth
 from ferry.engine.strategies.copier import Copier, client_pool_size
 from ferry.errors import ConfigError
-from ferry.filters import Filters, is_ferrys_own, marks_prefixes, split_pattern
+from ferry.filters import Filters, marks_prefixes, split_pattern
 from ferry.jobspec import JobOptions, as_folder
 from ferry.local.files import LocalFile, admits_file, local_files, one_file, walk
 from ferry.local.paths import LocalTarget, is_local, name_max, target_for
 from ferry.models import SourceObject, Target
 from ferry.s3.clients import make_client
 from ferry.s3.lean_s3 import LEAN_ENV
-from ferry.s3.listing import S3Url, check_bucket, list_objects, parse_s3_url, single_object, wildcard_source
+from ferry.s3.listing import (
+    Prefix,
+    S3Url,
+    admitted_under,
+    check_bucket,
+    landing_key,
+    object_or_prefix,
+    parse_s3_url,
+    wildcard_source,
+)
 
 # Options that mean nothing for one direction: refused in one line, not silently ignored.
 _UPLOAD_REFUSES = {
@@ -190,8 +199,7 @@ def upload_pairs(
     name = os.path.basename(path)
     file = one_file(path, name)
     if admits_file(filters, file):
-        key = dst.key + name if not dst.key or dst.key.endswith("/") else dst.key
-        yield file, Target(dst.bucket, key)
+        yield file, Target(dst.bucket, landing_key(dst.key, name))
 
 
 # -- downloads ----------------------------------------------------------------------------------
@@ -204,31 +212,27 @@ def _download_pairs(
     objects land under the folder DST with their keys relative to the prefix. The local side
     is checked here, before the first pair is asked for. Ferry's own upload marks (`marks`)
     are never objects: none is downloaded."""
-    single = single_object(client, src)
-    if single is not None and is_ferrys_own(src.key, marks):
+    source = object_or_prefix(client, src, filters, marks)
+    if isinstance(source, Prefix):
+        check_local_folder(dst, dst)
+        return listed_pairs(client, src, dst, filters, name_max(dst), marks)
+    if source.own:
         return iter([])
-    if single is not None:
-        name = src.key.rsplit("/", 1)[-1]
-        if dst.endswith(("/", os.sep)) or os.path.isdir(dst):
-            root, relative = dst, name
-        else:
-            root, relative = os.path.dirname(dst) or ".", os.path.basename(dst)
-        check_local_folder(root, dst)
-        pairs = [(SourceObject(src.bucket, src.key), target_for(root, relative, None, name_max(root)))]
-        return iter(pairs if filters.admits(name, single.size, single.last_modified) else [])
-    check_local_folder(dst, dst)
-    return listed_pairs(client, src, dst, filters, name_max(dst), marks)
+    if dst.endswith(("/", os.sep)) or os.path.isdir(dst):
+        root, relative = dst, source.name
+    else:
+        root, relative = os.path.dirname(dst) or ".", os.path.basename(dst)
+    check_local_folder(root, dst)
+    pairs = [(SourceObject(src.bucket, src.key), target_for(root, relative, None, name_max(root)))]
+    return iter(pairs if source.admitted else [])
 
 
 def listed_pairs(
     client: Any, src: S3Url, dst: str, filters: Filters, longest: int, marks: tuple[str, ...]
 ) -> Iterator[tuple[SourceObject, LocalTarget]]:
     """Each object under SRC's prefix the filters take, and the file it becomes under `dst`."""
-    prefix = as_folder(src.key)
-    for obj in list_objects(client, src.bucket, filters.listing_prefix(prefix)):
-        relative = obj.key[len(prefix) :]
-        if not is_ferrys_own(obj.key, marks) and filters.admits(relative, obj.size, obj.last_modified):
-            yield obj, target_for(dst, relative, obj.size, longest)
+    for obj, relative in admitted_under(client, src, filters, marks):
+        yield obj, target_for(dst, relative, obj.size, longest)
 
 
 def check_local_folder(folder: str, dst: str) -> None:

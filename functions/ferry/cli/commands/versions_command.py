@@ -28,7 +28,7 @@ from ferry.errors import ConfigError
 from ferry.filters import is_ferrys_own, marks_prefixes
 from ferry.jobspec import as_folder
 from ferry.models import CopyResult, Target
-from ferry.s3.listing import object_target_key, single_object
+from ferry.s3.listing import OneObject, object_or_prefix
 from ferry.s3.version_listing import History, Wording, check_versioning, histories, key_history
 
 
@@ -145,18 +145,17 @@ class AllVersions:
         sides = self.sides
         assert sides is not None
         src, dst = sides.src, sides.dst
-        single = single_object(sides.source_client, src)
-        if single is not None:
-            name = src.key.rsplit("/", 1)[-1]
-            target_key = object_target_key(src, dst)
-            if sides.filters.admits_key(name):
+        source = object_or_prefix(sides.source_client, src, sides.filters)
+        if isinstance(source, OneObject):
+            target_key = source.key_in(dst.key)
+            if source.admitted:
                 yield (
                     key_history(sides.source_client, src.bucket, src.key),
                     key_history(sides.dest_client, dst.bucket, target_key, side="destination"),
                     Target(dst.bucket, target_key),
                 )
             return
-        prefix, dest_prefix = as_folder(src.key), as_folder(dst.key)
+        prefix, dest_prefix = source.folder, as_folder(dst.key)
         marks = marks_prefixes(sides.options.policy.marks_prefix)
         ours = self._relative(sides.source_client, src.bucket, prefix, "source", marks)
         theirs = self._relative(sides.dest_client, dst.bucket, dest_prefix, "destination", marks)
