@@ -15,17 +15,16 @@ import itertools
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import IO, Any
 
-from ferry.cli.commands.copy_command import copy_and_report, first_or_refuse, options_from
-from ferry.cli.shared.filter_options import filters_from
-from ferry.cli.shared.ranges import bandwidth_limit, check_count, memory_limit
+from ferry.cli.commands.copy_command import copy_and_report, copy_choices, first_or_refuse
+from ferry.cli.shared.clients import ClientMaker, copy_pool_size
 from ferry.cli.shared.sides import check_local_source, endpoints
 from ferry.engine.files.downloads import Downloader
 from ferry.engine.files.uploads import Uploader
 from ferry.engine.run.bandwidth import Bandwidth
-from ferry.engine.strategies.copier import Copier, client_pool_size
+from ferry.engine.strategies.copier import Copier
 from ferry.errors import ConfigError
 from ferry.filters import Filters, marks_prefixes, split_pattern
 from ferry.jobspec import JobOptions, as_folder
@@ -33,12 +32,10 @@ from ferry.local.files import LocalFile, admits_file, local_files, one_file, wal
 from ferry.local.paths import LocalTarget, is_local, name_max, target_for
 from ferry.models import SourceObject, Target
 from ferry.s3.clients import make_client
-from ferry.s3.lean_s3 import LEAN_ENV
 from ferry.s3.listing import (
     Prefix,
     S3Url,
     admitted_under,
-    check_bucket,
     landing_key,
     object_or_prefix,
     parse_s3_url,
@@ -78,16 +75,17 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
         raise ConfigError(
             f"SRC {args.src!r} and DST {args.dst!r} are both local paths: one side must be s3://bucket/prefix"
         )
-    options, filters, pool, copier_options = local_setup(args, upload)
+    setup = local_setup(args, upload)
+    options, filters = setup.options, setup.filters
     source, destination = endpoints(args)
+    maker = ClientMaker(make_client, setup.pool)
 
     copier: Copier
     if upload:
         path, filters = local_source(args.src, filters)
         folder = check_local_source(path)
         dst = parse_s3_url(args.dst, "DST")
-        client = make_client(destination, pool)
-        check_bucket(client, dst.bucket, "destination")
+        client = maker.checked(destination, dst.bucket, "destination")
         pairs = matched_files(
             upload_pairs(path, folder, dst, filters, args.follow_symlinks), args.src, path, filters
         )
@@ -96,12 +94,11 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
             options.policy,
             follow_symlinks=args.follow_symlinks,
             dest_client=client,
-            **copier_options,
+            **setup.copier_options,
         )
     else:
         src = parse_s3_url(args.src, "SRC")
-        client = make_client(source, pool)
-        check_bucket(client, src.bucket, "source")
+        client = maker.checked(source, src.bucket, "source")
         src, filters = wildcard_source(client, src, filters)
         marks = marks_prefixes(options.policy.marks_prefix)
         pairs = first_or_refuse(
@@ -112,31 +109,34 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
             lambda relaxed: next(_download_pairs(client, src, args.dst, relaxed, marks), None) is not None,
             options.policy.marks_prefix,
         )
-        copier = Downloader(source, options.policy, source_client=client, **copier_options)
+        copier = Downloader(source, options.policy, source_client=client, **setup.copier_options)
     # (no byte hook: as before)
     return copy_and_report(args, lambda _: copier, pairs, stdout, stderr, names=filters.keys)
 
 
-def local_setup(args: argparse.Namespace, upload: bool) -> tuple[JobOptions, Filters, int, dict[str, Any]]:
+@dataclass(frozen=True)
+class LocalSetup:
     """What a copy with a local side checks and derives from its options, for copy and sync
-    alike: the job options, the filters, the client pool's size and the copier's options."""
+    alike: the job options, the filters, the client's pool size and the copier's options."""
+
+    options: JobOptions
+    filters: Filters
+    pool: int
+    copier_options: dict[str, Any]
+
+
+def local_setup(args: argparse.Namespace, upload: bool) -> LocalSetup:
+    """The options a local side refuses refused, then what every copy reads (copy_choices)."""
     refuse_options(args, upload)
-    options = options_from(args)
-    filters = filters_from(args, options.include, options.exclude)
-    check_count(args.concurrency, "--concurrency")
-    check_count(args.part_concurrency, "--part-concurrency")
-    memory = memory_limit(args.memory_limit)
-    limit = bandwidth_limit(args.bwlimit)
-    if args.no_lean_requests:
-        os.environ[LEAN_ENV] = "0"  # for every client this process makes
-    pool = client_pool_size(args.concurrency, args.part_concurrency)
+    chosen = copy_choices(args)
+    pool = copy_pool_size(args)
     copier_options: dict[str, Any] = {
         "concurrency": args.concurrency,
         "part_concurrency": args.part_concurrency,
-        "memory_limit": memory,
-        "bandwidth": Bandwidth(limit) if limit else None,
+        "memory_limit": chosen.memory,
+        "bandwidth": Bandwidth(chosen.bandwidth) if chosen.bandwidth else None,
     }
-    return options, filters, pool, copier_options
+    return LocalSetup(chosen.options, chosen.filters, pool, copier_options)
 
 
 def refuse_options(args: argparse.Namespace, upload: bool) -> None:
