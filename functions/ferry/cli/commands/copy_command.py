@@ -16,7 +16,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.shared.arguments import add_copy_parser
 from ferry.cli.shared.clients import ClientMaker, copy_pool_size, one_store
-from ferry.cli.shared.copy_extension import CopyExtension, CopySides
+from ferry.cli.shared.copy_extension import CopyEnd, CopyExtension, CopySides
 from ferry.cli.shared.filter_options import filters_from
 from ferry.cli.shared.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, open_for_writing
 from ferry.cli.shared.progress import Progress
@@ -259,11 +259,13 @@ def copy_and_report(
         interrupted = signals.received
         held = (
             extension.after_copy(
-                summary,
-                report,
-                failures,
-                stopped or ("interrupted" if interrupted else None),
-                progress.say if verbose else None,
+                CopyEnd(
+                    summary,
+                    report,
+                    failures,
+                    stopped or ("interrupted" if interrupted else None),
+                    progress.say if verbose else None,
+                )
             )
             if extension
             else None

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from ferry.cli.commands.copy_command import compare_choices, first_or_refuse, run_copy
-from ferry.cli.shared.copy_extension import CopySides, Pair
-from ferry.cli.shared.report import ReportWriter, Summary
+from ferry.cli.shared.copy_extension import CopyEnd, CopySides, Pair
 from ferry.engine.compare.side_listing import side_by_side
 from ferry.engine.strategies.copier import Copier
 from ferry.engine.versions.version_copy import KEYS_AT_ONCE, copy_history
@@ -130,14 +129,7 @@ class AllVersions:
                     for result in future.result():
                         on_result(result)
 
-    def after_copy(
-        self,
-        summary: Summary,
-        report: ReportWriter | None,
-        failures: list[CopyResult],
-        stopped: str | None,
-        say: Callable[[str], None] | None = None,
-    ) -> str | None:
+    def after_copy(self, end: CopyEnd) -> str | None:
         return None
 
     def _plan(self) -> Iterator[tuple[History, History, Target]]:
