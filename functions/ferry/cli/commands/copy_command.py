@@ -110,26 +110,40 @@ def compare_from(args: argparse.Namespace) -> str | None:
     return str(given[0][1]) if given else None
 
 
+# Job options read from the argument of the same name, alike in `ferry copy` and `ferry job start`.
+_SAME_NAMED = (
+    "mode",
+    "part_size",
+    "multipart_threshold",
+    "checksum_algorithm",
+    "storage_class",
+    "kms_key_id",
+)
+
+
+def given_alike(args: argparse.Namespace) -> dict[str, Any]:
+    """The job options `ferry copy` and `ferry job start` read alike from their command lines
+    (None where an option was not given); each command adds those it reads its own way."""
+    return {
+        **{field: getattr(args, field) for field in _SAME_NAMED},
+        "metadata": _pairs(args.metadata, "--metadata") if args.metadata else None,
+        "tags": _pairs(args.tag, "--tag") if args.tag else None,
+        "restore_tier": args.restore,
+        "restore_days": args.restore_days,
+        "include": args.include,
+        "exclude": args.exclude,
+    }
+
+
 def options_from(args: argparse.Namespace) -> JobOptions:
     """The CLI's options, validated by the same code as a pipeline job's `options`."""
     options = {
-        "mode": args.mode,
-        "part_size": args.part_size,
-        "multipart_threshold": args.multipart_threshold,
-        "checksum_algorithm": args.checksum_algorithm,
-        "storage_class": args.storage_class,
-        "metadata": _pairs(args.metadata, "--metadata") if args.metadata else None,
-        "tags": _pairs(args.tag, "--tag") if args.tag else None,
+        **given_alike(args),
         "preserve_tags": not args.no_tags,
-        "kms_key_id": args.kms_key_id,
         "skip_existing": not args.no_skip_existing,
         "compare": compare_from(args),
-        "restore_tier": args.restore,
-        "restore_days": args.restore_days,
         "dry_run": args.dry_run,
         "marks_prefix": args.marks_prefix,
-        "include": args.include,
-        "exclude": args.exclude,
     }
     return parse_options({k: v for k, v in options.items() if v is not None}, name=_flag)
 
