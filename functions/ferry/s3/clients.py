@@ -30,6 +30,7 @@ from ferry.models import Endpoint
 from ferry.s3.lean_s3 import lean_requests_enabled, make_lean
 
 MAX_ATTEMPTS = 8
+DEFAULT_POOL_SIZE = 64  # connections a client keeps when its maker names no number
 
 
 @functools.cache
@@ -289,7 +290,7 @@ def expect_owners(client: Any, owners: Mapping[str, str]) -> None:
         client.meta.events.register("before-parameter-build.s3", handler)
 
 
-def make_client(endpoint: Endpoint, pool_size: int = 64, *, lean: bool | None = None) -> Any:
+def make_client(endpoint: Endpoint, pool_size: int = DEFAULT_POOL_SIZE, *, lean: bool | None = None) -> Any:
     """One side's S3 client. With `lean` (default: on unless FERRY_LEAN_REQUESTS=0), the hot
     small-object requests take ferry.s3.lean_s3's path, signed with this session's credentials;
     everything else, and every answer but a clean one, is botocore's. The lean path is put in

@@ -2,7 +2,9 @@
 
 A source naming one object copies that object; otherwise it is a prefix, listed page by page
 (never held whole in memory), and each key lands under the destination prefix with its path
-relative to the source prefix.
+relative to the source prefix. `object_or_prefix` decides which, for every command that reads
+SRC (a copy, a sync, a check, a history copy, a download): the HEAD, the object's name, whether
+the filters admit it, and where it lands (`landing_key`).
 """
 
 from __future__ import annotations
@@ -84,10 +86,6 @@ def _flag(side: str) -> str:
     return "source" if side == "source" else "dest"
 
 
-def is_single_object(client: Any, url: S3Url) -> bool:
-    return single_object(client, url) is not None
-
-
 def single_object(client: Any, url: S3Url) -> SourceObject | None:
     """The object SRC names, with what its HEAD says (size, ETag, time: the filters judge it
     as a listed one), or None when SRC is a prefix."""
@@ -109,6 +107,65 @@ def single_object(client: Any, url: S3Url) -> SourceObject | None:
         storage_class=head.get("StorageClass"),
         last_modified=head.get("LastModified"),
     )
+
+
+@dataclass(frozen=True)
+class OneObject:
+    """SRC names one object (its HEAD found it). `found` is what the HEAD says (size, ETag,
+    time: the filters judge it as a listed one); `name`, its key's last part, is what the
+    filters see and what lands in a folder. `own`: it is one of Ferry's upload marks, never
+    an object of a copy; `admitted`: it is not, and the filters take it."""
+
+    found: SourceObject
+    name: str
+    own: bool
+    admitted: bool
+
+    def key_in(self, dst_key: str) -> str:
+        """Where it lands in DST: see `landing_key`."""
+        return landing_key(dst_key, self.name)
+
+
+@dataclass(frozen=True)
+class Prefix:
+    """SRC is a prefix: its key as a folder (`photos` is `photos/`), whose objects land under
+    DST's folder by their keys relative to it."""
+
+    folder: str
+
+
+def object_or_prefix(
+    client: Any, src: S3Url, filters: Filters | None = None, marks: Sequence[str] = ()
+) -> OneObject | Prefix:
+    """SRC as one object or as a prefix, decided one way for every door (copy, sync, check,
+    --all-versions, a download): one HEAD, none for a key that is empty or ends in `/`. An
+    object is judged by `filters` unless it falls under `marks` (no filters: admitted, and no
+    filter asked: a --files-from list counts each name it is asked of as met)."""
+    found = single_object(client, src)
+    if found is None:
+        return Prefix(as_folder(src.key))
+    name = src.key.rsplit("/", 1)[-1]
+    own = is_ferrys_own(src.key, marks)
+    admitted = not own and (filters is None or filters.admits(name, found.size, found.last_modified))
+    return OneObject(found, name, own, admitted)
+
+
+def landing_key(dst_key: str, name: str) -> str:
+    """One object (or one file) lands on DST's key, or into DST's folder under its own name
+    when DST is a bucket or ends in `/`."""
+    return dst_key + name if (not dst_key or dst_key.endswith("/")) else dst_key
+
+
+def admitted_under(
+    client: Any, src: S3Url, filters: Filters, marks: Sequence[str]
+) -> Iterator[tuple[SourceObject, str]]:
+    """Each object under SRC's prefix the filters take, with its key relative to the prefix;
+    never one of Ferry's upload marks (`marks`)."""
+    prefix = as_folder(src.key)
+    for obj in list_objects(client, src.bucket, filters.listing_prefix(prefix)):
+        relative = obj.key[len(prefix) :]
+        if not is_ferrys_own(obj.key, marks) and filters.admits(relative, obj.size, obj.last_modified):
+            yield obj, relative
 
 
 def listed_entry(client: Any, bucket: str, key: str) -> dict[str, Any] | None:
@@ -179,24 +236,15 @@ def plan_pairs(
     destination holds them."""
     chosen = filters or Filters(include=tuple(include), exclude=tuple(exclude))
     marks = marks_prefixes(marks_prefix)
-    single = single_object(client, src)
-    if single is not None:
-        name = src.key.rsplit("/", 1)[-1]
-        if not is_ferrys_own(src.key, marks) and chosen.admits(name, single.size, single.last_modified):
+    source = object_or_prefix(client, src, chosen, marks)
+    if isinstance(source, OneObject):
+        if source.admitted:
             # Only the name goes on: the copy takes its evidence from its own HEAD, as always.
-            yield SourceObject(src.bucket, src.key), Target(dst.bucket, object_target_key(src, dst))
+            yield SourceObject(src.bucket, src.key), Target(dst.bucket, source.key_in(dst.key))
         return
-    prefix, dest_prefix = as_folder(src.key), as_folder(dst.key)
-    for obj in list_objects(client, src.bucket, chosen.listing_prefix(prefix)):
-        relative = obj.key[len(prefix) :]
-        if not is_ferrys_own(obj.key, marks) and chosen.admits(relative, obj.size, obj.last_modified):
-            yield obj, Target(dst.bucket, dest_prefix + relative)
-
-
-def object_target_key(src: S3Url, dst: S3Url) -> str:
-    """One object lands on DST's key, or into DST's folder under its own name."""
-    name = src.key.rsplit("/", 1)[-1]
-    return dst.key + name if (not dst.key or dst.key.endswith("/")) else dst.key
+    dest_prefix = as_folder(dst.key)
+    for obj, relative in admitted_under(client, src, chosen, marks):
+        yield obj, Target(dst.bucket, dest_prefix + relative)
 
 
 def check_overlap(client: Any, src: S3Url, dst: S3Url, options: JobOptions, *, same_endpoint: bool) -> None:
@@ -204,12 +252,13 @@ def check_overlap(client: Any, src: S3Url, dst: S3Url, options: JobOptions, *, s
     anything is written. Only a same-bucket copy pays the HEAD that tells an object from a prefix."""
     if not same_endpoint or src.bucket != dst.bucket:
         return
-    if is_single_object(client, src):
+    source = object_or_prefix(client, src)
+    if isinstance(source, OneObject):
         check_not_overlapping(
-            src.bucket, src.key, dst.bucket, object_target_key(src, dst), options, source_is_object=True
+            src.bucket, src.key, dst.bucket, source.key_in(dst.key), options, source_is_object=True
         )
     else:
-        check_not_overlapping(src.bucket, as_folder(src.key), dst.bucket, as_folder(dst.key), options)
+        check_not_overlapping(src.bucket, source.folder, dst.bucket, as_folder(dst.key), options)
 
 
 def wildcard_source(client: Any, src: S3Url, filters: Filters) -> tuple[S3Url, Filters]:
@@ -219,7 +268,7 @@ def wildcard_source(client: Any, src: S3Url, filters: Filters) -> tuple[S3Url, F
     wildcards. A key that holds a wildcard character and names an existing object is that
     object, as it was before wildcards were read (one HEAD, which the copy would make anyway)."""
     split = split_pattern(src.key)
-    if split is None or single_object(client, src) is not None:
+    if split is None or isinstance(object_or_prefix(client, src), OneObject):
         return src, filters
     folder, pattern = split
     return S3Url(src.bucket, folder), replace(filters, pattern=pattern)

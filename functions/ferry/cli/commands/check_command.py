@@ -28,6 +28,7 @@ from typing import IO, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.commands.local_check import local_sides
+from ferry.cli.shared.clients import ClientMaker
 from ferry.cli.shared.filter_options import filters_from
 from ferry.cli.shared.parsing import EXIT_FAILED, EXIT_OK, EXIT_USAGE, open_for_writing
 from ferry.cli.shared.report import unmatched_names_note
@@ -43,7 +44,7 @@ from ferry.models import SourceObject
 from ferry.reports.report_html import render_check_html
 from ferry.reports.report_stats import iso_time
 from ferry.s3.clients import make_client
-from ferry.s3.listing import S3Url, check_bucket, object_target_key, parse_s3_url, single_object
+from ferry.s3.listing import Prefix, S3Url, object_or_prefix, parse_s3_url, single_object
 
 SHOWN = 50  # differences kept for the HTML page; the report has every key
 _WORDS = {
@@ -149,13 +150,10 @@ def run_check(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int
             raise ConfigError("--follow-symlinks applies to a local folder: SRC and DST are both s3://")
         src, dst = parse_s3_url(args.src, "SRC"), parse_s3_url(args.dst, "DST")
         source, destination = endpoints(args)
-        source_client = make_client(source)
-        dest_client = source_client if destination == source else make_client(destination)
-        check_bucket(source_client, src.bucket, "source")
-        check_bucket(dest_client, dst.bucket, "destination")
+        clients = ClientMaker(make_client).checked_sides(source, destination, src, dst)
         marks = options.policy.marks_prefix
-        s3_left = S3Side.of(source_client, src.bucket, src.key, "source", filters, marks)
-        s3_right = S3Side.of(dest_client, dst.bucket, dst.key, "destination", filters, marks)
+        s3_left = S3Side.of(clients.source, src.bucket, src.key, "source", filters, marks)
+        s3_right = S3Side.of(clients.dest, dst.bucket, dst.key, "destination", filters, marks)
         checks = partial(_checks, s3_left, s3_right, src, dst, filters, threads)
     summary = CheckSummary()
     out = stderr if args.json else stdout
@@ -196,15 +194,15 @@ def _checks(
 ) -> Iterator[KeyCheck]:
     """Every key of two prefixes; or, when SRC names an object, that object against the one
     `ferry copy` would write (DST's key, or DST's folder and the object's name)."""
-    single = single_object(left.client, src)
-    if single is None:
+    source = object_or_prefix(left.client, src, filters)
+    if isinstance(source, Prefix):
         yield from check_sides(left, right, threads=threads)
         return
-    name = src.key.rsplit("/", 1)[-1]
-    if not filters.admits(name, single.size, single.last_modified):
+    if not source.admitted:
         return
-    theirs = single_object(right.client, S3Url(dst.bucket, object_target_key(src, dst)))
-    yield check_objects(left, _entry(single, name), right, _entry(theirs, name) if theirs else None)
+    name = source.name
+    theirs = single_object(right.client, S3Url(dst.bucket, source.key_in(dst.key)))
+    yield check_objects(left, _entry(source.found, name), right, _entry(theirs, name) if theirs else None)
 
 
 def _entry(obj: SourceObject, name: str) -> Entry:

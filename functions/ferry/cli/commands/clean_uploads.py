@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import IO, Any
 
+from ferry.cli.shared.clients import ClientMaker
 from ferry.cli.shared.parsing import EXIT_FAILED, EXIT_OK
 from ferry.counts import plural
 from ferry.engine.records.upload_marks import (
@@ -33,7 +34,7 @@ from ferry.errors import ConfigError, describe
 from ferry.jobspec import as_folder
 from ferry.models import Endpoint
 from ferry.s3.clients import make_client
-from ferry.s3.listing import check_bucket, parse_s3_url
+from ferry.s3.listing import parse_s3_url
 
 _AGE = re.compile(r"^(\d+(?:\.\d+)?)\s*([smhdw]?)$")
 _UNIT_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
@@ -230,8 +231,8 @@ def run_clean_uploads(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]
     url = parse_s3_url(args.url, "the location")
     older_than = parse_age(args.older_than)
     marks_prefix = check_marks_prefix(args.marks_prefix)
-    client = make_client(Endpoint(endpoint_url=args.endpoint_url, region=args.region, profile=args.profile))
-    check_bucket(client, url.bucket, "destination", region_flag="--region")
+    endpoint = Endpoint(endpoint_url=args.endpoint_url, region=args.region, profile=args.profile)
+    client = ClientMaker(make_client).checked(endpoint, url.bucket, "destination", region_flag="--region")
     result = clean(client, url.bucket, url.key, older_than, dry_run=args.dry_run, marks_prefix=marks_prefix)
     if args.json:
         stdout.write(json.dumps(result.to_dict()) + "\n")

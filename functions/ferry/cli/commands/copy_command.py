@@ -6,17 +6,17 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
-import os
 import shlex
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import IO, Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.shared.arguments import add_copy_parser
-from ferry.cli.shared.copy_extension import CopyExtension, CopySides
+from ferry.cli.shared.clients import ClientMaker, copy_pool_size, one_store
+from ferry.cli.shared.copy_extension import CopyEnd, CopyExtension, CopySides
 from ferry.cli.shared.filter_options import filters_from
 from ferry.cli.shared.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, open_for_writing
 from ferry.cli.shared.progress import Progress
@@ -29,7 +29,7 @@ from ferry.engine.compare.prune import DeleteResult
 from ferry.engine.run.bandwidth import Bandwidth
 from ferry.engine.run.deadlines import stopping
 from ferry.engine.run.outcome import WOULD_COPY, WOULD_DELETE, WOULD_MARK, WOULD_RESTORE
-from ferry.engine.strategies.copier import Copier, client_pool_size
+from ferry.engine.strategies.copier import Copier
 from ferry.errors import ConfigError, FerryError
 from ferry.filters import Filters, NamedKeys, is_ferrys_own, marks_prefixes
 from ferry.jobspec import JobOptions, parse_options
@@ -37,10 +37,8 @@ from ferry.limits import format_size
 from ferry.models import SYMLINK_SKIPPED, Compare, CopyResult, SourceObject, Status, Target
 from ferry.reports.report_html import render_report_html
 from ferry.s3.clients import make_client
-from ferry.s3.lean_s3 import LEAN_ENV
 from ferry.s3.listing import (
     S3Url,
-    check_bucket,
     check_overlap,
     nothing_matched,
     parse_s3_url,
@@ -112,59 +110,78 @@ def compare_from(args: argparse.Namespace) -> str | None:
     return str(given[0][1]) if given else None
 
 
-def options_from(args: argparse.Namespace) -> JobOptions:
-    """The CLI's options, validated by the same code as a pipeline job's `options`."""
-    options = {
-        "mode": args.mode,
-        "part_size": args.part_size,
-        "multipart_threshold": args.multipart_threshold,
-        "checksum_algorithm": args.checksum_algorithm,
-        "storage_class": args.storage_class,
+# Job options read from the argument of the same name, alike in `ferry copy` and `ferry job start`.
+_SAME_NAMED = (
+    "mode",
+    "part_size",
+    "multipart_threshold",
+    "checksum_algorithm",
+    "storage_class",
+    "kms_key_id",
+)
+
+
+def given_alike(args: argparse.Namespace) -> dict[str, Any]:
+    """The job options `ferry copy` and `ferry job start` read alike from their command lines
+    (None where an option was not given); each command adds those it reads its own way."""
+    return {
+        **{field: getattr(args, field) for field in _SAME_NAMED},
         "metadata": _pairs(args.metadata, "--metadata") if args.metadata else None,
         "tags": _pairs(args.tag, "--tag") if args.tag else None,
-        "preserve_tags": not args.no_tags,
-        "kms_key_id": args.kms_key_id,
-        "skip_existing": not args.no_skip_existing,
-        "compare": compare_from(args),
         "restore_tier": args.restore,
         "restore_days": args.restore_days,
-        "dry_run": args.dry_run,
-        "marks_prefix": args.marks_prefix,
         "include": args.include,
         "exclude": args.exclude,
     }
+
+
+def options_from(args: argparse.Namespace) -> JobOptions:
+    """The CLI's options, validated by the same code as a pipeline job's `options`."""
+    options = {
+        **given_alike(args),
+        "preserve_tags": not args.no_tags,
+        "skip_existing": not args.no_skip_existing,
+        "compare": compare_from(args),
+        "dry_run": args.dry_run,
+        "marks_prefix": args.marks_prefix,
+    }
     return parse_options({k: v for k, v in options.items() if v is not None}, name=_flag)
+
+
+@dataclass(frozen=True)
+class CopyChoices:
+    """What a copy's options decide before any request, the same for every door (between
+    buckets, a folder's upload, a prefix's download): the job options, the filters, the
+    streaming memory budget and the bandwidth limit (None: none)."""
+
+    options: JobOptions
+    filters: Filters
+    memory: int
+    bandwidth: int | None
+
+
+def copy_choices(args: argparse.Namespace) -> CopyChoices:
+    """A copy's options read and checked, each wrong one refused in one line."""
+    options = options_from(args)
+    filters = filters_from(args, options.include, options.exclude)
+    check_count(args.concurrency, "--concurrency")
+    check_count(args.part_concurrency, "--part-concurrency")
+    return CopyChoices(options, filters, memory_limit(args.memory_limit), bandwidth_limit(args.bwlimit))
 
 
 def run_copy(
     args: argparse.Namespace, stdout: IO[str], stderr: IO[str], extension: CopyExtension | None = None
 ) -> int:
     """`ferry copy`: validate everything, then copy, report and summarise."""
-    options = options_from(args)
-    filters = filters_from(args, options.include, options.exclude)
-    check_count(args.concurrency, "--concurrency")
-    check_count(args.part_concurrency, "--part-concurrency")
-    memory = memory_limit(args.memory_limit)
-    limit = bandwidth_limit(args.bwlimit)
+    chosen = copy_choices(args)
+    options, filters = chosen.options, chosen.filters
     src, dst = parse_s3_url(args.src, "SRC"), parse_s3_url(args.dst, "DST")
     source, destination = endpoints(args)
     check_kms_region(options.policy.dest_kms_key_id, destination.region, "--kms-key-id")
-    if args.no_lean_requests:
-        # For the whole run: every client this process makes (the Copier's too) reads it.
-        os.environ[LEAN_ENV] = "0"
-    pool = client_pool_size(args.concurrency, args.part_concurrency)
-    source_client = make_client(source, pool)
-    # One client serves both sides when they are the same endpoint, identity and options: a
-    # client costs tens of milliseconds to make, a tenth of a small copy's start-up.
-    dest_client = source_client if destination == source else make_client(destination, pool)
-    check_bucket(source_client, src.bucket, "source")
-    check_bucket(dest_client, dst.bucket, "destination")
+    maker = ClientMaker(make_client, copy_pool_size(args))
+    source_client, dest_client = maker.checked_sides(source, destination, src, dst)
     src, filters = wildcard_source(source_client, src, filters)
-    same_endpoint = (source.endpoint_url, source.partition) == (
-        destination.endpoint_url,
-        destination.partition,
-    )
-    check_overlap(source_client, src, dst, options, same_endpoint=same_endpoint)
+    check_overlap(source_client, src, dst, options, same_endpoint=one_store(source, destination))
     if extension:
         extension.before_copy(CopySides(src, dst, source_client, dest_client, options, filters))
     # ferry copy refuses a SRC that matches nothing; sync and --all-versions decide for themselves
@@ -183,11 +200,11 @@ def run_copy(
             options.policy,
             concurrency=args.concurrency,
             part_concurrency=args.part_concurrency,
-            memory_limit=memory,
+            memory_limit=chosen.memory,
             source_client=source_client,
             dest_client=dest_client,
             on_part=on_part,
-            bandwidth=Bandwidth(limit) if limit else None,
+            bandwidth=Bandwidth(chosen.bandwidth) if chosen.bandwidth else None,
         )
 
     return copy_and_report(args, make_copier, pairs, stdout, stderr, extension, filters.keys)
@@ -256,11 +273,13 @@ def copy_and_report(
         interrupted = signals.received
         held = (
             extension.after_copy(
-                summary,
-                report,
-                failures,
-                stopped or ("interrupted" if interrupted else None),
-                progress.say if verbose else None,
+                CopyEnd(
+                    summary,
+                    report,
+                    failures,
+                    stopped or ("interrupted" if interrupted else None),
+                    progress.say if verbose else None,
+                )
             )
             if extension
             else None

@@ -18,6 +18,7 @@ from typing import IO, Any
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from ferry.cli.shared.clients import ClientMaker
 from ferry.cli.shared.parsing import EXIT_OK, read_json_file
 from ferry.costs.estimate import Estimate, estimate
 from ferry.costs.inputs import Assumptions, LambdaQuota, PipelineShape
@@ -29,7 +30,7 @@ from ferry.limits import format_size, parse_size
 from ferry.models import CopyPolicy, Endpoint
 from ferry.quotas.lambda_concurrency import AccountConcurrency, read_account_concurrency
 from ferry.s3.clients import make_client, session_for
-from ferry.s3.listing import check_bucket, matches, parse_s3_url
+from ferry.s3.listing import matches, parse_s3_url
 
 
 def run_estimate(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
@@ -166,8 +167,7 @@ def _listed_workload(args: argparse.Namespace, stderr: IO[str], listed: _Listed)
         role_arn=args.role_arn,
         requester_pays=args.requester_pays,
     )
-    client = make_client(endpoint)
-    check_bucket(client, listed.bucket, "source", region_flag="--region")
+    client = ClientMaker(make_client).checked(endpoint, listed.bucket, "source", region_flag="--region")
     work = Workload()
     pages = client.get_paginator("list_objects_v2").paginate(Bucket=listed.bucket, Prefix=listed.prefix)
     with _progress(stderr, quiet=args.quiet) as advance:

@@ -25,7 +25,7 @@ from typing import IO, Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
-from ferry.cli.commands.copy_command import _flag, _pairs
+from ferry.cli.commands.copy_command import _flag, given_alike
 from ferry.cli.commands.job_retry import FAILED_HISTORIES, FAILED_OBJECTS, NOTHING, REDRIVE, retry_job
 from ferry.cli.commands.job_runs import (
     JobClients,
@@ -53,21 +53,10 @@ FAILURES_SHOWN = 20
 def given_options(args: argparse.Namespace) -> dict[str, Any]:
     """The job options given on the command line, as a job spec's `options` fields."""
     options = {
-        "mode": args.mode,
-        "part_size": args.part_size,
-        "multipart_threshold": args.multipart_threshold,
-        "checksum_algorithm": args.checksum_algorithm,
-        "include": args.include,
-        "exclude": args.exclude,
+        **given_alike(args),
         "skip_existing": False if args.no_skip_existing else None,
         "compare": args.compare,
-        "restore_tier": args.restore,
-        "restore_days": args.restore_days,
-        "storage_class": args.storage_class,
-        "metadata": _pairs(args.metadata, "--metadata") if args.metadata else None,
-        "tags": _pairs(args.tag, "--tag") if args.tag else None,
         "preserve_tags": False if args.no_tags else None,
-        "kms_key_id": args.kms_key_id,
         "dry_run": True if args.dry_run else None,
         "all_versions": True if args.all_versions else None,
     }

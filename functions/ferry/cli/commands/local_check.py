@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from ferry.cli.shared.clients import ClientMaker
 from ferry.cli.shared.sides import check_local_source, endpoints
 from ferry.engine.compare.local_side import LocalSide
 from ferry.engine.compare.side_listing import S3Side, Side
@@ -18,7 +19,7 @@ from ferry.filters import Filters, is_ferrys_own, marks_prefixes
 from ferry.jobspec import as_folder
 from ferry.local.paths import is_local
 from ferry.s3.clients import make_client
-from ferry.s3.listing import check_bucket, parse_s3_url
+from ferry.s3.listing import parse_s3_url
 
 _SIDE_OPTIONS = ("endpoint_url", "region", "profile", "role_arn", "requester_pays")
 
@@ -36,11 +37,9 @@ def local_sides(args: argparse.Namespace, filters: Filters, marks_prefix: str | 
     if not check_local_source(path, what):
         raise ConfigError(f"{what} {path!r} is a file: ferry check compares a folder with an S3 prefix")
     url = parse_s3_url(args.dst if local_src else args.src, "DST" if local_src else "SRC")
-    client = make_client(endpoints(args)[1 if local_src else 0])
-    check_bucket(client, url.bucket, "destination" if local_src else "source")
-    s3 = S3Side.of(
-        client, url.bucket, url.key, "destination" if local_src else "source", filters, marks_prefix
-    )
+    s3_side = "destination" if local_src else "source"
+    client = ClientMaker(make_client).checked(endpoints(args)[1 if local_src else 0], url.bucket, s3_side)
+    s3 = S3Side.of(client, url.bucket, url.key, s3_side, filters, marks_prefix)
     prefix, marks = as_folder(url.key), marks_prefixes(marks_prefix)
 
     def own(relative: str) -> bool:

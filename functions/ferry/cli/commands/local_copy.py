@@ -15,26 +15,32 @@ import itertools
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import IO, Any
 
-from ferry.cli.commands.copy_command import copy_and_report, first_or_refuse, options_from
-from ferry.cli.shared.filter_options import filters_from
-from ferry.cli.shared.ranges import bandwidth_limit, check_count, memory_limit
+from ferry.cli.commands.copy_command import copy_and_report, copy_choices, first_or_refuse
+from ferry.cli.shared.clients import ClientMaker, copy_pool_size
 from ferry.cli.shared.sides import check_local_source, endpoints
 from ferry.engine.files.downloads import Downloader
 from ferry.engine.files.uploads import Uploader
 from ferry.engine.run.bandwidth import Bandwidth
-from ferry.engine.strategies.copier import Copier, client_pool_size
+from ferry.engine.strategies.copier import Copier
 from ferry.errors import ConfigError
-from ferry.filters import Filters, is_ferrys_own, marks_prefixes, split_pattern
+from ferry.filters import Filters, marks_prefixes, split_pattern
 from ferry.jobspec import JobOptions, as_folder
 from ferry.local.files import LocalFile, admits_file, local_files, one_file, walk
 from ferry.local.paths import LocalTarget, is_local, name_max, target_for
 from ferry.models import SourceObject, Target
 from ferry.s3.clients import make_client
-from ferry.s3.lean_s3 import LEAN_ENV
-from ferry.s3.listing import S3Url, check_bucket, list_objects, parse_s3_url, single_object, wildcard_source
+from ferry.s3.listing import (
+    Prefix,
+    S3Url,
+    admitted_under,
+    landing_key,
+    object_or_prefix,
+    parse_s3_url,
+    wildcard_source,
+)
 
 # Options that mean nothing for one direction: refused in one line, not silently ignored.
 _UPLOAD_REFUSES = {
@@ -69,16 +75,17 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
         raise ConfigError(
             f"SRC {args.src!r} and DST {args.dst!r} are both local paths: one side must be s3://bucket/prefix"
         )
-    options, filters, pool, copier_options = local_setup(args, upload)
+    setup = local_setup(args, upload)
+    options, filters = setup.options, setup.filters
     source, destination = endpoints(args)
+    maker = ClientMaker(make_client, setup.pool)
 
     copier: Copier
     if upload:
         path, filters = local_source(args.src, filters)
         folder = check_local_source(path)
         dst = parse_s3_url(args.dst, "DST")
-        client = make_client(destination, pool)
-        check_bucket(client, dst.bucket, "destination")
+        client = maker.checked(destination, dst.bucket, "destination")
         pairs = matched_files(
             upload_pairs(path, folder, dst, filters, args.follow_symlinks), args.src, path, filters
         )
@@ -87,12 +94,11 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
             options.policy,
             follow_symlinks=args.follow_symlinks,
             dest_client=client,
-            **copier_options,
+            **setup.copier_options,
         )
     else:
         src = parse_s3_url(args.src, "SRC")
-        client = make_client(source, pool)
-        check_bucket(client, src.bucket, "source")
+        client = maker.checked(source, src.bucket, "source")
         src, filters = wildcard_source(client, src, filters)
         marks = marks_prefixes(options.policy.marks_prefix)
         pairs = first_or_refuse(
@@ -103,31 +109,34 @@ def run_local_copy(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
             lambda relaxed: next(_download_pairs(client, src, args.dst, relaxed, marks), None) is not None,
             options.policy.marks_prefix,
         )
-        copier = Downloader(source, options.policy, source_client=client, **copier_options)
+        copier = Downloader(source, options.policy, source_client=client, **setup.copier_options)
     # (no byte hook: as before)
     return copy_and_report(args, lambda _: copier, pairs, stdout, stderr, names=filters.keys)
 
 
-def local_setup(args: argparse.Namespace, upload: bool) -> tuple[JobOptions, Filters, int, dict[str, Any]]:
+@dataclass(frozen=True)
+class LocalSetup:
     """What a copy with a local side checks and derives from its options, for copy and sync
-    alike: the job options, the filters, the client pool's size and the copier's options."""
+    alike: the job options, the filters, the client's pool size and the copier's options."""
+
+    options: JobOptions
+    filters: Filters
+    pool: int
+    copier_options: dict[str, Any]
+
+
+def local_setup(args: argparse.Namespace, upload: bool) -> LocalSetup:
+    """The options a local side refuses refused, then what every copy reads (copy_choices)."""
     refuse_options(args, upload)
-    options = options_from(args)
-    filters = filters_from(args, options.include, options.exclude)
-    check_count(args.concurrency, "--concurrency")
-    check_count(args.part_concurrency, "--part-concurrency")
-    memory = memory_limit(args.memory_limit)
-    limit = bandwidth_limit(args.bwlimit)
-    if args.no_lean_requests:
-        os.environ[LEAN_ENV] = "0"  # for every client this process makes
-    pool = client_pool_size(args.concurrency, args.part_concurrency)
+    chosen = copy_choices(args)
+    pool = copy_pool_size(args)
     copier_options: dict[str, Any] = {
         "concurrency": args.concurrency,
         "part_concurrency": args.part_concurrency,
-        "memory_limit": memory,
-        "bandwidth": Bandwidth(limit) if limit else None,
+        "memory_limit": chosen.memory,
+        "bandwidth": Bandwidth(chosen.bandwidth) if chosen.bandwidth else None,
     }
-    return options, filters, pool, copier_options
+    return LocalSetup(chosen.options, chosen.filters, pool, copier_options)
 
 
 def refuse_options(args: argparse.Namespace, upload: bool) -> None:
@@ -190,8 +199,7 @@ def upload_pairs(
     name = os.path.basename(path)
     file = one_file(path, name)
     if admits_file(filters, file):
-        key = dst.key + name if not dst.key or dst.key.endswith("/") else dst.key
-        yield file, Target(dst.bucket, key)
+        yield file, Target(dst.bucket, landing_key(dst.key, name))
 
 
 # -- downloads ----------------------------------------------------------------------------------
@@ -204,31 +212,27 @@ def _download_pairs(
     objects land under the folder DST with their keys relative to the prefix. The local side
     is checked here, before the first pair is asked for. Ferry's own upload marks (`marks`)
     are never objects: none is downloaded."""
-    single = single_object(client, src)
-    if single is not None and is_ferrys_own(src.key, marks):
+    source = object_or_prefix(client, src, filters, marks)
+    if isinstance(source, Prefix):
+        check_local_folder(dst, dst)
+        return listed_pairs(client, src, dst, filters, name_max(dst), marks)
+    if source.own:
         return iter([])
-    if single is not None:
-        name = src.key.rsplit("/", 1)[-1]
-        if dst.endswith(("/", os.sep)) or os.path.isdir(dst):
-            root, relative = dst, name
-        else:
-            root, relative = os.path.dirname(dst) or ".", os.path.basename(dst)
-        check_local_folder(root, dst)
-        pairs = [(SourceObject(src.bucket, src.key), target_for(root, relative, None, name_max(root)))]
-        return iter(pairs if filters.admits(name, single.size, single.last_modified) else [])
-    check_local_folder(dst, dst)
-    return listed_pairs(client, src, dst, filters, name_max(dst), marks)
+    if dst.endswith(("/", os.sep)) or os.path.isdir(dst):
+        root, relative = dst, source.name
+    else:
+        root, relative = os.path.dirname(dst) or ".", os.path.basename(dst)
+    check_local_folder(root, dst)
+    pairs = [(SourceObject(src.bucket, src.key), target_for(root, relative, None, name_max(root)))]
+    return iter(pairs if source.admitted else [])
 
 
 def listed_pairs(
     client: Any, src: S3Url, dst: str, filters: Filters, longest: int, marks: tuple[str, ...]
 ) -> Iterator[tuple[SourceObject, LocalTarget]]:
     """Each object under SRC's prefix the filters take, and the file it becomes under `dst`."""
-    prefix = as_folder(src.key)
-    for obj in list_objects(client, src.bucket, filters.listing_prefix(prefix)):
-        relative = obj.key[len(prefix) :]
-        if not is_ferrys_own(obj.key, marks) and filters.admits(relative, obj.size, obj.last_modified):
-            yield obj, target_for(dst, relative, obj.size, longest)
+    for obj, relative in admitted_under(client, src, filters, marks):
+        yield obj, target_for(dst, relative, obj.size, longest)
 
 
 def check_local_folder(folder: str, dst: str) -> None:

@@ -21,6 +21,7 @@ from typing import IO, Any
 
 from ferry.cli.commands.copy_command import copy_and_report, first_or_refuse
 from ferry.cli.commands.local_copy import (
+    LocalSetup,
     check_local_folder,
     listed_pairs,
     local_setup,
@@ -29,6 +30,7 @@ from ferry.cli.commands.local_copy import (
     upload_pairs,
 )
 from ferry.cli.commands.sync_command import SyncDeletes, check_delete_options
+from ferry.cli.shared.clients import ClientMaker
 from ferry.cli.shared.sides import check_local_source, endpoints
 from ferry.engine.compare.local_prune import delete_local_extras
 from ferry.engine.compare.local_side import LocalSide
@@ -39,10 +41,10 @@ from ferry.engine.files.uploads import Uploader
 from ferry.engine.strategies.copier import Copier
 from ferry.errors import ConfigError
 from ferry.filters import Filters, is_ferrys_own, marks_prefixes
-from ferry.jobspec import JobOptions, as_folder
+from ferry.jobspec import as_folder
 from ferry.local.paths import is_local, name_max
 from ferry.s3.clients import make_client
-from ferry.s3.listing import check_bucket, parse_s3_url, wildcard_source
+from ferry.s3.listing import parse_s3_url, wildcard_source
 
 
 def run_local_sync(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
@@ -54,35 +56,26 @@ def run_local_sync(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -
             "an S3 prefix in step (one side must be s3://bucket/prefix)"
         )
     check_delete_options(args)
-    options, filters, pool, copier_options = local_setup(args, upload)
+    setup = local_setup(args, upload)
     deletes = SyncDeletes(args, stderr if args.json else stdout)
-    if upload:
-        copier, pairs = _up(args, options, filters, deletes, pool, copier_options)
-    else:
-        copier, pairs = _down(args, options, filters, deletes, pool, copier_options)
+    copier, pairs = (_up if upload else _down)(args, setup, deletes)
     return copy_and_report(
-        args, lambda _: copier, pairs, stdout, stderr, extension=deletes, names=filters.keys
+        args, lambda _: copier, pairs, stdout, stderr, extension=deletes, names=setup.filters.keys
     )
 
 
-def _up(
-    args: argparse.Namespace,
-    options: JobOptions,
-    filters: Filters,
-    deletes: SyncDeletes,
-    pool: int,
-    copier_options: dict[str, Any],
-) -> tuple[Copier, Iterator[Any]]:
+def _up(args: argparse.Namespace, setup: LocalSetup, deletes: SyncDeletes) -> tuple[Copier, Iterator[Any]]:
     """A folder to a prefix. Files whose key would fall among Ferry's upload marks are no
     files of the sync (as the marks are no objects of the prefix)."""
-    path, filters = local_source(args.src, filters)
+    options = setup.options
+    path, filters = local_source(args.src, setup.filters)
     if not check_local_source(path):
         raise ConfigError(
             f"SRC {args.src!r} is a file: ferry sync keeps a folder in step; use ferry copy for one file"
         )
     dst = parse_s3_url(args.dst, "DST")
-    client = make_client(endpoints(args)[1], pool)
-    check_bucket(client, dst.bucket, "destination")
+    destination_endpoint = endpoints(args)[1]
+    client = ClientMaker(make_client, setup.pool).checked(destination_endpoint, dst.bucket, "destination")
     prefix, marks = as_folder(dst.key), marks_prefixes(options.policy.marks_prefix)
 
     def own(relative: str) -> bool:
@@ -100,25 +93,22 @@ def _up(
     listed = (pair for pair in upload_pairs(path, True, dst, filters, follow) if not own(pair[0].key))
     pairs = matched_files(listed, args.src, path, filters)
     copier = Uploader(
-        endpoints(args)[1], options.policy, follow_symlinks=follow, dest_client=client, **copier_options
+        destination_endpoint,
+        options.policy,
+        follow_symlinks=follow,
+        dest_client=client,
+        **setup.copier_options,
     )
     return copier, pairs
 
 
-def _down(
-    args: argparse.Namespace,
-    options: JobOptions,
-    filters: Filters,
-    deletes: SyncDeletes,
-    pool: int,
-    copier_options: dict[str, Any],
-) -> tuple[Copier, Iterator[Any]]:
+def _down(args: argparse.Namespace, setup: LocalSetup, deletes: SyncDeletes) -> tuple[Copier, Iterator[Any]]:
     """A prefix to a folder (made if missing). The prefix's upload marks are not downloaded."""
+    options = setup.options
     src = parse_s3_url(args.src, "SRC")
     source_endpoint = endpoints(args)[0]
-    client = make_client(source_endpoint, pool)
-    check_bucket(client, src.bucket, "source")
-    src, filters = wildcard_source(client, src, filters)
+    client = ClientMaker(make_client, setup.pool).checked(source_endpoint, src.bucket, "source")
+    src, filters = wildcard_source(client, src, setup.filters)
     check_local_folder(args.dst, args.dst)
     marks = marks_prefixes(options.policy.marks_prefix)
     source = S3Side.of(client, src.bucket, src.key, "source", filters, options.policy.marks_prefix)
@@ -142,4 +132,5 @@ def _down(
     )
     deletes.marks = marks
     deletes.plan(source, destination, remove)
-    return Downloader(source_endpoint, options.policy, source_client=client, **copier_options), pairs
+    copier = Downloader(source_endpoint, options.policy, source_client=client, **setup.copier_options)
+    return copier, pairs

@@ -25,6 +25,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.shared.arguments import add_run_parser
+from ferry.cli.shared.clients import ClientMaker
 from ferry.cli.shared.parsing import EXIT_FAILED, EXIT_OK, EXIT_PENDING, Parser, job_id_of, read_json_file
 from ferry.cli.shared.progress import Progress
 from ferry.cli.shared.ranges import check_kms_region, memory_limit
@@ -82,15 +83,16 @@ def run_run(args: argparse.Namespace, stdout: IO[str], stderr: IO[str]) -> int:
     show = not args.quiet and stderr.isatty()
     summary = Summary()
     with Progress(stderr, enabled=show) as progress:
+        clients = ClientMaker(make_client).sides(source, destination, share=False)
         services = Services(
-            s3=make_client(source),
+            s3=clients.source,
             dynamodb=ledger.client if isinstance(ledger, DynamoLedger) else None,
             settings=settings,
             source=source,
             destination=destination,
             ledger_store=ledger,
             report_store=reports,
-            destination_s3=make_client(destination),
+            destination_s3=clients.dest,
             on_result=progress.add,
             on_part=progress.part_done if progress.enabled else None,
             reads_any_region=True,

@@ -24,8 +24,8 @@ from typing import IO
 from botocore.exceptions import BotoCoreError, ClientError
 
 from ferry.cli.commands.copy_command import delete_line, matched_pairs, run_copy
-from ferry.cli.shared.copy_extension import CopySides, Pair
-from ferry.cli.shared.report import ReportWriter, Summary
+from ferry.cli.shared.copy_extension import CopyEnd, CopySides, Pair
+from ferry.cli.shared.report import Summary
 from ferry.counts import plural
 from ferry.engine.compare.prune import DeleteResult, Extra, delete_extras, find_extras
 from ferry.engine.compare.side_listing import S3Side, Side
@@ -121,29 +121,22 @@ class SyncDeletes:
     def copy(self, copier: Copier, pairs: Iterator[Pair], on_result: Callable[[CopyResult], None]) -> None:
         copier.copy_batch(pairs, on_result=on_result, collect=False)
 
-    def after_copy(
-        self,
-        summary: Summary,
-        report: ReportWriter | None,
-        failures: list[CopyResult],
-        stopped: str | None,
-        say: Callable[[str], None] | None = None,
-    ) -> str | None:
+    def after_copy(self, end: CopyEnd) -> str | None:
         if not self.args.delete:
             return None
-        summary.deleting = True
+        end.summary.deleting = True
         if self.args.dry_run:
             results = [DeleteResult(e.bucket, e.key, "pending", WOULD_DELETE) for e in self.extras]
             for extra in self.extras:
                 self.out.write(f"would delete: {extra.url}\n")
-            self._record(results, summary, report, failures, say)
+            self._record(results, end)
             return None
-        unfinished = self._unfinished(summary, stopped)
+        unfinished = self._unfinished(end.summary, end.stopped)
         if unfinished:
             held = [
                 DeleteResult(e.bucket, e.key, "skipped", f"not deleted: {unfinished}") for e in self.extras
             ]
-            self._record(held, summary, report, failures, say)
+            self._record(held, end)
             return (
                 f"deleted nothing ({plural(len(self.extras), 'object')} kept): {unfinished}"
                 if self.extras
@@ -151,7 +144,7 @@ class SyncDeletes:
             )
         assert self.remove is not None or not self.extras
         results = self.remove(self.extras) if self.remove and self.extras else []
-        self._record(results, summary, report, failures, say)
+        self._record(results, end)
         return None
 
     @staticmethod
@@ -164,22 +157,18 @@ class SyncDeletes:
         return None
 
     @staticmethod
-    def _record(
-        results: list[DeleteResult],
-        summary: Summary,
-        report: ReportWriter | None,
-        failures: list[CopyResult],
-        say: Callable[[str], None] | None,
-    ) -> None:
+    def _record(results: list[DeleteResult], end: CopyEnd) -> None:
+        """Each delete counted in the summary, written to the report, said with `-v`, and a
+        failed one among the failures named at the end."""
         for result in results:
-            summary.add_delete(result.status, result.reason)
-            if report:
-                report.write_record(result.to_dict())
-            line = delete_line(result) if say else None
-            if say and line:
-                say(line)
-            if result.status == Status.FAILED and len(failures) < 20:
-                failures.append(
+            end.summary.add_delete(result.status, result.reason)
+            if end.report:
+                end.report.write_record(result.to_dict())
+            line = delete_line(result) if end.say else None
+            if end.say and line:
+                end.say(line)
+            if result.status == Status.FAILED and len(end.failures) < 20:
+                end.failures.append(
                     CopyResult(
                         result.key, result.key, Status.FAILED, result.reason, source_bucket=result.bucket
                     )

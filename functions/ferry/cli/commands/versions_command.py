@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 from ferry.cli.commands.copy_command import compare_choices, first_or_refuse, run_copy
-from ferry.cli.shared.copy_extension import CopySides, Pair
-from ferry.cli.shared.report import ReportWriter, Summary
+from ferry.cli.shared.copy_extension import CopyEnd, CopySides, Pair
 from ferry.engine.compare.side_listing import side_by_side
 from ferry.engine.strategies.copier import Copier
 from ferry.engine.versions.version_copy import KEYS_AT_ONCE, copy_history
@@ -28,7 +27,7 @@ from ferry.errors import ConfigError
 from ferry.filters import is_ferrys_own, marks_prefixes
 from ferry.jobspec import as_folder
 from ferry.models import CopyResult, Target
-from ferry.s3.listing import object_target_key, single_object
+from ferry.s3.listing import OneObject, object_or_prefix
 from ferry.s3.version_listing import History, Wording, check_versioning, histories, key_history
 
 
@@ -130,14 +129,7 @@ class AllVersions:
                     for result in future.result():
                         on_result(result)
 
-    def after_copy(
-        self,
-        summary: Summary,
-        report: ReportWriter | None,
-        failures: list[CopyResult],
-        stopped: str | None,
-        say: Callable[[str], None] | None = None,
-    ) -> str | None:
+    def after_copy(self, end: CopyEnd) -> str | None:
         return None
 
     def _plan(self) -> Iterator[tuple[History, History, Target]]:
@@ -145,18 +137,17 @@ class AllVersions:
         sides = self.sides
         assert sides is not None
         src, dst = sides.src, sides.dst
-        single = single_object(sides.source_client, src)
-        if single is not None:
-            name = src.key.rsplit("/", 1)[-1]
-            target_key = object_target_key(src, dst)
-            if sides.filters.admits_key(name):
+        source = object_or_prefix(sides.source_client, src, sides.filters)
+        if isinstance(source, OneObject):
+            target_key = source.key_in(dst.key)
+            if source.admitted:
                 yield (
                     key_history(sides.source_client, src.bucket, src.key),
                     key_history(sides.dest_client, dst.bucket, target_key, side="destination"),
                     Target(dst.bucket, target_key),
                 )
             return
-        prefix, dest_prefix = as_folder(src.key), as_folder(dst.key)
+        prefix, dest_prefix = source.folder, as_folder(dst.key)
         marks = marks_prefixes(sides.options.policy.marks_prefix)
         ours = self._relative(sides.source_client, src.bucket, prefix, "source", marks)
         theirs = self._relative(sides.dest_client, dst.bucket, dest_prefix, "destination", marks)

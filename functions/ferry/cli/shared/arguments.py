@@ -20,6 +20,18 @@ from ferry.models import CHECKSUM_ALGORITHMS, DEFAULT_MARKS_PREFIX, Compare
 # Said under every command that takes a size (its --help's last line): one rule for all.
 SIZES = f"Sizes (SIZE): {SIZE_RULE}."
 COMPARES = [compare.value for compare in Compare]
+OBJECTS_REPORT = "JSON Lines report: one line per object, then a summary"  # copy's and run's --report
+
+
+# SRC as `ferry copy` takes it (one file too), and as `ferry sync` does (folders only).
+_COPY_SRC = (
+    "s3://bucket/prefix, or a local file or folder to upload; * and ? are wildcards "
+    "('s3://bucket/logs/*.gz': the keys that match, landing in DST by their path below logs/)"
+)
+_SYNC_SRC = (
+    "s3://bucket/prefix, or a local folder to upload; * and ? are wildcards "
+    "(DST's keys are weighed against the same pattern)"
+)
 
 
 def add_copy_parser(
@@ -33,22 +45,8 @@ def add_copy_parser(
     """`ferry copy`'s arguments, under the root parser's subcommands (`ferry sync` takes the
     same, under its own name, with folders rather than single files: `local=False`)."""
     copy = commands.add_parser(name, help=help, description=description, epilog=SIZES)
-    if local:
-        copy.add_argument(
-            "src",
-            metavar="SRC",
-            help="s3://bucket/prefix, or a local file or folder to upload; * and ? are wildcards "
-            "('s3://bucket/logs/*.gz': the keys that match, landing in DST by their path below logs/)",
-        )
-        copy.add_argument("dst", metavar="DST", help="s3://bucket/prefix, or a local folder to download into")
-    else:
-        copy.add_argument(
-            "src",
-            metavar="SRC",
-            help="s3://bucket/prefix, or a local folder to upload; * and ? are wildcards "
-            "(DST's keys are weighed against the same pattern)",
-        )
-        copy.add_argument("dst", metavar="DST", help="s3://bucket/prefix, or a local folder to download into")
+    copy.add_argument("src", metavar="SRC", help=_COPY_SRC if local else _SYNC_SRC)
+    copy.add_argument("dst", metavar="DST", help="s3://bucket/prefix, or a local folder to download into")
     where = copy.add_argument_group("endpoints and credentials")
     where.add_argument(
         "--endpoint-url",
@@ -151,9 +149,7 @@ def add_copy_parser(
     attrs.add_argument("--kms-key-id", help="encrypt the destination with this KMS key")
     out = copy.add_argument_group("output")
     out.add_argument("--dry-run", action="store_true", help="list and compare; copy nothing")
-    out.add_argument(
-        "--report", metavar="FILE", help="JSON Lines report: one line per object, then a summary"
-    )
+    out.add_argument("--report", metavar="FILE", help=OBJECTS_REPORT)
     out.add_argument(
         "--report-html",
         metavar="FILE",
@@ -300,15 +296,15 @@ def add_run_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentPar
     )
     add_memory_limit_argument(how)
     out = run.add_argument_group("output")
-    out.add_argument(
-        "--report", metavar="FILE", help="JSON Lines report: one line per object, then a summary"
-    )
+    out.add_argument("--report", metavar="FILE", help=OBJECTS_REPORT)
     out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     out.add_argument("--quiet", action="store_true", help="no progress bar")
     return run
 
 
 def add_estimate_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """`ferry estimate`'s arguments: what to estimate, how the job would copy, the pipeline and
+    the account it runs in, the endpoint SRC is listed from, and the output."""
     parser = commands.add_parser(
         "estimate",
         help="predict a pipeline job's cost and duration",
@@ -317,6 +313,14 @@ def add_estimate_parser(commands: argparse._SubParsersAction) -> argparse.Argume
         "Replication.",
         epilog=SIZES,
     )
+    _add_estimated_work(parser)
+    _add_estimated_copy(parser)
+    _add_estimated_pipeline(parser)
+    return parser
+
+
+def _add_estimated_work(parser: argparse.ArgumentParser) -> None:
+    """What is estimated: a listing of SRC or of a job spec's source, or numbers given."""
     parser.add_argument(
         "src", metavar="SRC", nargs="?", help="s3://bucket/prefix to list (real sizes and classes)"
     )
@@ -333,6 +337,10 @@ def add_estimate_parser(commands: argparse._SubParsersAction) -> argparse.Argume
         default="STANDARD",
         help="the objects' class (without SRC; default %(default)s)",
     )
+
+
+def _add_estimated_copy(parser: argparse.ArgumentParser) -> None:
+    """How the job would copy, and what the sources are assumed to be."""
     parser.add_argument(
         "--mode", choices=["auto", "server-side", "stream"], help="(default: the spec's mode, else auto)"
     )
@@ -357,6 +365,11 @@ def add_estimate_parser(commands: argparse._SubParsersAction) -> argparse.Argume
         help="the sources carry full-object CRCs (written since S3's default CRC64NVME); "
         "default: MD5 ETags only (older objects). A listing reads it per object where S3 lists it",
     )
+
+
+def _add_estimated_pipeline(parser: argparse.ArgumentParser) -> None:
+    """The pipeline's settings and the account's quota, where SRC is listed from, the daily
+    rate the limits are weighed at, and the output (in the order --help shows them)."""
     parser.add_argument(
         "--settings", metavar="CDK_JSON", help="read batch sizes and concurrency from this cdk.json"
     )
@@ -382,7 +395,6 @@ def add_estimate_parser(commands: argparse._SubParsersAction) -> argparse.Argume
     )
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bar while listing")
-    return parser
 
 
 def add_policy_parser(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:

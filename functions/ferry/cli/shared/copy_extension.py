@@ -1,6 +1,7 @@
 """How a command built on `ferry copy` adds its own work around the copy (`ferry sync`'s
 deletes, `ferry copy --all-versions`' histories): `run_copy` calls an extension at five points, and does everything else as for a
-plain copy (checks, clients, reports, progress, summary, exit code)."""
+plain copy (checks, clients, reports, progress, summary, exit code); after the copies it hands
+over where they ended (`CopyEnd`)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,19 @@ class CopySides:
     filters: Filters
 
 
+@dataclass(frozen=True)
+class CopyEnd:
+    """Where the copies ended, for an extension's own work after them: the summary to count its
+    work in, the report to write it to, the first failures (its own are added there), why the
+    run stopped (None: it went to the end) and, with `-v`, where each of its objects' lines go."""
+
+    summary: Summary
+    report: ReportWriter | None
+    failures: list[CopyResult]
+    stopped: str | None
+    say: Callable[[str], None] | None = None
+
+
 class CopyExtension(Protocol):
     """What a command built on `ferry copy` adds around its copy (`ferry sync`'s deletes)."""
 
@@ -45,14 +59,7 @@ class CopyExtension(Protocol):
     def copy(self, copier: Copier, pairs: Iterator[Pair], on_result: Callable[[CopyResult], None]) -> None:
         """The copy itself (a plain copy: `copier.copy_batch`); every result to `on_result`."""
 
-    def after_copy(
-        self,
-        summary: Summary,
-        report: ReportWriter | None,
-        failures: list[CopyResult],
-        stopped: str | None,
-        say: Callable[[str], None] | None = None,
-    ) -> str | None:
-        """After the copies: its own work, counted in `summary` (and with `-v`, each of its
-        objects' line given to `say`); a sentence for stderr if it could not do it (the command
-        then exits 2)."""
+    def after_copy(self, end: CopyEnd) -> str | None:
+        """After the copies: its own work, counted in `end.summary` (and with `-v`, each of its
+        objects' line given to `end.say`); a sentence for stderr if it could not do it (the
+        command then exits 2)."""
