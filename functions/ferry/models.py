@@ -67,6 +67,21 @@ def check_endpoint_url(url: str) -> str:
     return url
 
 
+def check_server_side_reach(
+    mode: Mode, source: Endpoint, destination: Endpoint, field: str = "--mode"
+) -> None:
+    """A server copies server-side only from itself: CopyObject sent to the destination's
+    endpoint names a bucket there, so a source on another endpoint is never read (at best
+    "no such bucket", at worst that server's own bucket of the same name). Refused where the
+    copy is asked for (`field`: the option or the spec's field), before anything is written."""
+    if mode == Mode.SERVER_SIDE and source.endpoint_url != destination.endpoint_url:
+        raise ConfigError(
+            f"{field} server-side needs one endpoint for both sides, but the source is at "
+            f"{source.endpoint_url or 'AWS'} and the destination at {destination.endpoint_url or 'AWS'}: "
+            f"use {field} stream (or auto, which streams between endpoints)"
+        )
+
+
 @dataclass(frozen=True)
 class Endpoint:
     """How to reach one side of a copy: each side can be another account, region or service."""

@@ -305,6 +305,31 @@ def test_a_job_between_two_endpoints_checks_and_writes_the_destination_on_its_ow
     assert motoserver.client.get_object(Bucket=dst, Key="q/a.txt")["Body"].read() == b"from versitygw"
 
 
+def test_a_server_side_job_between_two_endpoints_is_refused_before_it_is_recorded(
+    versitygw: S3Server, motoserver: S3Server, tmp_path: Path
+) -> None:
+    """A server copies server-side only from itself: a job with options.mode server-side
+    between two endpoints could copy nothing, and is refused in one line by Prepare, before
+    the job is recorded (its id stays free), as `ferry copy --mode server-side` refuses it."""
+    src, dst = versitygw.bucket("src"), motoserver.bucket("dst")
+    versitygw.client.put_object(Bucket=src, Key="p/a.txt", Body=b"from versitygw")
+    job = {"job_id": "across", "source": {"bucket": src, "prefix": "p/"}, "destination": {"bucket": dst}}
+    sides = ["--source-endpoint-url", versitygw.url, "--dest-endpoint-url", motoserver.url]
+    ledger = ["--ledger", str(tmp_path / "l.sqlite"), "--report-dir", str(tmp_path / "reports")]
+
+    run = ferry("run", write_spec(tmp_path, {**job, "options": {"mode": "server-side"}}), *sides, *ledger)
+
+    assert (run.returncode, run.stdout) == (1, ""), run.stdout + run.stderr
+    assert run.stderr == (
+        f"ferry: error: options.mode server-side needs one endpoint for both sides, but the source is at "
+        f"{versitygw.url} and the destination at {motoserver.url}: use options.mode stream "
+        "(or auto, which streams between endpoints)\n"
+    )
+    assert not (tmp_path / "reports" / "jobs" / "across").exists()
+    streamed = ferry("run", write_spec(tmp_path, {**job, "options": {"mode": "auto"}}), *sides, *ledger)
+    assert streamed.returncode == 0, streamed.stderr
+
+
 def test_a_source_bucket_in_another_region_is_read_here_as_ferry_copy_reads_it(
     motoserver: S3Server, tmp_path: Path
 ) -> None:

@@ -20,6 +20,7 @@ from ferry.counts import plural
 from ferry.errors import ConfigError, describe, error_code, explain_bare
 from ferry.filters import Filters
 from ferry.jobspec import JobSpec, SpecError, parse_job_spec, validate_job_spec
+from ferry.models import check_server_side_reach
 from ferry.pipeline.abandoned_uploads import abort_abandoned_uploads
 from ferry.pipeline.count_check import (
     CountCheck,
@@ -64,6 +65,7 @@ def prepare(
     the account's Lambda concurrency, to which the Map's MaxConcurrency is lowered
     (`concurrency_cap`); none on a machine, where no Lambda runs."""
     spec = validate_job_spec(event.get("spec"), default_job_id=event.get("execution_name"))
+    check_server_side_reach_of(spec, services)
     check_reader_region(spec, services)
     check_access(spec, services, empty_source_ok=is_scheduled_fire(event))
     if spec.manifest:  # read through once, so a manifest the ItemReader would choke on is refused now
@@ -108,6 +110,13 @@ def job_input(spec: JobSpec, services: Services) -> dict[str, Any]:
     else:
         job["listing"] = {"bucket": spec.source_bucket, "prefix": spec.source_prefix}
     return job
+
+
+def check_server_side_reach_of(spec: JobSpec, services: Services) -> None:
+    """options.mode server-side between two endpoints: every batch would fail on it."""
+    source = services.endpoint("source", spec.source_bucket or "", spec.source_prefix)
+    destination = services.endpoint("destination", spec.destination_bucket, spec.destination_prefix)
+    check_server_side_reach(spec.options.policy.mode, source, destination, "options.mode")
 
 
 def check_reader_region(spec: JobSpec, services: Services) -> None:

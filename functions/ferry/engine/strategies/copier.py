@@ -30,7 +30,7 @@ from ferry.engine.run.outcome import WOULD_COPY, Outcome
 from ferry.engine.strategies.archive import archived_outcome
 from ferry.engine.strategies.server_side import ServerSideRefusedObject, server_side_copy
 from ferry.engine.strategies.streaming import single_put_limit, stream_copy
-from ferry.errors import ConfigError, CopySourceDenied, FerryError, ListingWasStale
+from ferry.errors import CopySourceDenied, FerryError, ListingWasStale
 from ferry.limits import (
     DEFAULT_COPY_PART_SIZE,
     DEFAULT_MEMORY_LIMIT,
@@ -43,7 +43,16 @@ from ferry.limits import (
     choose_part_size,
     format_size,
 )
-from ferry.models import CopyPolicy, CopyResult, Endpoint, Mode, SourceObject, Status, Target
+from ferry.models import (
+    CopyPolicy,
+    CopyResult,
+    Endpoint,
+    Mode,
+    SourceObject,
+    Status,
+    Target,
+    check_server_side_reach,
+)
 from ferry.s3.clients import make_client
 
 log = logging.getLogger(__name__)
@@ -118,7 +127,7 @@ class Copier:
                 f"single_request_rate must be positive bytes per second, not {single_request_rate}"
             )
         self.policy = policy or CopyPolicy()
-        _check_server_side_reach(self.policy, source, destination)
+        check_server_side_reach(self.policy.mode, source, destination)
         self.single_request_rate = single_request_rate
         self.concurrency = concurrency
         self.part_concurrency = part_concurrency or default_part_concurrency()
@@ -503,18 +512,6 @@ class _WindowReader:
         if self.index is not None and window.pairs and not past_deadline:
             window.known = self.index.window([target for _, target in window.pairs])
         return window
-
-
-def _check_server_side_reach(policy: CopyPolicy, source: Endpoint, destination: Endpoint) -> None:
-    """A server copies server-side only from itself: CopyObject sent to the destination's
-    endpoint names a bucket there, so a source on another endpoint is never read (at best
-    "no such bucket", at worst that server's own bucket of the same name)."""
-    if policy.mode == Mode.SERVER_SIDE and source.endpoint_url != destination.endpoint_url:
-        raise ConfigError(
-            f"--mode server-side needs one endpoint for both sides, but the source is at "
-            f"{source.endpoint_url or 'AWS'} and the destination at {destination.endpoint_url or 'AWS'}: "
-            "use --mode stream (or auto, which streams between endpoints)"
-        )
 
 
 def _seconds_needed(request_bytes: int, rate: int) -> float:
