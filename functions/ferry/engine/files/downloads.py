@@ -30,11 +30,11 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any
 
 from ferry.engine.compare.dest_listing import DestinationIndex, Listed
 from ferry.engine.compare.skip import EXISTS, SAME_SIZE
+from ferry.engine.parts.runner import Failures, run_parts
 from ferry.engine.proofs import checksums
 from ferry.engine.proofs.local_proof import CHUNK, Proof, compute, proof_for, unprovable
 from ferry.engine.proofs.source import SourceInfo, confirm, from_listing, inspect
@@ -300,11 +300,10 @@ class Downloader(Copier):
     def _fetch_parts(
         self, info: SourceInfo, partial: PartialFile, parts: list[Part], proof: Proof, done: dict[int, str]
     ) -> None:
-        """Fetch `parts` in parallel on the engine's part threads, consecutive ones together in
-        runs of RANGE_BYTES (one GET each); each GET holds one chunk's bytes of the memory budget
-        while it runs. The first failure stops the rest."""
-        failures: list[BaseException] = []
-        futures: list[Future[None]] = []
+        """Fetch `parts` in parallel on the engine's part threads (runner.run_parts), consecutive
+        ones together in runs of RANGE_BYTES (one GET each); each GET holds one chunk's bytes of
+        the memory budget while it runs. The first failure stops the rest."""
+        failures = Failures()
         lock = threading.Lock()
         algorithm = proof.algorithm if proof.by_parts else None
 
@@ -313,34 +312,14 @@ class Downloader(Copier):
                 done[part.number] = value
             partial.add_to_record({"part": part.number, "value": value})
 
-        def fetch(run: list[Part], granted: int) -> None:
-            try:
-                self._fetch_run(info, partial, run, algorithm, failures, finished)
-            except BaseException as error:
-                failures.append(error)
-                raise
-            finally:
-                self.ctx.memory.release(granted)
-
-        try:
-            for run in runs_of(parts):
-                if failures:
-                    break
-                granted = min(run[-1].end - run[0].start, CHUNK)
-                self.ctx.memory.acquire(granted)
-                if failures:
-                    self.ctx.memory.release(granted)
-                    break
-                try:
-                    futures.append(self.ctx.part_executor.submit(fetch, run, granted))
-                except BaseException:
-                    self.ctx.memory.release(granted)
-                    raise
-        finally:
-            for future in futures:
-                future.exception()  # every part in flight ends before the file is closed
-        if failures:
-            raise failures[0]
+        run_parts(
+            runs_of(parts),
+            lambda run: self._fetch_run(info, partial, run, algorithm, failures, finished),
+            pool=self.ctx.part_executor,
+            gate=self.ctx.memory,
+            grant=lambda run: min(run[-1].end - run[0].start, CHUNK),
+            failures=failures,
+        )
 
     def _fetch_run(
         self,
@@ -348,7 +327,7 @@ class Downloader(Copier):
         partial: PartialFile,
         run: list[Part],
         algorithm: str | None,
-        failures: list[BaseException],
+        failures: Failures,
         finished: Callable[[Part, str], None],
     ) -> None:
         """One GET of consecutive parts into the file at their offsets, each part's value taken

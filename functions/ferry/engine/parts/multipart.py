@@ -15,13 +15,14 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from ferry.counts import plural
 from ferry.engine.parts.lost_replies import completed_already, create_upload
+from ferry.engine.parts.runner import Failures, Gate, root_cause, run_parts
 from ferry.engine.proofs.checksums import default_type
 from ferry.engine.proofs.source import SourceInfo
 from ferry.engine.proofs.verify import PartProof
@@ -42,14 +43,7 @@ from ferry.limits import Part
 from ferry.models import Target
 
 log = logging.getLogger(__name__)
-
-
-def _root_cause(failures: list[BaseException]) -> BaseException:
-    """The failure that started it, not a part that merely stopped because of it."""
-    for error in failures:
-        if not getattr(error, "is_cancellation", False):
-            return error
-    return failures[0]
+_root_cause = root_cause  # the failure an upload's parts raise: runner.root_cause
 
 
 def _store_error(error: BaseException) -> str:
@@ -58,11 +52,6 @@ def _store_error(error: BaseException) -> str:
         message = error.response.get("Error", {}).get("Message", "")  # type: ignore[attr-defined]
         return f"{error_code(error)}: {message}" if message else error_code(error)
     return f"{type(error).__name__}: {error}"
-
-
-class Gate(Protocol):
-    def acquire(self, n: int) -> None: ...
-    def release(self, n: int) -> None: ...
 
 
 PartWork = Callable[[Part, str], PartProof]
@@ -293,58 +282,37 @@ class MultipartUpload:
             self.store.delete(self.copy_id)
 
     def run(self, work: PartWork, executor: Executor, gate: Gate, deadline: float | None) -> bool:
-        """Copy the parts not done yet. True when all are done; False when the deadline came first.
+        """Copy the parts not done yet (runner.run_parts). True when all are done; False when
+        the deadline came first (a checkpoint saved).
 
         On any part failure the upload is aborted and its checkpoint dropped before raising.
         """
-        assert self.upload_id is not None
-        failure: list[BaseException] = []
-        futures: list[Future[PartProof]] = []
-        stopped = False
+        upload_id = self.upload_id
+        assert upload_id is not None
         lock = threading.Lock()
+        failures = Failures()
 
-        def run_one(part: Part) -> PartProof:
-            try:
-                proof = work(part, self.upload_id)  # type: ignore[arg-type]
-                with lock:
-                    self.done[part.number] = proof
-                if self.on_part:
-                    self.on_part(part.size)
-                return proof
-            except BaseException as error:
-                failure.append(error)
-                raise
-            finally:
-                gate.release(part.size)
+        def landed(part: Part, proof: PartProof) -> None:
+            with lock:
+                self.done[part.number] = proof
+            if self.on_part:
+                self.on_part(part.size)
 
-        for part in self.plan:
-            if part.number in self.done:
-                continue
-            if failure:
-                break
-            if due(deadline):
-                stopped = True
-                break
-            gate.acquire(part.size)
-            if failure:  # a part failed while this one waited for its slot
-                gate.release(part.size)
-                break
-            if due(deadline):  # the wait used up the time (or the run was interrupted)
-                gate.release(part.size)
-                stopped = True
-                break
-            try:
-                futures.append(executor.submit(run_one, part))
-            except BaseException as error:
-                gate.release(part.size)
-                failure.append(error)
-                break
-        for future in futures:
-            future.exception()  # wait for every part in flight, failed or not
-        if failure:
-            self.abort()
-            raise _root_cause(failure)
-        if stopped and len(self.done) < len(self.plan):
+        try:
+            finished = run_parts(
+                [part for part in self.plan if part.number not in self.done],
+                lambda part: work(part, upload_id),
+                pool=executor,
+                gate=gate,
+                on_done=landed,
+                stop=lambda: due(deadline),
+                failures=failures,
+            )
+        except BaseException:
+            if failures:
+                self.abort()
+            raise
+        if not finished and len(self.done) < len(self.plan):
             self.save_checkpoint()
             return False
         return True
