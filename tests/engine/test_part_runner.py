@@ -144,23 +144,37 @@ class WatchedPool(ThreadPoolExecutor):
         return _Watched(super().submit(fn, *args, **kwargs), self.waited)
 
 
-def test_every_part_started_ends_before_the_failure_is_raised() -> None:
-    ended: list[int] = []
+def part_one_fails_while_two_runs(error: BaseException, two: Callable[[], None]) -> Callable[[Part], None]:
+    """A part's work: part 1 fails once part 2 is running; part 2 (and any later part) runs `two`."""
     two_started = threading.Event()
 
     def do_part(part: Part) -> None:
         if part.number == 1:
             assert two_started.wait(GUARD)
-            raise CopyFailed("part 1 failed")
+            raise error
         two_started.set()
+        two()
+
+    return do_part
+
+
+def test_every_part_started_ends_before_the_failure_is_raised() -> None:
+    ended: list[int] = []
+
+    def two() -> None:
         assert watched.waited.wait(GUARD)  # still running until the runner waits for it
-        ended.append(part.number)
+        ended.append(2)
 
     with WatchedPool() as watched:
         gate = CountingGate(SlotGate(2))
         with pytest.raises(CopyFailed, match="part 1 failed"):
             try:
-                run_parts(plan(3), do_part, pool=watched, gate=gate)
+                run_parts(
+                    plan(3),
+                    part_one_fails_while_two_runs(CopyFailed("part 1 failed"), two),
+                    pool=watched,
+                    gate=gate,
+                )
             finally:
                 at_the_end = list(ended)
     assert at_the_end == [2]  # part 2, running when part 1 failed, had ended; part 3 never started
@@ -307,21 +321,23 @@ def test_a_running_part_sees_the_failure_and_ends_early(pool: Any) -> None:
     failures = Failures()
     part_one, part_two = plan(2)
     saw: list[bool] = []
-    two_started = threading.Event()
 
-    def do_part(part: Part) -> None:
-        if part.number == 1:
-            assert two_started.wait(GUARD)
-            raise CopyFailed("the source refused part 1")
-        two_started.set()
+    def two() -> None:
         gate.wait_released(part_one.size)  # part 1's failure is recorded before its bytes go back
         saw.append(bool(failures))
         if failures:
             raise CopyFailed("stopped: another part failed")
 
-    with pytest.raises(CopyFailed, match="the source refused part 1"):
-        run_parts([part_one, part_two], do_part, pool=pool, gate=gate, failures=failures)
-    assert saw == [True]
+    refused = CopyFailed("the source refused part 1")
+    with pytest.raises(CopyFailed) as raised:
+        run_parts(
+            [part_one, part_two],
+            part_one_fails_while_two_runs(refused, two),
+            pool=pool,
+            gate=gate,
+            failures=failures,
+        )
+    assert raised.value is refused and saw == [True]
 
 
 def test_a_part_that_cannot_be_submitted_fails_the_object_and_its_grant_comes_back() -> None:

@@ -1,8 +1,9 @@
-"""One multipart upload from start to finish, shared by server-side and streaming copies.
+"""One multipart upload from start to finish, shared by server-side and streaming copies and
+by uploads of files.
 
 It owns the upload's life: create it (or resume it from a checkpoint, or from the upload a
-crashed run left, found by its mark), run parts under a gate and a deadline, save a
-checkpoint when time runs out, complete it, or abort it. Each upload Ferry creates is marked
+crashed run left, found by its mark), run parts under a gate and a deadline (runner.py), save
+a checkpoint when time runs out, complete it, or abort it. Each upload Ferry creates is marked
 in the destination bucket (upload_marks.py) until it is completed or aborted, so a process
 killed mid-copy leaves an upload that the next run can find and finish. The mark goes by the
 version it was stored as, so a versioned bucket keeps no trace of it; a bucket that locks
@@ -38,9 +39,10 @@ from ferry.engine.records.upload_marks import (
 from ferry.engine.run.context import TransferContext
 from ferry.engine.run.deadlines import due, stopping
 from ferry.engine.run.degradations import is_not_implemented
-from ferry.errors import CopyFailed, describe, error_code, is_client_error
+from ferry.engine.run.outcome import Outcome
+from ferry.errors import CopyFailed, describe, describe_destination, error_code, is_client_error
 from ferry.limits import Part
-from ferry.models import Target
+from ferry.models import Status, Target
 
 log = logging.getLogger(__name__)
 _root_cause = root_cause  # the failure an upload's parts raise: runner.root_cause
@@ -317,6 +319,16 @@ class MultipartUpload:
             return False
         return True
 
+    def handed_over(self, strategy: str) -> Outcome:
+        """The copy stopped between its parts: pending, for a later call (or run) to finish."""
+        return Outcome(
+            Status.PENDING,
+            strategy,
+            reason=self.stopped_reason(),
+            parts_resumed=self.resumed_parts,
+            handed_over=True,
+        )
+
     def stopped_reason(self) -> str:
         """Why a copy stopped between its parts: its deadline (a checkpoint saved) or an
         interruption (the upload kept in the destination bucket for the next run)."""
@@ -388,13 +400,7 @@ class MultipartUpload:
                 return made
             self.abort()
             raise CopyFailed(
-                describe(
-                    error,
-                    side="destination",
-                    action="CompleteMultipartUpload",
-                    bucket=self.bucket,
-                    key=self.key,
-                )
+                describe_destination(error, "CompleteMultipartUpload", self.bucket, self.key)
             ) from error
         self._forget()
         return response
