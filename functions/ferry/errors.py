@@ -195,6 +195,11 @@ def describe(
     return f"{type(error).__name__} on {action} {where}: {error}"
 
 
+def describe_destination(error: BaseException, action: str, bucket: str, key: str) -> str:
+    """describe() of a destination's refusal to write one key: the words most writes fail in."""
+    return describe(error, side="destination", action=action, bucket=bucket, key=key)
+
+
 def is_access_denied(error: BaseException) -> bool:
     if not is_client_error(error):
         return False

@@ -16,7 +16,7 @@ from ferry.engine.compare.dest_listing import ABSENT, Listed
 from ferry.engine.proofs.checksums import from_response
 from ferry.engine.proofs.source import SourceInfo, read_tags
 from ferry.engine.proofs.verify import etag_proves
-from ferry.errors import CopyFailed, describe, error_code, is_access_denied
+from ferry.errors import CopyFailed, describe_destination, error_code, is_access_denied
 from ferry.models import Compare, CopyPolicy, Target
 from ferry.s3.listing import listed_entry
 
@@ -104,13 +104,7 @@ def head_destination(client: Any, target: Target) -> dict[str, Any] | None:
         if is_access_denied(error) and _listed_absent(client, target):
             return None
         raise CopyFailed(
-            describe(
-                error,
-                side="destination",
-                action="s3:GetObject (to compare)",
-                bucket=target.bucket,
-                key=target.key,
-            )
+            describe_destination(error, "s3:GetObject (to compare)", target.bucket, target.key)
             + "; or copy with --no-skip-existing"
         ) from error
 

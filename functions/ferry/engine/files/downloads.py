@@ -30,19 +30,19 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any
 
 from ferry.engine.compare.dest_listing import DestinationIndex, Listed
 from ferry.engine.compare.skip import EXISTS, SAME_SIZE
+from ferry.engine.parts.runner import Failures, run_parts
 from ferry.engine.proofs import checksums
 from ferry.engine.proofs.local_proof import CHUNK, Proof, compute, proof_for, unprovable
 from ferry.engine.proofs.source import SourceInfo, confirm, from_listing, inspect
 from ferry.engine.run.outcome import WOULD_COPY, Outcome
 from ferry.engine.strategies.archive import archived_outcome
-from ferry.engine.strategies.copier import Copier
+from ferry.engine.strategies.copier import Copier, local_result
 from ferry.engine.strategies.streaming import READ_ATTEMPTS, READ_ERRORS, STALE
-from ferry.errors import CopyFailed, FerryError, TruncatedBody, VerificationFailed, describe, error_code
+from ferry.errors import CopyFailed, TruncatedBody, VerificationFailed, describe, error_code
 from ferry.limits import DEFAULT_STREAM_PART_SIZE, MiB, Part, choose_part_size, uniform_parts
 from ferry.local.paths import LocalTarget
 from ferry.local.reading import LocalReader
@@ -88,27 +88,15 @@ class Downloader(Copier):
         listed: Listed | str | None = None,
     ) -> CopyResult:
         """Download one object; every outcome, failures included, comes back as a result."""
-        started = time.monotonic()
-        result = CopyResult(
-            source_key=obj.key, dest_key=target.path, status=Status.FAILED, source_bucket=obj.bucket
+        return local_result(
+            lambda: self._download(obj, target),
+            CopyResult(
+                source_key=obj.key, dest_key=target.path, status=Status.FAILED, source_bucket=obj.bucket
+            ),
+            doing=f"downloading s3://{obj.bucket}/{obj.key}",
+            local_reason=lambda error: _local_reason(error, target),
+            logger=log,
         )
-        try:
-            outcome, result.bytes = self._download(obj, target)
-            result.status, result.strategy, result.reason = outcome.status, outcome.strategy, outcome.reason
-            result.verified_by, result.checksum = outcome.verified_by, outcome.checksum
-            result.version_id, result.parts_resumed = outcome.version_id, outcome.parts_resumed
-        except FerryError as error:
-            result.reason = str(error)
-        except OSError as error:
-            result.reason = _local_reason(error, target)
-        except Exception as error:  # one object fails, not the batch
-            log.error(
-                "unexpected %s downloading s3://%s/%s: %s", type(error).__name__, obj.bucket, obj.key, error
-            )
-            log.debug("traceback", exc_info=True)
-            result.reason = f"unexpected {type(error).__name__}: {error}"
-        result.seconds = round(time.monotonic() - started, 3)
-        return result
 
     def _download(self, obj: SourceObject, target: LocalTarget) -> tuple[Outcome, int]:
         if target.problem is not None:
@@ -191,13 +179,7 @@ class Downloader(Copier):
                 raise
         finally:
             self.ctx.memory.release(granted)
-        return Outcome(
-            Status.COPIED,
-            Strategy.DOWNLOAD,
-            verified_by=proof.verified_by,
-            checksum=f"{proof.algorithm}:{value}" if proof.kind in ("full", "composite") else None,
-            version_id=info.version_id,
-        )
+        return _proved(Strategy.DOWNLOAD, proof, value, info)
 
     def _fetch_whole(self, info: SourceInfo, partial: PartialFile) -> tuple[Proof, str]:
         last: BaseException | None = None
@@ -260,14 +242,7 @@ class Downloader(Copier):
         except BaseException:
             partial.keep()  # a later run resumes it
             raise
-        return Outcome(
-            Status.COPIED,
-            Strategy.DOWNLOAD_RANGES,
-            verified_by=proof.verified_by,
-            checksum=f"{proof.algorithm}:{value}" if proof.kind in ("full", "composite") else None,
-            version_id=info.version_id,
-            parts_resumed=resumed,
-        )
+        return _proved(Strategy.DOWNLOAD_RANGES, proof, value, info, resumed)
 
     def _resumed(
         self, partial: PartialFile, header: dict[str, Any], plan: list[Part], proof: Proof
@@ -300,11 +275,10 @@ class Downloader(Copier):
     def _fetch_parts(
         self, info: SourceInfo, partial: PartialFile, parts: list[Part], proof: Proof, done: dict[int, str]
     ) -> None:
-        """Fetch `parts` in parallel on the engine's part threads, consecutive ones together in
-        runs of RANGE_BYTES (one GET each); each GET holds one chunk's bytes of the memory budget
-        while it runs. The first failure stops the rest."""
-        failures: list[BaseException] = []
-        futures: list[Future[None]] = []
+        """Fetch `parts` in parallel on the engine's part threads (runner.run_parts), consecutive
+        ones together in runs of RANGE_BYTES (one GET each); each GET holds one chunk's bytes of
+        the memory budget while it runs. The first failure stops the rest."""
+        failures = Failures()
         lock = threading.Lock()
         algorithm = proof.algorithm if proof.by_parts else None
 
@@ -313,34 +287,14 @@ class Downloader(Copier):
                 done[part.number] = value
             partial.add_to_record({"part": part.number, "value": value})
 
-        def fetch(run: list[Part], granted: int) -> None:
-            try:
-                self._fetch_run(info, partial, run, algorithm, failures, finished)
-            except BaseException as error:
-                failures.append(error)
-                raise
-            finally:
-                self.ctx.memory.release(granted)
-
-        try:
-            for run in runs_of(parts):
-                if failures:
-                    break
-                granted = min(run[-1].end - run[0].start, CHUNK)
-                self.ctx.memory.acquire(granted)
-                if failures:
-                    self.ctx.memory.release(granted)
-                    break
-                try:
-                    futures.append(self.ctx.part_executor.submit(fetch, run, granted))
-                except BaseException:
-                    self.ctx.memory.release(granted)
-                    raise
-        finally:
-            for future in futures:
-                future.exception()  # every part in flight ends before the file is closed
-        if failures:
-            raise failures[0]
+        run_parts(
+            runs_of(parts),
+            lambda run: self._fetch_run(info, partial, run, algorithm, failures, finished),
+            pool=self.ctx.part_executor,
+            gate=self.ctx.memory,
+            grant=lambda run: min(run[-1].end - run[0].start, CHUNK),
+            failures=failures,
+        )
 
     def _fetch_run(
         self,
@@ -348,7 +302,7 @@ class Downloader(Copier):
         partial: PartialFile,
         run: list[Part],
         algorithm: str | None,
-        failures: list[BaseException],
+        failures: Failures,
         finished: Callable[[Part, str], None],
     ) -> None:
         """One GET of consecutive parts into the file at their offsets, each part's value taken
@@ -509,6 +463,20 @@ def _nanoseconds(value: dt.datetime) -> int:
 def _modified_ns(info: SourceInfo) -> int | None:
     modified = info.head.get("LastModified") or info.obj.last_modified
     return _nanoseconds(modified) if isinstance(modified, dt.datetime) else None
+
+
+def _proved(strategy: str, proof: Proof, value: str, info: SourceInfo, resumed: int = 0) -> Outcome:
+    """A download proved by `value` over the bytes written; its checksum said where it is one
+    S3 keeps of the object (full or composite), not an MD5 or an ETag."""
+    checksum = f"{proof.algorithm}:{value}" if proof.kind in ("full", "composite") else None
+    return Outcome(
+        Status.COPIED,
+        strategy,
+        verified_by=proof.verified_by,
+        checksum=checksum,
+        version_id=info.version_id,
+        parts_resumed=resumed,
+    )
 
 
 def _local_reason(error: OSError, target: LocalTarget) -> str:

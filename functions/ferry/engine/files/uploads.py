@@ -29,7 +29,6 @@ import hashlib
 import logging
 import mimetypes
 import os
-import time
 from typing import Any
 
 from ferry.engine.compare.dest_listing import ABSENT, Listed
@@ -40,11 +39,11 @@ from ferry.engine.proofs import checksums
 from ferry.engine.proofs.local_proof import Proof, compute, compute_in_memory, proof_for
 from ferry.engine.proofs.source import SourceInfo, from_head
 from ferry.engine.proofs.verify import PartProof, StreamProof
-from ferry.engine.run.outcome import WOULD_COPY, Outcome
+from ferry.engine.run.outcome import WOULD_COPY, Outcome, written
 from ferry.engine.strategies.attributes import new_object_args
-from ferry.engine.strategies.copier import Copier
+from ferry.engine.strategies.copier import Copier, local_result
 from ferry.engine.strategies.streaming import check_tags_kept, discard_copy, put_whole, send_part
-from ferry.errors import CopyFailed, FerryError, VerificationFailed
+from ferry.errors import CopyFailed, VerificationFailed
 from ferry.limits import DEFAULT_STREAM_PART_SIZE, choose_part_size, uniform_parts
 from ferry.local.files import LocalFile
 from ferry.local.reading import LocalReader
@@ -82,25 +81,15 @@ class Uploader(Copier):
         listed: Listed | str | None = None,
     ) -> CopyResult:
         """Upload one file; every outcome, failures included, comes back as a result."""
-        started = time.monotonic()
-        result = CopyResult(
-            source_key=obj.path, dest_key=target.key, status=Status.FAILED, dest_bucket=target.bucket
+        return local_result(
+            lambda: self._upload(obj, target, listed),
+            CopyResult(
+                source_key=obj.path, dest_key=target.key, status=Status.FAILED, dest_bucket=target.bucket
+            ),
+            doing=f"uploading {obj.path}",
+            local_reason=lambda error: f"cannot read the file: {error.strerror or error}",
+            logger=log,
         )
-        try:
-            outcome, result.bytes = self._upload(obj, target, listed)
-            result.status, result.strategy, result.reason = outcome.status, outcome.strategy, outcome.reason
-            result.verified_by, result.checksum = outcome.verified_by, outcome.checksum
-            result.version_id, result.parts_resumed = outcome.version_id, outcome.parts_resumed
-        except FerryError as error:
-            result.reason = str(error)
-        except OSError as error:
-            result.reason = f"cannot read the file: {error.strerror or error}"
-        except Exception as error:  # one file fails, not the batch
-            log.error("unexpected %s uploading %s: %s", type(error).__name__, obj.path, error)
-            log.debug("traceback", exc_info=True)
-            result.reason = f"unexpected {type(error).__name__}: {error}"
-        result.seconds = round(time.monotonic() - started, 3)
-        return result
 
     def _upload(self, file: LocalFile, target: Target, listed: Listed | str | None) -> tuple[Outcome, int]:
         if file.problem is not None:
@@ -180,14 +169,7 @@ class Uploader(Copier):
             self.ctx.buffers.give(buffer)
             self.ctx.memory.release(size)
         check_tags_kept(self.ctx, _file_info(file, reader), target, response.get("VersionId"), args)
-        return Outcome(
-            Status.COPIED,
-            Strategy.UPLOAD,
-            verified_by=verified_by,
-            checksum=f"{algorithm}:{value}",
-            version_id=response.get("VersionId"),
-            encryption=response.get("ServerSideEncryption"),
-        )
+        return written(Strategy.UPLOAD, response, verified_by=verified_by, checksum=f"{algorithm}:{value}")
 
     # -- in parts -------------------------------------------------------------------------------
 
@@ -239,14 +221,12 @@ class Uploader(Copier):
             target, algorithm, response, full=full, composite=composite, data=None
         )
         check_tags_kept(self.ctx, info, target, response.get("VersionId"), args)
-        return Outcome(
-            Status.COPIED,
+        return written(
             Strategy.UPLOAD_MULTIPART,
+            response,
             verified_by=verified_by,
             checksum=f"{algorithm}:{full or composite}",
-            version_id=response.get("VersionId"),
             parts_resumed=upload.resumed_parts,
-            encryption=response.get("ServerSideEncryption"),
         )
 
     # -- proof ----------------------------------------------------------------------------------

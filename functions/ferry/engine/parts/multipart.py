@@ -1,8 +1,9 @@
-"""One multipart upload from start to finish, shared by server-side and streaming copies.
+"""One multipart upload from start to finish, shared by server-side and streaming copies and
+by uploads of files.
 
 It owns the upload's life: create it (or resume it from a checkpoint, or from the upload a
-crashed run left, found by its mark), run parts under a gate and a deadline, save a
-checkpoint when time runs out, complete it, or abort it. Each upload Ferry creates is marked
+crashed run left, found by its mark), run parts under a gate and a deadline (runner.py), save
+a checkpoint when time runs out, complete it, or abort it. Each upload Ferry creates is marked
 in the destination bucket (upload_marks.py) until it is completed or aborted, so a process
 killed mid-copy leaves an upload that the next run can find and finish. The mark goes by the
 version it was stored as, so a versioned bucket keeps no trace of it; a bucket that locks
@@ -15,13 +16,14 @@ import functools
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Executor, Future
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from ferry.counts import plural
 from ferry.engine.parts.lost_replies import completed_already, create_upload
+from ferry.engine.parts.runner import Failures, Gate, root_cause, run_parts
 from ferry.engine.proofs.checksums import default_type
 from ferry.engine.proofs.source import SourceInfo
 from ferry.engine.proofs.verify import PartProof
@@ -37,19 +39,13 @@ from ferry.engine.records.upload_marks import (
 from ferry.engine.run.context import TransferContext
 from ferry.engine.run.deadlines import due, stopping
 from ferry.engine.run.degradations import is_not_implemented
-from ferry.errors import CopyFailed, describe, error_code, is_client_error
+from ferry.engine.run.outcome import Outcome
+from ferry.errors import CopyFailed, describe, describe_destination, error_code, is_client_error
 from ferry.limits import Part
-from ferry.models import Target
+from ferry.models import Status, Target
 
 log = logging.getLogger(__name__)
-
-
-def _root_cause(failures: list[BaseException]) -> BaseException:
-    """The failure that started it, not a part that merely stopped because of it."""
-    for error in failures:
-        if not getattr(error, "is_cancellation", False):
-            return error
-    return failures[0]
+_root_cause = root_cause  # the failure an upload's parts raise: runner.root_cause
 
 
 def _store_error(error: BaseException) -> str:
@@ -58,11 +54,6 @@ def _store_error(error: BaseException) -> str:
         message = error.response.get("Error", {}).get("Message", "")  # type: ignore[attr-defined]
         return f"{error_code(error)}: {message}" if message else error_code(error)
     return f"{type(error).__name__}: {error}"
-
-
-class Gate(Protocol):
-    def acquire(self, n: int) -> None: ...
-    def release(self, n: int) -> None: ...
 
 
 PartWork = Callable[[Part, str], PartProof]
@@ -293,61 +284,50 @@ class MultipartUpload:
             self.store.delete(self.copy_id)
 
     def run(self, work: PartWork, executor: Executor, gate: Gate, deadline: float | None) -> bool:
-        """Copy the parts not done yet. True when all are done; False when the deadline came first.
+        """Copy the parts not done yet (runner.run_parts). True when all are done; False when
+        the deadline came first (a checkpoint saved).
 
         On any part failure the upload is aborted and its checkpoint dropped before raising.
         """
-        assert self.upload_id is not None
-        failure: list[BaseException] = []
-        futures: list[Future[PartProof]] = []
-        stopped = False
+        upload_id = self.upload_id
+        assert upload_id is not None
         lock = threading.Lock()
+        failures = Failures()
 
-        def run_one(part: Part) -> PartProof:
-            try:
-                proof = work(part, self.upload_id)  # type: ignore[arg-type]
-                with lock:
-                    self.done[part.number] = proof
-                if self.on_part:
-                    self.on_part(part.size)
-                return proof
-            except BaseException as error:
-                failure.append(error)
-                raise
-            finally:
-                gate.release(part.size)
+        def landed(part: Part, proof: PartProof) -> None:
+            with lock:
+                self.done[part.number] = proof
+            if self.on_part:
+                self.on_part(part.size)
 
-        for part in self.plan:
-            if part.number in self.done:
-                continue
-            if failure:
-                break
-            if due(deadline):
-                stopped = True
-                break
-            gate.acquire(part.size)
-            if failure:  # a part failed while this one waited for its slot
-                gate.release(part.size)
-                break
-            if due(deadline):  # the wait used up the time (or the run was interrupted)
-                gate.release(part.size)
-                stopped = True
-                break
-            try:
-                futures.append(executor.submit(run_one, part))
-            except BaseException as error:
-                gate.release(part.size)
-                failure.append(error)
-                break
-        for future in futures:
-            future.exception()  # wait for every part in flight, failed or not
-        if failure:
-            self.abort()
-            raise _root_cause(failure)
-        if stopped and len(self.done) < len(self.plan):
+        try:
+            finished = run_parts(
+                [part for part in self.plan if part.number not in self.done],
+                lambda part: work(part, upload_id),
+                pool=executor,
+                gate=gate,
+                on_done=landed,
+                stop=lambda: due(deadline),
+                failures=failures,
+            )
+        except BaseException:
+            if failures:
+                self.abort()
+            raise
+        if not finished and len(self.done) < len(self.plan):
             self.save_checkpoint()
             return False
         return True
+
+    def handed_over(self, strategy: str) -> Outcome:
+        """The copy stopped between its parts: pending, for a later call (or run) to finish."""
+        return Outcome(
+            Status.PENDING,
+            strategy,
+            reason=self.stopped_reason(),
+            parts_resumed=self.resumed_parts,
+            handed_over=True,
+        )
 
     def stopped_reason(self) -> str:
         """Why a copy stopped between its parts: its deadline (a checkpoint saved) or an
@@ -420,13 +400,7 @@ class MultipartUpload:
                 return made
             self.abort()
             raise CopyFailed(
-                describe(
-                    error,
-                    side="destination",
-                    action="CompleteMultipartUpload",
-                    bucket=self.bucket,
-                    key=self.key,
-                )
+                describe_destination(error, "CompleteMultipartUpload", self.bucket, self.key)
             ) from error
         self._forget()
         return response

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from ferry.models import Status
 
@@ -26,3 +28,26 @@ class Outcome:
     note: str | None = None
     encryption: str | None = None
     handed_over: bool = False  # stopped for a deadline: a later call (checkpoint or not) finishes it
+
+
+def written(
+    strategy: str,
+    response: Mapping[str, Any],
+    *,
+    verified_by: str,
+    checksum: str,
+    parts_resumed: int = 0,
+    note: str | None = None,
+) -> Outcome:
+    """An object written and proved: its version and encryption as the write's answer (PutObject
+    or CompleteMultipartUpload) says them."""
+    return Outcome(
+        Status.COPIED,
+        strategy,
+        verified_by=verified_by,
+        checksum=checksum,
+        version_id=response.get("VersionId"),
+        parts_resumed=parts_resumed,
+        note=note,
+        encryption=response.get("ServerSideEncryption"),
+    )

@@ -520,6 +520,36 @@ def _seconds_needed(request_bytes: int, rate: int) -> float:
     return 1.0 + request_bytes / rate
 
 
+def local_result(
+    transfer: Callable[[], tuple[Outcome, int]],
+    result: CopyResult,
+    *,
+    doing: str,
+    local_reason: Callable[[OSError], str],
+    logger: logging.Logger,
+) -> CopyResult:
+    """`result`, made failed, filled in by one upload's or download's `transfer` (its outcome
+    and bytes): every outcome, failures included, comes back as a result. A local file's error
+    is said in `local_reason`'s words; an unexpected one fails this object, not the batch, and
+    is logged in the caller's log with what was being done."""
+    started = time.monotonic()
+    try:
+        outcome, result.bytes = transfer()
+        result.status, result.strategy, result.reason = outcome.status, outcome.strategy, outcome.reason
+        result.verified_by, result.checksum = outcome.verified_by, outcome.checksum
+        result.version_id, result.parts_resumed = outcome.version_id, outcome.parts_resumed
+    except FerryError as error:
+        result.reason = str(error)
+    except OSError as error:
+        result.reason = local_reason(error)
+    except Exception as error:
+        logger.error("unexpected %s %s: %s", type(error).__name__, doing, error)
+        logger.debug("traceback", exc_info=True)
+        result.reason = f"unexpected {type(error).__name__}: {error}"
+    result.seconds = round(time.monotonic() - started, 3)
+    return result
+
+
 def _join(*notes: str | None) -> str | None:
     return "; ".join(n for n in notes if n) or None
 

@@ -9,8 +9,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ferry.engine.parts.multipart import open_upload
-from ferry.engine.parts.resume_parts import part_check, source_part_checksums
 from ferry.engine.proofs import checksums
 from ferry.engine.proofs.source import SourceInfo, confirm, guess_layout, learn_layout
 from ferry.engine.proofs.verify import PartProof, verify_server_copy
@@ -21,8 +19,16 @@ from ferry.engine.run.context import TransferContext
 from ferry.engine.run.degradations import NotImplementedByServer, is_not_implemented
 from ferry.engine.run.outcome import Outcome
 from ferry.engine.strategies.attributes import copy_object_args, new_object_args
-from ferry.engine.strategies.streaming import STALE, check_tags_kept, discard_copy, read_into
-from ferry.errors import CopyFailed, CopySourceDenied, ListingWasStale, describe, error_code, is_access_denied
+from ferry.engine.strategies.streaming import STALE, check_tags_kept, discard_copy, open_source_upload
+from ferry.errors import (
+    CopyFailed,
+    CopySourceDenied,
+    ListingWasStale,
+    describe,
+    describe_destination,
+    error_code,
+    is_access_denied,
+)
 from ferry.limits import (
     DEFAULT_COPY_PART_SIZE,
     MAX_PART_SIZE,
@@ -259,25 +265,15 @@ def _copy_parts(
 ) -> Outcome:
     plan, reproduced = _plan(ctx, info)
     create_args = new_object_args(info, ctx.policy, ctx.tags_for(info), ctx.reusable_source_key(info))
-    upload = open_upload(
+    upload = open_source_upload(
         ctx,
         info,
         target,
+        keep_listed_checksum=True,  # a server-side copy's proof is what S3 reports for its parts
         plan=plan,
         algorithm=algorithm,
         strategy=Strategy.COPY_MULTIPART,
         create_args=create_args,
-        check_parts=part_check(
-            ctx,
-            lambda part, view: read_into(ctx.source_client, info, part, view),
-            algorithm=algorithm,
-            algorithms=[],
-            keep_md5=False,
-            keep_listed_checksum=True,
-            source_sums=lambda numbers: source_part_checksums(
-                ctx.source_client, info, algorithm, plan, numbers
-            ),
-        ),
     )
 
     def copy_part(part: Part, upload_id: str) -> PartProof:
@@ -295,13 +291,7 @@ def _copy_parts(
         except Exception as error:
             if algorithm and _refuses_part_checksums(error):
                 raise PartChecksumsRefused(
-                    describe(
-                        error,
-                        side="destination",
-                        action="UploadPartCopy",
-                        bucket=target.bucket,
-                        key=target.key,
-                    )
+                    describe_destination(error, "UploadPartCopy", target.bucket, target.key)
                 ) from error
             raise _copy_error(error, info, target) from error
         result = response["CopyPartResult"]
@@ -309,20 +299,19 @@ def _copy_parts(
         return PartProof(part.number, part.size, {algorithm: value} if value else {}, etag=result["ETag"])
 
     if not upload.run(copy_part, ctx.part_executor, SlotGate(ctx.part_concurrency), deadline):
-        return Outcome(
-            Status.PENDING,
-            Strategy.COPY_MULTIPART,
-            reason=upload.stopped_reason(),
-            parts_resumed=upload.resumed_parts,
-            handed_over=True,
-        )
+        return upload.handed_over(Strategy.COPY_MULTIPART)
     response = upload.complete()
     check_tags_kept(ctx, info, target, response.get("VersionId"), create_args)
-    outcome = _verified_copy(
-        ctx, info, target, response, response, Strategy.COPY_MULTIPART, same_layout=reproduced
+    return _verified_copy(
+        ctx,
+        info,
+        target,
+        response,
+        response,
+        Strategy.COPY_MULTIPART,
+        same_layout=reproduced,
+        parts_resumed=upload.resumed_parts,
     )
-    outcome.parts_resumed = upload.resumed_parts
-    return outcome
 
 
 def _verified_copy(
@@ -334,9 +323,11 @@ def _verified_copy(
     strategy: str,
     *,
     same_layout: bool,
+    parts_resumed: int = 0,
 ) -> Outcome:
     """Check what S3 reports; where that proves nothing, what a HEAD of the copy gives. A
-    mismatch removes the copy.
+    mismatch removes the copy. `parts_resumed`: a multipart copy's parts kept from a crashed
+    or stopped run.
 
     Not every server reports the copy's checksum: MinIO's CopyObject answer carries none,
     though the copy stores the source's full-object checksum. The HEAD (ChecksumMode) then
@@ -377,6 +368,7 @@ def _verified_copy(
         verified_by=verified_by,
         checksum=str(dest_checksum) if dest_checksum else None,
         version_id=version_id,
+        parts_resumed=parts_resumed,
         encryption=encryption,
     )
 

@@ -11,7 +11,7 @@ import hashlib
 import logging
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from botocore.exceptions import (
@@ -24,7 +24,7 @@ from botocore.exceptions import (
 )
 from urllib3.exceptions import ProtocolError
 
-from ferry.engine.parts.multipart import open_upload
+from ferry.engine.parts.multipart import MultipartUpload, open_upload
 from ferry.engine.parts.resume_parts import part_check, source_part_checksums
 from ferry.engine.proofs import checksums
 from ferry.engine.proofs.in_order import InOrder
@@ -44,9 +44,17 @@ from ferry.engine.run.budget import SlotsAndBytes
 from ferry.engine.run.buffers import request_body
 from ferry.engine.run.context import TransferContext
 from ferry.engine.run.degradations import is_not_implemented
-from ferry.engine.run.outcome import Outcome
+from ferry.engine.run.outcome import Outcome, written
 from ferry.engine.strategies.attributes import new_object_args, tagging_string
-from ferry.errors import CopyFailed, ListingWasStale, TruncatedBody, VerificationFailed, describe, error_code
+from ferry.errors import (
+    CopyFailed,
+    ListingWasStale,
+    TruncatedBody,
+    VerificationFailed,
+    describe,
+    describe_destination,
+    error_code,
+)
 from ferry.limits import (
     DEFAULT_STREAM_PART_SIZE,
     MAX_REPRODUCED_STREAM_PART,
@@ -56,7 +64,7 @@ from ferry.limits import (
     format_size,
     uniform_parts,
 )
-from ferry.models import Status, Strategy, Target
+from ferry.models import Strategy, Target
 
 log = logging.getLogger(__name__)
 READ_ATTEMPTS = 5
@@ -161,13 +169,7 @@ def send_part(
         )
     except Exception as error:
         raise CopyFailed(
-            describe(
-                error,
-                side="destination",
-                action="s3:PutObject (UploadPart)",
-                bucket=target.bucket,
-                key=target.key,
-            )
+            describe_destination(error, "s3:PutObject (UploadPart)", target.bucket, target.key)
         ) from error
 
 
@@ -348,13 +350,8 @@ def _stream_single(ctx: TransferContext, info: SourceInfo, target: Target) -> Ou
         ctx.memory.release(info.size)
     _check_written(ctx, info, target, proof, algorithm, response)
     check_tags_kept(ctx, info, target, response.get("VersionId"), args)
-    return Outcome(
-        Status.COPIED,
-        Strategy.STREAM_PUT,
-        verified_by=verified_by,
-        checksum=f"{algorithm}:{sums[algorithm]}",
-        version_id=response.get("VersionId"),
-        encryption=response.get("ServerSideEncryption"),
+    return written(
+        Strategy.STREAM_PUT, response, verified_by=verified_by, checksum=f"{algorithm}:{sums[algorithm]}"
     )
 
 
@@ -381,24 +378,16 @@ def _stream_multipart(
     plan, reproduced = _plan(ctx, info)
     algorithms = source_algorithms(info, algorithm)
     part_md5 = needs_part_md5(info, reproduced) and not _composite_proves(info, plan, reproduced, algorithms)
-    upload = open_upload(
+    upload = open_source_upload(
         ctx,
         info,
         target,
+        algorithms=algorithms,
+        keep_md5=part_md5,
         plan=plan,
         algorithm=algorithm,
         strategy=Strategy.STREAM_MULTIPART,
         create_args=args,
-        check_parts=part_check(
-            ctx,
-            lambda part, view: read_into(ctx.source_client, info, part, view),
-            algorithm=algorithm,
-            algorithms=algorithms,
-            keep_md5=part_md5,
-            source_sums=lambda numbers: source_part_checksums(
-                ctx.source_client, info, algorithm, plan, numbers
-            ),
-        ),
     )
     ordered = OrderedMd5() if needs_whole_md5(info) and not upload.done else None
     layout_etag = _layout_etag(ctx, info, reproduced, algorithms) if not upload.done else None
@@ -429,13 +418,7 @@ def _stream_multipart(
 
     gate = SlotsAndBytes(max(1, ctx.part_concurrency), ctx.memory)
     if not upload.run(copy_part, ctx.part_executor, gate, deadline):
-        return Outcome(
-            Status.PENDING,
-            Strategy.STREAM_MULTIPART,
-            reason=upload.stopped_reason(),
-            parts_resumed=upload.resumed_parts,
-            handed_over=True,
-        )
+        return upload.handed_over(Strategy.STREAM_MULTIPART)
     proof = StreamProof(
         upload.ordered_proofs(),
         multipart=True,
@@ -455,15 +438,52 @@ def _stream_multipart(
     verified_by = prove_by_etag(verified_by, info, response)
     full = proof.full_object(algorithm)
     checksum = f"{algorithm}:{full}" if full else f"{algorithm}:{proof.composite(algorithm)}"
-    return Outcome(
-        Status.COPIED,
+    return written(
         Strategy.STREAM_MULTIPART,
+        response,
         verified_by=verified_by,
         checksum=checksum,
-        version_id=response.get("VersionId"),
         parts_resumed=upload.resumed_parts,
-        encryption=response.get("ServerSideEncryption"),
         note=None if reproduced else _layout_note(ctx, info, plan, verified_by),
+    )
+
+
+def open_source_upload(
+    ctx: TransferContext,
+    info: SourceInfo,
+    target: Target,
+    *,
+    algorithms: Sequence[str] = (),
+    keep_md5: bool = False,
+    keep_listed_checksum: bool = False,
+    plan: list[Part],
+    algorithm: str | None,
+    strategy: str,
+    create_args: dict[str, Any],
+) -> MultipartUpload:
+    """Start or resume the upload of an S3 source (multipart.open_upload). A crashed run's
+    parts are kept once they check out against the source, by its own part checksums where it
+    has them, else by reading its ranges; `algorithms`, `keep_md5` and `keep_listed_checksum`
+    are what the copy's proof needs of each part (resume_parts.part_check)."""
+    return open_upload(
+        ctx,
+        info,
+        target,
+        plan=plan,
+        algorithm=algorithm,
+        strategy=strategy,
+        create_args=create_args,
+        check_parts=part_check(
+            ctx,
+            lambda part, view: read_into(ctx.source_client, info, part, view),
+            algorithm=algorithm,
+            algorithms=algorithms,
+            keep_md5=keep_md5,
+            keep_listed_checksum=keep_listed_checksum,
+            source_sums=lambda numbers: source_part_checksums(
+                ctx.source_client, info, algorithm, plan, numbers
+            ),
+        ),
     )
 
 
