@@ -215,7 +215,7 @@ def run_server(server: Server, args: argparse.Namespace, bins: Binaries, page: P
         log(f"{server.name} on {server.url}, data in {server.data_dir}")
         s3 = data.client(server.url)
         data.make_buckets(s3)
-        env = dict(base_env(work), **rclone_env(server.url, server.name))
+        env = dict(base_env(work, bins.aws), **rclone_env(server.url, server.name))
         commands = Commands(bins, server.url)
         for number in cases:
             case = BUILDERS[number](commands, settings, work)
