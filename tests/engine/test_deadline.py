@@ -373,3 +373,67 @@ def test_a_server_side_copy_over_5_gib_starts_when_one_part_fits_before_the_dead
     assert result.status == Status.PENDING, result.reason
     assert result.reason == "deadline: checkpointed 3 of 12 parts"
     assert sorted(store.load(copy_id(src, "obj", None, dst, "obj")).parts) == [1, 2, 3]
+
+
+class CountingStore(MemoryCheckpointStore):
+    """A checkpoint store that counts its loads: a DynamoDB checkpoint of 10,000 parts is
+    eleven items read, paid at every pass."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loads = 0
+
+    def load(self, copy_id: str) -> Checkpoint | None:
+        self.loads += 1
+        return super().load(copy_id)
+
+
+def test_a_server_side_multipart_copy_reads_its_checkpoint_once_a_pass(
+    versitygw, vgw_buckets, monkeypatch
+) -> None:
+    """Without an algorithm asked for, a server-side multipart copy first asks whether a saved
+    checkpoint was made without part checksums; the upload then resumes from that same
+    checkpoint, not from a second read of it."""
+    src, dst = vgw_buckets
+    data = os.urandom(PARTS * PART)
+    # Parts with SHA-1 checksums: the object's checksum is COMPOSITE, which no CopyObject can
+    # prove, so the engine copies it part by part to keep its layout (and its ETag).
+    upload = versitygw.client.create_multipart_upload(Bucket=src, Key="obj", ChecksumAlgorithm="SHA1")
+    parts = []
+    for number, offset in enumerate(range(0, len(data), PART), start=1):
+        sent = versitygw.client.upload_part(
+            Bucket=src, Key="obj", UploadId=upload["UploadId"], PartNumber=number,
+            Body=data[offset : offset + PART], ChecksumAlgorithm="SHA1",
+        )  # fmt: skip
+        parts.append({"PartNumber": number, "ETag": sent["ETag"], "ChecksumSHA1": sent["ChecksumSHA1"]})
+    versitygw.client.complete_multipart_upload(
+        Bucket=src, Key="obj", UploadId=upload["UploadId"], MultipartUpload={"Parts": parts}
+    )
+    store = CountingStore()
+    policy = CopyPolicy(mode="server-side", multipart_threshold=PART)
+
+    def copier() -> Copier:
+        return Copier(
+            versitygw.endpoint,
+            versitygw.endpoint,
+            policy,
+            part_concurrency=1,
+            memory_limit=PART,
+            checkpoints=store,
+        )
+
+    clock_runs_out_after(monkeypatch, 2)
+    with copier() as first_copier:
+        first = first_copier.copy(
+            SourceObject(src, "obj"), Target(dst, "obj"), deadline=time.monotonic() + 600
+        )
+    assert first.status == Status.PENDING, first.reason
+    assert first.strategy == Strategy.COPY_MULTIPART
+    assert store.loads == 1
+
+    monkeypatch.undo()
+    with copier() as second_copier:
+        second = second_copier.copy(SourceObject(src, "obj"), Target(dst, "obj"))
+    assert second.status == Status.COPIED, second.reason
+    assert second.parts_resumed == 2
+    assert store.loads == 2

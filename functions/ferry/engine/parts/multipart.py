@@ -91,11 +91,14 @@ class MultipartUpload:
     mark_stored_as: str | None = None  # the version the upload's mark was stored as, when known
     on_part: Callable[[int], None] | None = None  # told each part's size as it lands
     resumed_from_mark: bool = False
+    # The copy's checkpoint as its caller already read it (a one-item tuple: None is "none
+    # saved"), so that start() does not read the store a second time in the same pass.
+    checkpoint_read: tuple[Checkpoint | None] | None = None
 
     def start(self) -> None:
         """Resume the checkpointed upload if it still matches the source; else the marked
         upload a crashed run left for this key and source; else create one (and mark it)."""
-        checkpoint = self.store.load(self.copy_id) if self.store else None
+        checkpoint = self._saved_checkpoint()
         if checkpoint is not None:
             if self._matches(checkpoint) and self._adopt(checkpoint):
                 return
@@ -235,6 +238,11 @@ class MultipartUpload:
                 self.key,
                 error,
             )
+
+    def _saved_checkpoint(self) -> Checkpoint | None:
+        if self.checkpoint_read is not None:
+            return self.checkpoint_read[0]
+        return self.store.load(self.copy_id) if self.store else None
 
     def _matches(self, checkpoint: Checkpoint) -> bool:
         bounds = [(p.start, p.end) for p in self.plan]
@@ -469,9 +477,11 @@ def open_upload(
     strategy: str,
     create_args: dict[str, Any],
     check_parts: PartCheck | None = None,
+    checkpoint_read: tuple[Checkpoint | None] | None = None,
 ) -> MultipartUpload:
     """Start (or resume from its checkpoint or its mark) the upload of one source into one
-    target. `check_parts` proves parts found in a crashed run's upload; without it none is kept."""
+    target. `check_parts` proves parts found in a crashed run's upload; without it none is kept.
+    `checkpoint_read`: the checkpoint as the caller read it this pass (MultipartUpload's field)."""
     upload = MultipartUpload(
         client=ctx.dest_client,
         bucket=target.bucket,
@@ -491,6 +501,7 @@ def open_upload(
         source_version=info.obj.version_id,
         job_id=ctx.job_id,
         check_parts=check_parts,
+        checkpoint_read=checkpoint_read,
         on_unmarked=ctx.degradations.add,
         on_mark_left=ctx.degradations.add,
         on_part=functools.partial(ctx.on_part, target) if ctx.on_part else None,

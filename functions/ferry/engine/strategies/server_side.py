@@ -12,7 +12,7 @@ from typing import Any
 from ferry.engine.proofs import checksums
 from ferry.engine.proofs.source import SourceInfo, confirm, guess_layout, learn_layout
 from ferry.engine.proofs.verify import PartProof, verify_server_copy
-from ferry.engine.records.checkpoints import copy_id
+from ferry.engine.records.checkpoints import Checkpoint, copy_id
 from ferry.engine.records.upload_marks import key_uploads
 from ferry.engine.run.budget import SlotGate
 from ferry.engine.run.context import TransferContext
@@ -199,14 +199,17 @@ def _copy_multipart(
     the copy fails saying why.
     """
     chosen = ctx.policy.checksum_algorithm
+    saved = (
+        None if chosen or ctx.part_copy_checksums_refused.is_set() else _saved_checkpoint(ctx, info, target)
+    )
     if not chosen and (
-        ctx.part_copy_checksums_refused.is_set() or _saved_without_checksums(ctx, info, target)
+        ctx.part_copy_checksums_refused.is_set() or _saved_without_checksums(ctx, info, target, saved)
     ):
-        outcome = _copy_parts(ctx, info, target, deadline, None)
+        outcome = _copy_parts(ctx, info, target, deadline, None, saved)
         outcome.note = NO_PART_CHECKSUMS_NOTE
         return outcome
     try:
-        return _copy_parts(ctx, info, target, deadline, ctx.upload_algorithm(info))
+        return _copy_parts(ctx, info, target, deadline, ctx.upload_algorithm(info), saved)
     except PartChecksumsRefused as refused:
         if chosen:
             raise CopyFailed(
@@ -220,17 +223,27 @@ def _copy_multipart(
         return outcome
 
 
-def _saved_without_checksums(ctx: TransferContext, info: SourceInfo, target: Target) -> bool:
+def _saved_checkpoint(
+    ctx: TransferContext, info: SourceInfo, target: Target
+) -> tuple[Checkpoint | None] | None:
+    """This copy's checkpoint, read once a pass: as multipart.MultipartUpload.checkpoint_read
+    (None where there is no store to read)."""
+    if ctx.checkpoints is None:
+        return None
+    return (
+        ctx.checkpoints.load(
+            copy_id(info.obj.bucket, info.obj.key, info.obj.version_id, target.bucket, target.key)
+        ),
+    )
+
+
+def _saved_without_checksums(
+    ctx: TransferContext, info: SourceInfo, target: Target, read: tuple[Checkpoint | None] | None
+) -> bool:
     """A checkpoint or a marked upload of this copy saved without checksums (by a process that
     learned the endpoint refuses them) is resumed without them, not discarded by a first try
     with one."""
-    saved = (
-        ctx.checkpoints.load(
-            copy_id(info.obj.bucket, info.obj.key, info.obj.version_id, target.bucket, target.key)
-        )
-        if ctx.checkpoints is not None
-        else None
-    )
+    saved = read[0] if read is not None else None
     if saved is not None:
         return saved.algorithm is None and saved.strategy == Strategy.COPY_MULTIPART
     return _marked_without_checksums(ctx, info, target)
@@ -262,6 +275,7 @@ def _copy_parts(
     target: Target,
     deadline: float | None,
     algorithm: str | None,
+    checkpoint_read: tuple[Checkpoint | None] | None = None,
 ) -> Outcome:
     plan, reproduced = _plan(ctx, info)
     create_args = new_object_args(info, ctx.policy, ctx.tags_for(info), ctx.reusable_source_key(info))
@@ -274,6 +288,7 @@ def _copy_parts(
         algorithm=algorithm,
         strategy=Strategy.COPY_MULTIPART,
         create_args=create_args,
+        checkpoint_read=checkpoint_read,
     )
 
     def copy_part(part: Part, upload_id: str) -> PartProof:

@@ -40,6 +40,7 @@ from ferry.engine.proofs.verify import (
     verify_stream,
     verify_written,
 )
+from ferry.engine.records.checkpoints import Checkpoint
 from ferry.engine.run.budget import SlotsAndBytes
 from ferry.engine.run.buffers import request_body
 from ferry.engine.run.context import TransferContext
@@ -460,6 +461,7 @@ def open_source_upload(
     algorithm: str | None,
     strategy: str,
     create_args: dict[str, Any],
+    checkpoint_read: tuple[Checkpoint | None] | None = None,
 ) -> MultipartUpload:
     """Start or resume the upload of an S3 source (multipart.open_upload). A crashed run's
     parts are kept once they check out against the source, by its own part checksums where it
@@ -484,6 +486,7 @@ def open_source_upload(
                 ctx.source_client, info, algorithm, plan, numbers
             ),
         ),
+        checkpoint_read=checkpoint_read,
     )
 
 
