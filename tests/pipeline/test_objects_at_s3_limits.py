@@ -30,6 +30,7 @@ import pytest
 
 from conftest import create_ledger_table
 from ferry.jobspec import parse_job_spec
+from ferry.pipeline.abandoned_uploads import AbandonedUploads, abort_abandoned_uploads
 from ferry.pipeline.items import plan_item
 from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from ferry.pipeline.locations import Location
@@ -77,6 +78,7 @@ class LargeTask:
             }
         )
         self.ledger.create_job(spec.job_id, spec.to_dict())
+        self.spec = spec
         item: dict[str, Any] = {"Key": KEY, "Size": self.source["Size"], "ETag": f'"{self.source["ETag"]}"'}
         if history:  # as pipeline/history_keys.py lists it: the key, its versions, their bytes
             item = {"k": KEY, "n": 2, "s": self.source["Size"] + len(SMALL_VERSION)}
@@ -128,6 +130,31 @@ class LargeTask:
                 f"the task ended before a checkpoint of {at_least} parts: "
                 + "".join(said)[-3000:]
                 + process.communicate()[1][-3000:]
+            )
+        finally:
+            if process.poll() is None:
+                process.kill()
+            process.communicate()
+
+    def kill_after_completing(self) -> None:
+        """Run the task until a CompleteMultipartUpload has answered, and SIGKILL it before
+        the upload's mark is deleted."""
+        process = subprocess.Popen(
+            TASK,
+            env={**self.env, "PAUSE_AFTER_COMPLETE": "1"},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert process.stdout is not None
+            for line in process.stdout:
+                if line.startswith("completed"):
+                    process.send_signal(signal.SIGKILL)
+                    process.wait(timeout=60)
+                    return
+            raise AssertionError(
+                "the task ended before completing an upload: " + process.communicate()[1][-3000:]
             )
         finally:
             if process.poll() is None:
@@ -246,3 +273,25 @@ def test_a_history_with_a_version_of_10000_parts_streamed_resumes_after_a_sigkil
     task = LargeTask(virtual_s3, motoserver, [4096] * MAX_PARTS, mode="stream", history=True)
     copy_killed_between_passes(task, "UploadPart")
     task.assert_history_copied_once()
+
+
+def test_a_mark_left_by_a_task_killed_between_completing_a_version_and_deleting_the_mark_goes_at_finalize(
+    virtual_s3, motoserver
+) -> None:
+    """Killed right after the first version's CompleteMultipartUpload: the retry finds that
+    version in the destination's history and copies the next, so no copy of that version is
+    left to delete its mark, a version in the destination bucket's history. The upload is gone,
+    so Finalize's clean-up of what the job's crashes left deletes the mark, by its version."""
+    task = LargeTask(virtual_s3, motoserver, [5 * 1024**2] * 3, mode="server-side", history=True)
+    task.kill_after_completing()
+    (mark,) = [k for k in task.server.keys(task.dst) if k != DEST_KEY]
+    retried = task.retry()
+    assert retried.returncode == 0, retried.stderr[-3000:]
+    assert mark in task.server.keys(task.dst)  # the crash's leftover, until the job ends
+
+    cleanup = abort_abandoned_uploads(task.s3, task.spec)
+
+    listed = task.s3.list_object_versions(Bucket=task.dst)
+    assert [v["Key"] for v in listed["Versions"]] == [DEST_KEY, DEST_KEY]
+    assert listed.get("DeleteMarkers", []) == []
+    assert cleanup == AbandonedUploads(aborted=0, marks_deleted=1)
