@@ -503,7 +503,7 @@ class Handler(BaseHTTPRequestHandler):
                 upload = self.state.uploads.pop(query["uploadId"][0], None)
                 if upload is None:
                     raise S3Error(404, "NoSuchUpload", "The specified upload does not exist.")
-            elif self._bucket(bucket) is not None and self.state.versioned(bucket):
+            elif self.state.versioned(bucket):
                 headers = self._delete_in_versioned(bucket, key, _version_asked(query))
             else:
                 self._bucket(bucket).pop(key, None)

@@ -11,7 +11,8 @@ and size; the ledger and its checkpoints are DynamoDB on moto's server. The task
 2 s long, so a copy of 10,000 parts saves many checkpoints; after each save the task says so,
 and after the first of 2,500 parts or more it waits (tests/pipeline/paused_copy_large.py),
 which is when the test kills it: no part is in flight then, so the retry must send exactly
-the parts the checkpoint does not hold.
+the parts the checkpoint does not hold. One more kills the task of a small history between a
+version's CompleteMultipartUpload and the deletion of its upload's mark.
 """
 
 from __future__ import annotations
