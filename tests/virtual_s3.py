@@ -16,8 +16,18 @@ server has. What it keeps:
   `--min-part-size` (S3's 5 MiB by default; a test of 10,000 parts streamed sets it lower, the
   bytes being simulated), the object at most 5 TiB, CopySourceIfMatch honoured.
 It stores no checksums (as an older S3-compatible server) and ignores signatures.
+
+A bucket keeps versions once PutBucketVersioning enables them (suspending is refused): every
+write (PutObject, CopyObject, CompleteMultipartUpload, a virtual object) adds a version with an
+id of its own, answered in x-amz-version-id; a DeleteObject without a VersionId adds a delete
+marker, with one deletes that version outright. HEAD, GET, GetObjectTagging and a CopySource's
+`?versionId=` read a given version; ListObjectVersions lists each key's versions newest first,
+in pages (max-keys, key-marker and version-id-marker). A bucket that never enabled versioning
+behaves as before: no version ids, a delete removes the object.
+
 `GET /_virtual/log` returns every part request received; `POST /_virtual/object` makes a
-virtual source object (JSON: bucket, key, seed, part_sizes).
+virtual source object (JSON: bucket, key, seed, part_sizes; in a versioned bucket a new version,
+its id answered as VersionId).
 """
 
 from __future__ import annotations
@@ -44,6 +54,8 @@ MiB = 1024 * 1024
 TiB = 1024**4
 MAX_PARTS = 10_000
 MAX_OBJECT = 5 * TiB
+MAX_COPY = 5 * 1024**3  # CopyObject's and UploadPartCopy's largest source range
+NULL_VERSION = "null"  # the version id of an object written before versioning was enabled
 REAL_MD5_LIMIT = 64 * MiB
 _BLOCK_LEN = 1_048_573  # a prime: parts at power-of-two offsets do not repeat one another
 
@@ -106,6 +118,7 @@ class Obj:
     etag: str
     multipart: bool
     modified: float = field(default_factory=time.time)
+    version_id: str = NULL_VERSION
 
     def __post_init__(self) -> None:
         self.starts = list(itertools.accumulate((p.size for p in self.parts), initial=0))
@@ -139,6 +152,17 @@ class Obj:
             else piece[a:b]
             for piece, a, b in self.pieces(start, end)
         ]
+
+
+@dataclass
+class DeleteMarker:
+    """A versioned bucket's delete marker: a version without bytes that hides its key."""
+
+    version_id: str
+    modified: float = field(default_factory=time.time)
+
+
+Entry = Obj | DeleteMarker
 
 
 @dataclass
@@ -176,6 +200,9 @@ class State:
         self.buckets: dict[str, dict[str, Obj]] = {}
         self.uploads: dict[str, Upload] = {}
         self.log: list[dict[str, Any]] = []
+        # Buckets that enabled versioning: each key's versions and delete markers, oldest
+        # first. `buckets` keeps each key's current object (none under a delete marker).
+        self.histories: dict[str, dict[str, list[Entry]]] = {}
 
     def make_virtual(self, bucket: str, key: str, seed: str, part_sizes: list[int]) -> Obj:
         parts, offset = [], 0
@@ -183,9 +210,62 @@ class State:
             segment = Segment(seed, offset, offset + size)
             parts.append(Part([segment], segment_md5(segment)))
             offset += size
-        obj = Obj(parts, multipart_etag(parts), multipart=True)
-        self.buckets.setdefault(bucket, {})[key] = obj
+        self.buckets.setdefault(bucket, {})
+        return self.store(bucket, key, Obj(parts, multipart_etag(parts), multipart=True))
+
+    # -- versions (the caller holds the lock) --------------------------------------------------
+
+    def versioned(self, bucket: str) -> bool:
+        return bucket in self.histories
+
+    def enable_versioning(self, bucket: str) -> None:
+        """The objects already there become each key's `null` version."""
+        if not self.versioned(bucket):
+            self.histories[bucket] = {key: [obj] for key, obj in self.buckets[bucket].items()}
+
+    def store(self, bucket: str, key: str, obj: Obj) -> Obj:
+        """Write the key's current object: a new version in a versioned bucket, else in place."""
+        if self.versioned(bucket):
+            obj.version_id = _new_version_id()
+            self.histories[bucket].setdefault(key, []).append(obj)
+        self.buckets[bucket][key] = obj
         return obj
+
+    def add_delete_marker(self, bucket: str, key: str) -> DeleteMarker:
+        marker = DeleteMarker(_new_version_id())
+        self.histories[bucket].setdefault(key, []).append(marker)
+        self.buckets[bucket].pop(key, None)
+        return marker
+
+    def delete_version(self, bucket: str, key: str, version_id: str) -> Entry | None:
+        """Remove one version outright (no marker); the newest left, if an object, is current."""
+        history = self.histories[bucket].get(key, [])
+        gone = next((e for e in history if e.version_id == version_id), None)
+        if gone is None:
+            return None
+        history.remove(gone)
+        if history and isinstance(history[-1], Obj):
+            self.buckets[bucket][key] = history[-1]
+        else:
+            self.buckets[bucket].pop(key, None)
+            if not history:
+                del self.histories[bucket][key]
+        return gone
+
+    def version(self, bucket: str, key: str, version_id: str) -> Obj:
+        """One version of a key in a versioned bucket, as GET and HEAD answer for it."""
+        entry = next((e for e in self.histories[bucket].get(key, []) if e.version_id == version_id), None)
+        if entry is None:
+            raise S3Error(404, "NoSuchVersion", "The specified version does not exist.")
+        if isinstance(entry, DeleteMarker):
+            raise S3Error(
+                405, "MethodNotAllowed", "The specified method is not allowed against this resource."
+            )
+        return entry
+
+
+def _new_version_id() -> str:
+    return uuid.uuid4().hex
 
 
 class S3Error(Exception):
@@ -273,7 +353,8 @@ class Handler(BaseHTTPRequestHandler):
             spec = json.loads(self._body_cache)
             with self.state.lock:
                 obj = self.state.make_virtual(spec["bucket"], spec["key"], spec["seed"], spec["part_sizes"])
-            self._send(200, json.dumps({"ETag": obj.etag, "Size": obj.size}).encode())
+                version = {"VersionId": obj.version_id} if self.state.versioned(spec["bucket"]) else {}
+            self._send(200, json.dumps({"ETag": obj.etag, "Size": obj.size, **version}).encode())
         else:
             raise S3Error(404, "NoSuchKey")
 
@@ -284,19 +365,36 @@ class Handler(BaseHTTPRequestHandler):
             raise S3Error(404, "NoSuchBucket", f"The specified bucket does not exist: {bucket}")
         return self.state.buckets[bucket]
 
-    def _object(self, bucket: str, key: str) -> Obj:
-        obj = self._bucket(bucket).get(key)
+    def _object(self, bucket: str, key: str, version_id: str | None = None) -> Obj:
+        """The key's current object, or in a versioned bucket the version asked for (a bucket
+        without versions ignores a version id, as it always did here)."""
+        objects = self._bucket(bucket)
+        if version_id is not None and self.state.versioned(bucket):
+            return self.state.version(bucket, key, version_id)
+        obj = objects.get(key)
         if obj is None:
             raise S3Error(404, "NoSuchKey", "The specified key does not exist.")
         return obj
 
-    def _object_headers(self, obj: Obj, query: dict[str, list[str]]) -> tuple[dict[str, str], int, int]:
+    def _version_headers(self, bucket: str, entry: Entry) -> dict[str, str]:
+        """x-amz-version-id where the bucket keeps versions; nothing where it never did."""
+        if not self.state.versioned(bucket):
+            return {}
+        headers = {"x-amz-version-id": entry.version_id}
+        if isinstance(entry, DeleteMarker):
+            headers["x-amz-delete-marker"] = "true"
+        return headers
+
+    def _object_headers(
+        self, bucket: str, obj: Obj, query: dict[str, list[str]]
+    ) -> tuple[dict[str, str], int, int]:
         start, end = 0, obj.size
         headers = {
             "ETag": f'"{obj.etag}"',
             "Last-Modified": _http_date(obj.modified),
             "Accept-Ranges": "bytes",
             "Content-Type": "binary/octet-stream",
+            **self._version_headers(bucket, obj),
         }
         if obj.multipart:
             headers["x-amz-mp-parts-count"] = str(len(obj.parts))
@@ -324,8 +422,8 @@ class Handler(BaseHTTPRequestHandler):
                 self._bucket(bucket)
                 self._send(200)
                 return
-            obj = self._object(bucket, key)
-        headers, start, end = self._object_headers(obj, query)
+            obj = self._object(bucket, key, _version_asked(query))
+        headers, start, end = self._object_headers(bucket, obj, query)
         partial = (start, end) != (0, obj.size)
         self._send(206 if partial else 200, b"", headers)
 
@@ -338,18 +436,21 @@ class Handler(BaseHTTPRequestHandler):
             return
         if "tagging" in query:
             with self.state.lock:
-                self._object(bucket, key)
+                self._object(bucket, key, _version_asked(query))
             self._send(200, _xml("Tagging", "<TagSet></TagSet>"), {"Content-Type": "application/xml"})
             return
         if "attributes" in query:
             raise S3Error(501, "NotImplemented", "GetObjectAttributes is not implemented")
         with self.state.lock:
-            obj = self._object(bucket, key)
-        headers, start, end = self._object_headers(obj, query)
+            obj = self._object(bucket, key, _version_asked(query))
+        headers, start, end = self._object_headers(bucket, obj, query)
         body = obj.read(start, end)
         self._send(206 if "Content-Range" in headers else 200, body, headers)
 
     def _put(self, bucket: str, key: str, query: dict[str, list[str]]) -> None:
+        if not key and "versioning" in query:
+            self._put_versioning(bucket)
+            return
         if not key:
             with self.state.lock:
                 self.state.buckets.setdefault(bucket, {})
@@ -362,23 +463,58 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200)
             return
         if self.headers.get("x-amz-copy-source"):
-            raise S3Error(501, "NotImplemented", "CopyObject is not implemented here")
+            self._copy_object(bucket, key)
+            return
         body = self._body_cache
         with self.state.lock:
-            objects = self._bucket(bucket)
+            self._bucket(bucket)
             md5 = hashlib.md5(body).digest()
-            objects[key] = Obj([Part([body], md5)], md5.hex(), multipart=False)
-        self._send(200, b"", {"ETag": f'"{md5.hex()}"'})
+            obj = self.state.store(bucket, key, Obj([Part([body], md5)], md5.hex(), multipart=False))
+            headers = self._version_headers(bucket, obj)
+        self._send(200, b"", {"ETag": f'"{md5.hex()}"', **headers})
+
+    def _put_versioning(self, bucket: str) -> None:
+        """PutBucketVersioning: Enabled only (nothing here needs a suspended bucket)."""
+        status = re.search(r"<Status>(\w+)</Status>", self._body_cache.decode())
+        if status is None or status.group(1) != "Enabled":
+            raise S3Error(501, "NotImplemented", "only enabling versioning is implemented here")
+        with self.state.lock:
+            self._bucket(bucket)
+            self.state.enable_versioning(bucket)
+        self._send(200)
+
+    def _copy_object(self, bucket: str, key: str) -> None:
+        """CopyObject of a whole source (up to 5 GiB) as one part: the copy is not multipart,
+        so its ETag is its bytes' MD5 (see `pieces_md5` for a large one's)."""
+        source = self.headers["x-amz-copy-source"]
+        pieces, source_version = self._copied_range(source)
+        md5 = pieces_md5(pieces)
+        with self.state.lock:
+            self._bucket(bucket)
+            obj = self.state.store(bucket, key, Obj([Part(pieces, md5)], md5.hex(), multipart=False))
+            headers = {**self._version_headers(bucket, obj), **source_version}
+        body = f"<ETag>&quot;{obj.etag}&quot;</ETag><LastModified>{_iso(obj.modified)}</LastModified>"
+        self._send(200, _xml("CopyObjectResult", body), {"Content-Type": "application/xml", **headers})
 
     def _delete(self, bucket: str, key: str, query: dict[str, list[str]]) -> None:
+        headers: dict[str, str] = {}
         with self.state.lock:
             if "uploadId" in query:
                 upload = self.state.uploads.pop(query["uploadId"][0], None)
                 if upload is None:
                     raise S3Error(404, "NoSuchUpload", "The specified upload does not exist.")
+            elif self.state.versioned(bucket):
+                headers = self._delete_in_versioned(bucket, key, _version_asked(query))
             else:
                 self._bucket(bucket).pop(key, None)
-        self._send(204)
+        self._send(204, b"", headers)
+
+    def _delete_in_versioned(self, bucket: str, key: str, version_id: str | None) -> dict[str, str]:
+        """Without a version id a delete marker on top; with one, that version gone for good."""
+        if version_id is None:
+            return self._version_headers(bucket, self.state.add_delete_marker(bucket, key))
+        gone = self.state.delete_version(bucket, key, version_id)
+        return self._version_headers(bucket, gone) if gone else {"x-amz-version-id": version_id}
 
     def _post(self, bucket: str, key: str, query: dict[str, list[str]]) -> None:
         if "uploads" in query:
@@ -411,7 +547,7 @@ class Handler(BaseHTTPRequestHandler):
             upload = self._upload(query["uploadId"][0], bucket, key)
             operation = "UploadPartCopy" if source else "UploadPart"
             self.state.log.append({"op": operation, "upload": upload.upload_id, "part": number})
-        pieces = self._copied_range(source) if source else [self._body_cache]
+        pieces, source_version = self._copied_range(source) if source else ([self._body_cache], {})
         part = Part(pieces, pieces_md5(pieces))
         with self.state.lock:
             upload = self._upload(query["uploadId"][0], bucket, key)
@@ -419,15 +555,22 @@ class Handler(BaseHTTPRequestHandler):
         etag = f'"{part.md5.hex()}"'
         if source:
             body = f"<ETag>{escape(etag)}</ETag><LastModified>{_iso(time.time())}</LastModified>"
-            self._send(200, _xml("CopyPartResult", body), {"Content-Type": "application/xml"})
+            self._send(
+                200, _xml("CopyPartResult", body), {"Content-Type": "application/xml", **source_version}
+            )
         else:
             self._send(200, b"", {"ETag": etag})
 
-    def _copied_range(self, source: str) -> list[Segment | bytes]:
-        path = unquote(source.split("?", 1)[0]).lstrip("/")
-        src_bucket, _, src_key = path.partition("/")
+    def _copied_range(self, source: str) -> tuple[list[Segment | bytes], dict[str, str]]:
+        """The pieces a copy reads (`bucket/key[?versionId=...]`, the range header if any),
+        with the x-amz-copy-source-version-id header to answer where the source is versioned."""
+        path, _, query = source.partition("?")
+        src_bucket, _, src_key = unquote(path).lstrip("/").partition("/")
         with self.state.lock:
-            obj = self._object(src_bucket, src_key)
+            obj = self._object(src_bucket, src_key, _version_asked(parse_qs(query)))
+            source_version = (
+                {"x-amz-copy-source-version-id": obj.version_id} if self.state.versioned(src_bucket) else {}
+            )
         wanted = self.headers.get("x-amz-copy-source-if-match")
         if wanted and wanted.strip('"') != obj.etag:
             raise S3Error(
@@ -445,9 +588,9 @@ class Handler(BaseHTTPRequestHandler):
             start, end = int(match.group(1)), int(match.group(2)) + 1
             if end > obj.size:
                 raise S3Error(400, "InvalidRange", "The requested range is not satisfiable")
-        if end - start > 5 * 1024**3:
+        if end - start > MAX_COPY:
             raise S3Error(400, "InvalidRequest", "The specified copy source is larger than 5 GB")
-        return obj.slice(start, end)
+        return obj.slice(start, end), source_version
 
     def _list_parts(self, bucket: str, key: str, query: dict[str, list[str]]) -> None:
         marker = int((query.get("part-number-marker") or ["0"])[0] or 0)
@@ -502,18 +645,27 @@ class Handler(BaseHTTPRequestHandler):
             obj = Obj(parts, multipart_etag(parts), multipart=True)
             if obj.size > MAX_OBJECT:
                 raise S3Error(400, "EntityTooLarge", "Your proposed upload exceeds the maximum allowed size")
-            self._bucket(bucket)[key] = obj
+            self._bucket(bucket)
+            self.state.store(bucket, key, obj)
             del self.state.uploads[upload_id]
+            headers = self._version_headers(bucket, obj)
         body = f"<Bucket>{escape(bucket)}</Bucket><Key>{escape(key)}</Key><ETag>&quot;{obj.etag}&quot;</ETag>"
-        self._send(200, _xml("CompleteMultipartUploadResult", body), {"Content-Type": "application/xml"})
+        self._send(
+            200, _xml("CompleteMultipartUploadResult", body), {"Content-Type": "application/xml", **headers}
+        )
 
     # -- listings ------------------------------------------------------------------------------
 
     def _get_bucket(self, bucket: str, query: dict[str, list[str]]) -> None:
         if "uploads" in query:
             self._list_uploads(bucket, query)
+        elif "versions" in query:
+            self._list_versions(bucket, query)
         elif "versioning" in query:
-            self._send(200, _xml("VersioningConfiguration", ""), {"Content-Type": "application/xml"})
+            with self.state.lock:
+                self._bucket(bucket)
+                status = "<Status>Enabled</Status>" if self.state.versioned(bucket) else ""
+            self._send(200, _xml("VersioningConfiguration", status), {"Content-Type": "application/xml"})
         elif "location" in query:
             self._send(200, _xml("LocationConstraint", ""), {"Content-Type": "application/xml"})
         else:
@@ -564,6 +716,76 @@ class Handler(BaseHTTPRequestHandler):
                 "<StorageClass>STANDARD</StorageClass></Contents>"
             )
         self._send(200, _xml("ListBucketResult", "".join(body)), {"Content-Type": "application/xml"})
+
+    def _list_versions(self, bucket: str, query: dict[str, list[str]]) -> None:
+        """ListObjectVersions: keys in order, each key's versions newest first, a page from
+        just after (key-marker, version-id-marker); a bucket without versions lists its
+        objects as `null` versions."""
+        prefix = (query.get("prefix") or [""])[0]
+        key_marker = (query.get("key-marker") or [""])[0]
+        version_marker = (query.get("version-id-marker") or [""])[0]
+        limit = min(1000, int((query.get("max-keys") or ["1000"])[0]))
+        with self.state.lock:
+            entries = self._versions_after(bucket, prefix, key_marker, version_marker)
+        page, truncated = entries[:limit], len(entries) > limit
+        body = [
+            f"<Name>{escape(bucket)}</Name><Prefix>{escape(prefix)}</Prefix>"
+            f"<KeyMarker>{escape(key_marker)}</KeyMarker><VersionIdMarker>{escape(version_marker)}</VersionIdMarker>"
+            f"<MaxKeys>{limit}</MaxKeys><IsTruncated>{'true' if truncated else 'false'}</IsTruncated>"
+        ]
+        if truncated:
+            key, entry, _ = page[-1]
+            body.append(
+                f"<NextKeyMarker>{escape(key)}</NextKeyMarker>"
+                f"<NextVersionIdMarker>{entry.version_id}</NextVersionIdMarker>"
+            )
+        body.extend(_version_element(key, entry, latest) for key, entry, latest in page)
+        self._send(200, _xml("ListVersionsResult", "".join(body)), {"Content-Type": "application/xml"})
+
+    def _versions_after(
+        self, bucket: str, prefix: str, key_marker: str, version_marker: str
+    ) -> list[tuple[str, Entry, bool]]:
+        """(key, version, is latest) in listing order, from just after the markers: after the
+        key-marker's last version, or with a version-id-marker after that one version."""
+        objects = self._bucket(bucket)
+        histories = self.state.histories.get(bucket) or {k: [o] for k, o in objects.items()}
+        listed = [
+            (key, entry, index == 0)
+            for key in sorted(k for k in histories if k.startswith(prefix))
+            for index, entry in enumerate(reversed(histories[key]))
+        ]
+        if not key_marker:
+            return listed
+        if version_marker:
+            position = next(
+                (
+                    i
+                    for i, (k, e, _) in enumerate(listed)
+                    if (k, e.version_id) == (key_marker, version_marker)
+                ),
+                None,
+            )
+            if position is None:
+                raise S3Error(400, "InvalidArgument", "Invalid version id specified")
+            return listed[position + 1 :]
+        return [item for item in listed if item[0] > key_marker]
+
+
+def _version_asked(query: dict[str, list[str]]) -> str | None:
+    return (query.get("versionId") or [None])[0]
+
+
+def _version_element(key: str, entry: Entry, latest: bool) -> str:
+    common = (
+        f"<Key>{escape(key)}</Key><VersionId>{entry.version_id}</VersionId>"
+        f"<IsLatest>{'true' if latest else 'false'}</IsLatest><LastModified>{_iso(entry.modified)}</LastModified>"
+    )
+    if isinstance(entry, DeleteMarker):
+        return f"<DeleteMarker>{common}</DeleteMarker>"
+    return (
+        f"<Version>{common}<ETag>&quot;{entry.etag}&quot;</ETag><Size>{entry.size}</Size>"
+        "<StorageClass>STANDARD</StorageClass></Version>"
+    )
 
 
 def _unchunk(raw: bytes) -> bytes:

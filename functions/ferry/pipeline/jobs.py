@@ -436,6 +436,8 @@ def settle_job(
         summary["dry_run"] = True
     if cleanup.error:
         summary["abandoned_uploads_error"] = cleanup.error
+    if cleanup.marks_deleted:
+        summary["marks_of_ended_uploads_deleted"] = cleanup.marks_deleted
     if counted.details is not None:
         summary["map_run_counts"] = counted.details
     if counted.problems:
