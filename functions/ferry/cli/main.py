@@ -147,11 +147,11 @@ def command_for(args: argparse.Namespace) -> Command:
 
 
 def _settle_heap() -> None:
-    """A `ferry` process collects no cycles while it loads (main turns the collector off): what
-    start-up builds (botocore's models, the modules) lives to the end, and the collector's
-    passes over it cost a tenth of start-up. Once it is built it is frozen, out of every later
-    pass, and collecting resumes. A caller that runs main in its own process (tests) keeps its
-    collector as it was."""
+    """A `ferry` process collects no cycles while it loads its command's modules (main turns
+    the collector off): they live to the end, and the collector's passes over them cost a
+    tenth of start-up. Once loaded they are frozen, out of every later pass, and collecting
+    resumes (botocore's models, loaded when the command makes its clients, are collected as
+    usual). A caller that runs main in its own process (tests) keeps its collector as it was."""
     if not gc.isenabled():
         gc.freeze()
         gc.enable()

@@ -21,11 +21,15 @@ def endpoints(args: argparse.Namespace) -> tuple[Endpoint, Endpoint]:
     configured_endpoint_url), so that two sides are one store only when they really are."""
     from ferry.s3.clients import configured_endpoint_url  # botocore: not for --help
 
+    configured: dict[str | None, str | None] = {}  # a profile's configuration read once
+
     def side(name: str) -> Endpoint:
         profile = getattr(args, f"{name}_profile")
         given = getattr(args, f"{name}_endpoint_url") or args.endpoint_url
+        if not given and profile not in configured:
+            configured[profile] = configured_endpoint_url(profile)
         return Endpoint(
-            endpoint_url=given or configured_endpoint_url(profile),
+            endpoint_url=given or configured[profile],
             region=getattr(args, f"{name}_region") or args.region,
             profile=profile,
             role_arn=getattr(args, f"{name}_role_arn"),

@@ -362,15 +362,13 @@ class _PartlyRead(Exception):
 
 def _stream_whole(body: Any, partial: PartialFile, size: int, running: checksums.Running) -> None:
     """A whole object's GET into the file: one run of one part, its checksum in `running`."""
-    state = _RunState([Part(1, 0, size)], None, lambda _part, _value: None)
-    state.running = running
-    _stream_run(body, partial, state, size)
+    _stream_run(body, partial, _RunState([Part(1, 0, size)], None, lambda _part, _value: None, running), size)
 
 
-def runs_of(parts: list[Part], size: int | None = None) -> list[list[Part]]:
+def runs_of(parts: list[Part]) -> list[list[Part]]:
     """The parts to fetch as runs of consecutive parts (a part already written ends a run), each
-    of at most `size` bytes (RANGE_BYTES) unless one part alone is larger."""
-    limit = RANGE_BYTES if size is None else size
+    of at most RANGE_BYTES (read at each call) unless one part alone is larger."""
+    limit = RANGE_BYTES
     runs: list[list[Part]] = []
     for part in parts:
         run = runs[-1] if runs else None
@@ -383,14 +381,19 @@ def runs_of(parts: list[Part], size: int | None = None) -> list[list[Part]]:
 
 class _RunState:
     """Where a run's GET stands: the next byte, the part it falls in and that part's running
-    checksum (which a GET asked again after a break goes on with)."""
+    checksum (which a GET asked again after a break goes on with); `running`, the first part's
+    if the caller keeps it (a whole object's GET)."""
 
     def __init__(
-        self, parts: list[Part], algorithm: str | None, finished: Callable[[Part, str], None]
+        self,
+        parts: list[Part],
+        algorithm: str | None,
+        finished: Callable[[Part, str], None],
+        running: checksums.Running | None = None,
     ) -> None:
         self.parts, self.algorithm, self.finished = parts, algorithm, finished
         self.index, self.offset = 0, parts[0].start
-        self.running = checksums.Running(algorithm) if algorithm else None
+        self.running = running or (checksums.Running(algorithm) if algorithm else None)
 
     def wrote(self, chunk: bytes) -> None:
         if self.running is not None:

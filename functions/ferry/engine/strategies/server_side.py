@@ -199,12 +199,9 @@ def _copy_multipart(
     the copy fails saying why.
     """
     chosen = ctx.policy.checksum_algorithm
-    saved = (
-        None if chosen or ctx.part_copy_checksums_refused.is_set() else _saved_checkpoint(ctx, info, target)
-    )
-    if not chosen and (
-        ctx.part_copy_checksums_refused.is_set() or _saved_without_checksums(ctx, info, target, saved)
-    ):
+    refused_before = ctx.part_copy_checksums_refused.is_set()
+    saved = None if chosen or refused_before else _saved_checkpoint(ctx, info, target)
+    if not chosen and (refused_before or _saved_without_checksums(ctx, info, target, saved)):
         outcome = _copy_parts(ctx, info, target, deadline, None, saved)
         outcome.note = NO_PART_CHECKSUMS_NOTE
         return outcome
