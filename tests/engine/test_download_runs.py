@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
-from ferry.engine.files.downloads import RANGE_BYTES, runs_of
+import pytest
+
+from ferry.engine.files.downloads import RANGE_BYTES, Downloader, runs_of
+from ferry.engine.parts.runner import Failures
+from ferry.errors import CopyFailed
 from ferry.limits import MiB, Part, uniform_parts
+from ferry.local.paths import LocalTarget
+from ferry.local.writing import PartialFile
 
 
 def spans(runs: list[list[Part]]) -> list[tuple[int, int, int]]:
@@ -57,3 +63,49 @@ def test_at_s3s_10000_parts_every_part_is_fetched_once_in_order() -> None:
     runs = runs_of(many)
     assert len(many) == MAX_PARTS and len(runs) == 1_250 and {len(run) for run in runs} == {8}
     assert [p for run in runs for p in run] == many
+
+
+class _Body:
+    """A ranged GET's body of `size` bytes, read a chunk at a time; counts what was read."""
+
+    def __init__(self, size: int) -> None:
+        self.left, self.read_bytes = size, 0
+
+    def read(self, amount: int) -> bytes:
+        chunk = min(amount, self.left)
+        self.left -= chunk
+        self.read_bytes += chunk
+        return b"\0" * chunk
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_run_stops_at_its_next_parts_end_once_another_run_failed(tmp_path) -> None:
+    """A run is one GET of up to RANGE_BYTES (eight 8 MiB parts): once another run has failed,
+    it reads on only to the end of the part it is in, not to the end of its 64 MiB, and gives
+    up as a cancellation (never the reason reported for the object)."""
+    run = uniform_parts(RANGE_BYTES, 8 * MiB)
+    body = _Body(RANGE_BYTES)
+    failures = Failures()
+    done: list[int] = []
+
+    def finished(part: Part, _value: str) -> None:
+        done.append(part.number)
+        if part.number == 1:  # another run fails while this one is in its first part
+            failures.add(CopyFailed("another run: 403 Forbidden"))
+
+    class Source:
+        def _get(self, _info: object, _range: tuple[int, int]) -> dict[str, object]:
+            return {"Body": body}
+
+    partial = PartialFile.open(LocalTarget(str(tmp_path), "obj"), RANGE_BYTES, resume=True)
+    try:
+        with pytest.raises(CopyFailed) as stopped:
+            Downloader._fetch_run(Source(), None, partial, run, None, failures, finished)  # type: ignore[arg-type]
+    finally:
+        partial.discard()
+
+    assert done == [1]
+    assert body.read_bytes == 8 * MiB
+    assert getattr(stopped.value, "is_cancellation", False)

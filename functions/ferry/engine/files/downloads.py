@@ -36,6 +36,7 @@ from ferry.engine.compare.dest_listing import DestinationIndex, Listed
 from ferry.engine.compare.skip import EXISTS, SAME_SIZE
 from ferry.engine.parts.runner import Failures, run_parts
 from ferry.engine.proofs import checksums
+from ferry.engine.proofs.in_order import Cancelled
 from ferry.engine.proofs.local_proof import CHUNK, Proof, compute, proof_for, unprovable
 from ferry.engine.proofs.source import SourceInfo, confirm, from_listing, inspect
 from ferry.engine.run.outcome import WOULD_COPY, Outcome
@@ -307,14 +308,21 @@ class Downloader(Copier):
     ) -> None:
         """One GET of consecutive parts into the file at their offsets, each part's value taken
         at its own end; a body that breaks is asked again from where it broke (the part's
-        running checksum goes on from there)."""
-        state = _RunState(run, algorithm, finished)
+        running checksum goes on from there). Once another run has failed, this one stops at
+        the end of the part it is in, not at the end of its GET (up to RANGE_BYTES)."""
+
+        def finished_unless_stopped(part: Part, value: str) -> None:
+            finished(part, value)
+            if failures:
+                raise Cancelled("stopped: another part failed")
+
+        state = _RunState(run, algorithm, finished_unless_stopped)
         end = run[-1].end
         last: BaseException | None = None
         fruitless = 0  # breaks in a row that brought no byte
         for attempt in range(MAX_RANGE_READS):
             if failures:
-                raise CopyFailed("stopped: another part failed")
+                raise Cancelled("stopped: another part failed")
             offset = state.offset
             try:
                 response = self._get(info, (offset, end))
