@@ -84,3 +84,34 @@ def test_a_downloads_file_is_sized_without_being_truncated_to_zero(
     finally:
         partial.discard()
     assert 0 not in sizes
+
+
+def test_a_chunk_reaches_the_file_in_writes_of_at_most_write_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page cache takes a folio as large as each write. On a virtual machine that hands free
+    memory back to its host (virtio-balloon free page reporting), folios of 1 MiB come from
+    blocks the host took back, and their first touch costs the host's fault per 4 KiB page:
+    2 GiB written 1 MiB at a time took 1.2-4.2 s of system CPU, 256 KiB at a time 0.44-0.61 s.
+    The engine's 1 MiB chunks reach the file in writes of WRITE_BYTES, byte for byte, a
+    short write (which pwrite may make) carried on from where it stopped."""
+    limit = 256 * 1024
+    lengths: list[int] = []
+    real_pwrite = os.pwrite
+
+    def watched_pwrite(fd: int, data: memoryview, offset: int) -> int:
+        lengths.append(len(data))
+        short = len(data) == limit and len(lengths) == 2  # one short write
+        return real_pwrite(fd, data[: len(data) - 1000] if short else data, offset)
+
+    monkeypatch.setattr(writing.os, "pwrite", watched_pwrite)
+    chunk = os.urandom(1024 * 1024)
+    size = 3 * len(chunk) + 12345
+    partial = PartialFile.open(LocalTarget(str(tmp_path), "obj"), size, resume=True)
+    for at in range(0, size, len(chunk)):
+        partial.write_at(at, chunk[: size - at])
+    partial.finish(None)
+
+    assert max(lengths) == limit
+    assert sum(lengths) == size + 1000  # the short write's last 1,000 bytes were written again
+    assert (tmp_path / "obj").read_bytes() == (chunk * 4)[:size]
