@@ -115,3 +115,29 @@ def test_a_chunk_reaches_the_file_in_writes_of_at_most_write_bytes(
     assert max(lengths) == limit
     assert sum(lengths) == size + 1000  # the short write's last 1,000 bytes were written again
     assert (tmp_path / "obj").read_bytes() == (chunk * 4)[:size]
+
+
+def test_a_name_whose_side_names_are_too_long_gets_hashed_side_names_that_a_resume_finds(
+    tmp_path: Path,
+) -> None:
+    """A 250-byte name fits the file system's 255; `.NAME.ferry-partial` does not, so the
+    temporary file and its record take names made from the name's hash, and a second opening
+    (a resume) finds the same two."""
+    name = "n" * 250
+    target = LocalTarget(str(tmp_path), name)
+    first = PartialFile.open(target, 10, resume=True)
+    first.write_at(0, b"01234")
+    first.start_record({"header": 1}, [{"part": 1}])
+    first.keep()
+    hashed = {p.name for p in tmp_path.iterdir()}
+    assert hashed == {
+        writing.side_name(name, s, 255) for s in (writing.PARTIAL_SUFFIX, writing.RECORD_SUFFIX)
+    }
+    assert all(n.startswith(".ferry-") for n in hashed)
+
+    again = PartialFile.open(target, 10, resume=True)
+    assert again.load_record() == ({"header": 1}, [{"part": 1}])
+    again.write_at(5, b"56789")
+    again.finish(None)
+    assert {p.name for p in tmp_path.iterdir()} == {name}
+    assert (tmp_path / name).read_bytes() == b"0123456789"
