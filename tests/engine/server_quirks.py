@@ -13,6 +13,8 @@ a header and ignore it. Seen in the field, and emulated here:
   removes them upstream, with its own signed request, before answering).
 - `refuses-write-tags`: tagging can be read, but a write carrying `x-amz-tagging` answers 501.
 - `head-part-number`: HeadObject with `partNumber` answers 501, so no part layout is learned.
+- `ignores-range`: a GET's `Range` is ignored: the whole object comes back, `200 OK`, as from
+  a server or proxy without ranged reads (the proxy fetches it with its own signed request).
 
 Every other request is forwarded unchanged: method, path and query, every header the client
 signed (Host included) and the body byte for byte, so SigV4 still verifies at the server.
@@ -107,7 +109,12 @@ class AnswerFirst:
     times: int = 1
 
 
-Rule = Refuse | DropTags | HideResponseHeader | AnswerFirst
+@dataclass(frozen=True)
+class IgnoreRange:
+    """Answer a GET with a Range with the whole object, 200 OK."""
+
+
+Rule = Refuse | DropTags | HideResponseHeader | AnswerFirst | IgnoreRange
 
 SLOW_DOWN_BODY = (
     '<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
@@ -129,6 +136,7 @@ QUIRKS: dict[str, tuple[Rule, ...]] = {
     "drops-tags": (DropTags(),),
     "refuses-write-tags": (Refuse(header="x-amz-tagging"),),
     "head-part-number": (Refuse(method="HEAD", query="partNumber"),),
+    "ignores-range": (IgnoreRange(),),
     # Writes (PutObject, CopyObject) answered without naming the object's encryption, which a
     # HEAD still reports: the answer proves nothing about encryption.
     "no-encryption-in-write-answers": (
@@ -237,6 +245,13 @@ def _handler(proxy: QuirkProxy, idle_timeout: float) -> type[BaseHTTPRequestHand
                 upstream, self.command, self.path, self.headers, body
             )
             if (
+                self.command == "GET"
+                and "range" in headers
+                and status == 206
+                and any(isinstance(r, IgnoreRange) for r in rules)
+            ):
+                status, reason, out_headers, payload = _whole_object(proxy.untag, unquote(split.path))
+            if (
                 status == 200
                 and any(isinstance(r, DropTags) for r in rules)
                 and _writes_tags(self.command, query, headers)
@@ -282,6 +297,15 @@ def _handler(proxy: QuirkProxy, idle_timeout: float) -> type[BaseHTTPRequestHand
         do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
 
     return Handler
+
+
+def _whole_object(client: Any, path: str) -> tuple[int, str, list[tuple[str, str]], bytes]:
+    """The object at `path`, whole, as the answer to a GET: its own headers, not the range's."""
+    bucket, _, key = path.lstrip("/").partition("/")
+    answer = client.get_object(Bucket=bucket, Key=key)
+    headers = answer["ResponseMetadata"]["HTTPHeaders"]
+    kept = [(k, v) for k, v in headers.items() if k.lower() not in ("content-range", "content-length")]
+    return 200, "OK", kept, answer["Body"].read()
 
 
 def _writes_tags(method: str, query: dict[str, str], headers: dict[str, str]) -> bool:

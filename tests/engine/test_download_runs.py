@@ -96,8 +96,8 @@ def test_a_run_stops_at_its_next_parts_end_once_another_run_failed(tmp_path) -> 
             failures.add(CopyFailed("another run: 403 Forbidden"))
 
     class Source:
-        def _get(self, _info: object, _range: tuple[int, int]) -> dict[str, object]:
-            return {"Body": body}
+        def _get(self, _info: object, asked: tuple[int, int]) -> dict[str, object]:
+            return {"Body": body, "ContentRange": f"bytes {asked[0]}-{asked[1] - 1}/{RANGE_BYTES}"}
 
     partial = PartialFile.open(LocalTarget(str(tmp_path), "obj"), RANGE_BYTES, resume=True)
     try:

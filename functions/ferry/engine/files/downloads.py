@@ -326,6 +326,7 @@ class Downloader(Copier):
             offset = state.offset
             try:
                 response = self._get(info, (offset, end))
+                _check_range(response, offset, end)
                 _stream_run(response["Body"], partial, state, end)
                 return
             except READ_ERRORS as error:
@@ -358,6 +359,20 @@ class Downloader(Copier):
                     error, side="source", action="s3:GetObject", bucket=info.obj.bucket, key=info.obj.key
                 )
             ) from error
+
+
+def _check_range(response: dict[str, Any], start: int, end: int) -> None:
+    """A ranged GET must answer with the range asked for: a server or proxy that ignores Range
+    sends the whole object from its first byte, which is no part's bytes but the first's. That
+    fails the object at once; asking again would bring the same."""
+    asked = f"bytes {start}-{end - 1}/"
+    if not str(response.get("ContentRange") or "").startswith(asked):
+        response["Body"].close()
+        got = response.get("ContentRange") or "the whole object"
+        raise _Unproved(
+            f"the source ignores Range: a GET of bytes {start}-{end - 1} brought {got}, "
+            "so the object cannot be downloaded in parts"
+        )
 
 
 class _PartlyRead(Exception):
