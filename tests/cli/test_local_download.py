@@ -283,25 +283,3 @@ def test_size_and_age_filters_choose_the_objects(versitygw: S3Server, tmp_path: 
     run = download(versitygw, f"s3://{bucket}/p/", str(tmp_path / "e"), "--min-age", "1d")
     assert run.returncode == 0, run.stderr  # every object is newer: a copy of nothing
     assert files_under(tmp_path / "e") == {}
-
-
-def test_a_source_that_ignores_range_fails_the_download_at_once_and_leaves_nothing(
-    versitygw: S3Server, quirks: Any, tmp_path: Path
-) -> None:
-    """A server or proxy without ranged reads answers every ranged GET with the whole object,
-    200 OK. An object of 80 MiB is fetched in two runs (64 MiB, then 16 MiB); the second
-    run's answer starts at byte 0, not at 64 MiB. The download fails on the first such answer,
-    without writing its bytes at the range's place or asking again (an empty range, five
-    times, was what came of it), and keeps no temporary file: no resume can mend it."""
-    bucket = versitygw.bucket("down")
-    put_in_parts(versitygw, bucket, "big", os.urandom(80 * MiB), 16 * MiB, ChecksumAlgorithm="CRC32")
-    proxy = quirks(versitygw, "ignores-range")
-    dst = tmp_path / "out"
-
-    run = ferry(proxy.url, versitygw.region, f"s3://{bucket}/big", f"{dst}/")
-
-    assert run.returncode == 2, run.stdout + run.stderr
-    assert "ignores Range" in run.stdout, run.stdout
-    ranged = [seen for seen in proxy.requests("GET") if "range" in seen.headers]
-    assert len(ranged) <= 2, [seen.headers["range"] for seen in ranged]
-    assert not dst.exists() or list(dst.iterdir()) == []

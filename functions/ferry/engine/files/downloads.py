@@ -42,7 +42,7 @@ from ferry.engine.proofs.source import SourceInfo, confirm, from_listing, inspec
 from ferry.engine.run.outcome import WOULD_COPY, Outcome
 from ferry.engine.strategies.archive import archived_outcome
 from ferry.engine.strategies.copier import Copier, local_result
-from ferry.engine.strategies.streaming import READ_ATTEMPTS, READ_ERRORS, STALE
+from ferry.engine.strategies.streaming import READ_ATTEMPTS, READ_ERRORS, STALE, RangeIgnored, check_range
 from ferry.errors import CopyFailed, TruncatedBody, VerificationFailed, describe, error_code
 from ferry.limits import DEFAULT_STREAM_PART_SIZE, MiB, Part, choose_part_size, uniform_parts
 from ferry.local.paths import LocalTarget
@@ -231,8 +231,9 @@ class Downloader(Copier):
             except VerificationFailed as failure:
                 raise _Unproved(str(failure)) from failure
             partial.finish(_modified_ns(info))
-        except (_Unproved, OSError):
-            partial.discard()  # the bytes are wrong, or the disk refused them: start again next time
+        except (_Unproved, RangeIgnored, OSError):
+            # the bytes are wrong, no range can be read, or the disk refused them: start again
+            partial.discard()
             raise
         except CopyFailed as failure:
             if error_code(failure.__cause__ or failure) in STALE:
@@ -326,7 +327,7 @@ class Downloader(Copier):
             offset = state.offset
             try:
                 response = self._get(info, (offset, end))
-                _check_range(response, offset, end)
+                check_range(response, offset, end)
                 _stream_run(response["Body"], partial, state, end)
                 return
             except READ_ERRORS as error:
@@ -359,20 +360,6 @@ class Downloader(Copier):
                     error, side="source", action="s3:GetObject", bucket=info.obj.bucket, key=info.obj.key
                 )
             ) from error
-
-
-def _check_range(response: dict[str, Any], start: int, end: int) -> None:
-    """A ranged GET must answer with the range asked for: a server or proxy that ignores Range
-    sends the whole object from its first byte, which is no part's bytes but the first's. That
-    fails the object at once; asking again would bring the same."""
-    asked = f"bytes {start}-{end - 1}/"
-    if not str(response.get("ContentRange") or "").startswith(asked):
-        response["Body"].close()
-        got = response.get("ContentRange") or "the whole object"
-        raise _Unproved(
-            f"the source ignores Range: a GET of bytes {start}-{end - 1} brought {got}, "
-            "so the object cannot be downloaded in parts"
-        )
 
 
 class _PartlyRead(Exception):

@@ -86,6 +86,23 @@ READ_ERRORS = (
 READ_CHUNK = 256 * 1024  # bytes copied from the response into the part buffer at a time
 
 
+class RangeIgnored(CopyFailed):
+    """A ranged GET was answered with other bytes than the range: asking again brings the same."""
+
+
+def check_range(response: Mapping[str, Any], start: int, end: int) -> None:
+    """A ranged GET must answer with the range asked for. A server or proxy that ignores Range
+    sends the whole object from its first byte, which are no part's bytes but the first's; the
+    object fails at once, its body closed unread."""
+    got = response.get("ContentRange")
+    if not str(got or "").startswith(f"bytes {start}-{end - 1}/"):
+        response["Body"].close()
+        raise RangeIgnored(
+            f"the source ignores Range: a GET of bytes {start}-{end - 1} brought "
+            f"{got or 'the whole object'}, so the object cannot be read in parts"
+        )
+
+
 def read_into(client: Any, info: SourceInfo, part: Part | None, view: memoryview) -> dict[str, Any]:
     """GET the whole object or one range into `view`, retrying a body that breaks or comes up short.
 
@@ -107,6 +124,8 @@ def read_into(client: Any, info: SourceInfo, part: Part | None, view: memoryview
     for attempt in range(READ_ATTEMPTS):
         try:
             response = client.get_object(**args)
+            if part is not None:
+                check_range(response, part.start, part.end)
             body = response["Body"]
             try:
                 got = 0
