@@ -145,6 +145,8 @@ def read_into(client: Any, info: SourceInfo, part: Part | None, view: memoryview
         except READ_ERRORS as error:
             last_error = error
             time.sleep(min(8.0, 0.2 * 2**attempt) * random.uniform(0.5, 1.0))
+        except RangeIgnored:
+            raise
         except Exception as error:
             raise CopyFailed(
                 describe(
