@@ -155,3 +155,53 @@ def test_a_job_spec_takes_them_as_options_compare_but_not_with_all_versions(
     code, out, err = call("job", "validate", str(path))
     assert code == 1 and err.count("\n") == 1, err
     assert err.startswith("ferry: error: options.compare: ") and "all_versions" in err, err
+
+
+@pytest.mark.parametrize("direction", ["buckets", "download"])
+@pytest.mark.parametrize("flag", ["--size-only", "--ignore-existing"])
+def test_a_large_source_the_destination_already_holds_is_skipped_without_a_head(
+    versitygw: S3Server, quirks: Any, tmp_path: Path, direction: str, flag: str
+) -> None:
+    """The listing's size decides these compares: an object above the multipart threshold, in
+    parts, that the destination already holds at the same size is skipped without the HEAD a
+    copy of it needs (one request per object, on every rerun of a sync). One of another size is
+    still HEADed and copied."""
+    src = versitygw.bucket("src")
+    sizes = {"same": 6 * 2**20, "other": 6 * 2**20 + 1}
+    for name, size in sizes.items():
+        key = f"out/{name}"
+        upload = versitygw.client.create_multipart_upload(Bucket=src, Key=key)["UploadId"]
+        parts = []
+        for number, (start, end) in enumerate([(0, 5 * 2**20), (5 * 2**20, size)], 1):
+            answer = versitygw.client.upload_part(
+                Bucket=src, Key=key, UploadId=upload, PartNumber=number, Body=b"s" * (end - start)
+            )
+            parts.append({"PartNumber": number, "ETag": answer["ETag"]})
+        versitygw.client.complete_multipart_upload(
+            Bucket=src, Key=key, UploadId=upload, MultipartUpload={"Parts": parts}
+        )
+    if direction == "download":
+        folder = tmp_path / "down"
+        folder.mkdir()
+        (folder / "same").write_bytes(b"d" * sizes["same"])
+        (folder / "other").write_bytes(b"d" * sizes["same"])
+        dst = str(folder)
+    else:
+        bucket = versitygw.bucket("dst")
+        for name in sizes:
+            versitygw.client.put_object(Bucket=bucket, Key=f"in/{name}", Body=b"d" * sizes["same"])
+        dst = f"s3://{bucket}/in/"
+    proxy = quirks(versitygw)
+    report = tmp_path / "r.jsonl"
+
+    code, out, err = call(
+        "copy", f"s3://{src}/out/", dst, "--endpoint-url", proxy.url, flag,
+        "--multipart-threshold", "5MiB", "--report", str(report),
+    )  # fmt: skip
+
+    assert code == 0, (out, err)
+    got = outcomes(report)
+    expected_other = "skipped" if flag == "--ignore-existing" else "copied"
+    assert (got["same"][0], got["other"][0]) == ("skipped", expected_other), got
+    heads = [seen.path for seen in proxy.requests("HEAD") if seen.path.startswith(f"/{src}/")]
+    assert f"/{src}/out/same" not in heads, heads

@@ -136,6 +136,25 @@ def from_listing(obj: SourceObject, policy: CopyPolicy) -> SourceInfo | None:
     )
 
 
+def from_listed_size(obj: SourceObject) -> SourceInfo | None:
+    """Provisional evidence of any listed object whose size the listing gave: enough for a skip
+    decided by size or existence alone, for an object (in parts, archived, ...) that
+    from_listing would not start a copy from. A copy confirms it first (confirm)."""
+    if obj.size is None:
+        return None
+    head = {"LastModified": obj.last_modified} if obj.last_modified is not None else {}
+    return SourceInfo(
+        obj=obj,
+        head=head,
+        size=int(obj.size),
+        etag=str(obj.etag or ""),
+        checksum=None,
+        storage_class=str(obj.storage_class or "STANDARD"),
+        version_id=obj.version_id,
+        provisional=True,
+    )
+
+
 def confirm(client: Any, info: SourceInfo) -> SourceInfo:
     """Complete provisional evidence with a HEAD (in place: every holder sees it)."""
     if info.provisional:

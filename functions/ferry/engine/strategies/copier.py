@@ -19,7 +19,7 @@ from typing import Any
 
 from ferry.engine.compare.dest_listing import DestinationIndex, Listed
 from ferry.engine.compare.skip import already_as_asked, identical_reason, settled_by_listing
-from ferry.engine.proofs.source import SourceInfo, confirm, from_listing, inspect
+from ferry.engine.proofs.source import SourceInfo, confirm, from_listed_size, from_listing, inspect
 from ferry.engine.records.checkpoints import CheckpointStore
 from ferry.engine.run.bandwidth import Bandwidth, metered
 from ferry.engine.run.budget import ByteBudget
@@ -44,6 +44,7 @@ from ferry.limits import (
     format_size,
 )
 from ferry.models import (
+    Compare,
     CopyPolicy,
     CopyResult,
     Endpoint,
@@ -248,6 +249,8 @@ class Copier:
             reason = identical_reason(self.ctx.dest_client, info, target, self.policy.compare, listed)
             if reason:
                 return Outcome(Status.SKIPPED, "none", reason=reason)
+        if info.provisional and not self._listing_starts(info.obj, server_side):
+            confirm(self.ctx.source_client, info)  # listed for the skip only: a copy needs the HEAD
         archived = archived_outcome(self.ctx.source_client, info, self.policy)
         if archived is not None:
             return archived
@@ -304,15 +307,30 @@ class Copier:
         """The listing's word where one request can complete it (a CopyObject, or one GET of
         an object below the multipart threshold); a HEAD otherwise, and always for a copy onto
         itself (a storage class or encryption change), which must not be copied twice."""
-        small = obj.size is not None and obj.size <= self.policy.multipart_threshold
         in_place = (obj.bucket, obj.key) == (target.bucket, target.key) and server_side
         if in_place:
             return inspect(self.ctx.source_client, obj)
-        if (server_side and not self.ctx.listing_copies_off.is_set()) or (not server_side and small):
-            provisional = from_listing(obj, self.policy)
+        listed = from_listing(obj, self.policy)
+        if listed is not None and self._listing_suffices(obj, server_side):
+            return listed
+        if self._listed_size_decides():
+            provisional = listed or from_listed_size(obj)
             if provisional is not None:
-                return provisional
+                return provisional  # confirmed in _decide unless the object is skipped
         return inspect(self.ctx.source_client, obj)
+
+    def _listing_suffices(self, obj: SourceObject, server_side: bool) -> bool:
+        """Whether one request can complete a copy started from the listing's word: a CopyObject,
+        or one GET of an object below the multipart threshold."""
+        small = obj.size is not None and obj.size <= self.policy.multipart_threshold
+        return (server_side and not self.ctx.listing_copies_off.is_set()) or (not server_side and small)
+
+    def _listing_starts(self, obj: SourceObject, server_side: bool) -> bool:
+        return from_listing(obj, self.policy) is not None and self._listing_suffices(obj, server_side)
+
+    def _listed_size_decides(self) -> bool:
+        """--size-only and --ignore-existing: the listed size settles the skip, whatever the object."""
+        return self.policy.skip_existing and self.policy.compare in (Compare.SIZE, Compare.EXISTENCE)
 
     def _seconds_needed(self, info: SourceInfo, server_side: bool) -> float:
         if self.single_request_rate is None:
