@@ -38,7 +38,7 @@ from ferry.engine.parts.runner import Failures, run_parts
 from ferry.engine.proofs import checksums
 from ferry.engine.proofs.in_order import Cancelled
 from ferry.engine.proofs.local_proof import CHUNK, Proof, compute, proof_for, unprovable
-from ferry.engine.proofs.source import SourceInfo, confirm, from_listed_size, from_listing, inspect
+from ferry.engine.proofs.source import SourceInfo, confirm, from_listing, inspect
 from ferry.engine.run.outcome import WOULD_COPY, Outcome
 from ferry.engine.strategies.archive import archived_outcome
 from ferry.engine.strategies.copier import Copier, local_result
@@ -109,8 +109,8 @@ class Downloader(Copier):
                 return Outcome(Status.SKIPPED, "none", reason=reason), info.size
         else:
             _refuse_non_file(target)
-        if info.provisional and not self._listing_starts_download(obj):
-            confirm(self.ctx.source_client, info)  # listed for the skip only: a download needs the HEAD
+        if info.listed_for_skip:
+            confirm(self.ctx.source_client, info)  # a download needs the HEAD the skip did without
         archived = archived_outcome(self.ctx.source_client, info, self.policy)
         if archived is not None:
             return archived, info.size
@@ -136,20 +136,11 @@ class Downloader(Copier):
         """The listing's word for a small plain object (its GET brings the rest), or for any
         object whose listed size settles the skip (confirmed in _download if it is fetched);
         else a HEAD."""
-        listed = from_listing(obj, self.policy)
-        if listed is not None and self._small(obj):
-            return listed
-        if self._listed_size_decides():
-            provisional = listed or from_listed_size(obj)
-            if provisional is not None:
-                return provisional
-        return inspect(self.ctx.source_client, obj)
-
-    def _small(self, obj: SourceObject) -> bool:
-        return obj.size is not None and obj.size <= self.policy.multipart_threshold
-
-    def _listing_starts_download(self, obj: SourceObject) -> bool:
-        return self._small(obj) and from_listing(obj, self.policy) is not None
+        small = obj.size is not None and obj.size <= self.policy.multipart_threshold
+        provisional = from_listing(obj, self.policy) if small else None
+        if provisional is None:
+            provisional = self._listed_for_skip(obj)
+        return provisional if provisional is not None else inspect(self.ctx.source_client, obj)
 
     # -- is it there already? -----------------------------------------------------------------
 

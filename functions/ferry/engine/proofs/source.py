@@ -54,6 +54,7 @@ class SourceInfo:
     layout: list[Part] | None = field(default=None)
     layout_probed: bool = False
     provisional: bool = False  # size, ETag and class from a listing; no HEAD yet
+    listed_for_skip: bool = False  # provisional for a size or existence skip only: a copy confirms it
 
     def confirm(self, response: dict[str, Any]) -> None:
         """Take a whole-object HEAD's or GET's headers as the evidence, size and ETag included
@@ -123,17 +124,7 @@ def from_listing(obj: SourceObject, policy: CopyPolicy) -> SourceInfo | None:
     plain = obj.size is not None and obj.etag and "-" not in obj.etag
     if not plain or obj.storage_class not in NEVER_ARCHIVED or policy.metadata is not None:
         return None  # a multipart layout, an archive tier or replaced headers need the HEAD
-    head = {"LastModified": obj.last_modified} if obj.last_modified is not None else {}
-    return SourceInfo(
-        obj=obj,
-        head=head,
-        size=int(obj.size),  # type: ignore[arg-type]
-        etag=str(obj.etag),
-        checksum=None,
-        storage_class=str(obj.storage_class),
-        version_id=obj.version_id,
-        provisional=True,
-    )
+    return from_listed_size(obj)
 
 
 def from_listed_size(obj: SourceObject) -> SourceInfo | None:

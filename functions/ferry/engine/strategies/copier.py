@@ -249,8 +249,8 @@ class Copier:
             reason = identical_reason(self.ctx.dest_client, info, target, self.policy.compare, listed)
             if reason:
                 return Outcome(Status.SKIPPED, "none", reason=reason)
-        if info.provisional and not self._listing_starts(info.obj, server_side):
-            confirm(self.ctx.source_client, info)  # listed for the skip only: a copy needs the HEAD
+        if info.listed_for_skip:
+            confirm(self.ctx.source_client, info)  # a copy needs the HEAD the skip did without
         archived = archived_outcome(self.ctx.source_client, info, self.policy)
         if archived is not None:
             return archived
@@ -307,26 +307,25 @@ class Copier:
         """The listing's word where one request can complete it (a CopyObject, or one GET of
         an object below the multipart threshold); a HEAD otherwise, and always for a copy onto
         itself (a storage class or encryption change), which must not be copied twice."""
+        small = obj.size is not None and obj.size <= self.policy.multipart_threshold
         in_place = (obj.bucket, obj.key) == (target.bucket, target.key) and server_side
         if in_place:
             return inspect(self.ctx.source_client, obj)
-        listed = from_listing(obj, self.policy)
-        if listed is not None and self._listing_suffices(obj, server_side):
-            return listed
-        if self._listed_size_decides():
-            provisional = listed or from_listed_size(obj)
+        if (server_side and not self.ctx.listing_copies_off.is_set()) or (not server_side and small):
+            provisional = from_listing(obj, self.policy)
             if provisional is not None:
-                return provisional  # confirmed in _decide unless the object is skipped
-        return inspect(self.ctx.source_client, obj)
+                return provisional
+        return self._listed_for_skip(obj) or inspect(self.ctx.source_client, obj)
 
-    def _listing_suffices(self, obj: SourceObject, server_side: bool) -> bool:
-        """Whether one request can complete a copy started from the listing's word: a CopyObject,
-        or one GET of an object below the multipart threshold."""
-        small = obj.size is not None and obj.size <= self.policy.multipart_threshold
-        return (server_side and not self.ctx.listing_copies_off.is_set()) or (not server_side and small)
-
-    def _listing_starts(self, obj: SourceObject, server_side: bool) -> bool:
-        return from_listing(obj, self.policy) is not None and self._listing_suffices(obj, server_side)
+    def _listed_for_skip(self, obj: SourceObject) -> SourceInfo | None:
+        """With --size-only or --ignore-existing, the listing's word for any object whose size
+        it gave: the skip needs no more (confirmed in _decide if the object is copied)."""
+        if not self._listed_size_decides():
+            return None
+        provisional = from_listed_size(obj)
+        if provisional is not None:
+            provisional.listed_for_skip = True
+        return provisional
 
     def _listed_size_decides(self) -> bool:
         """--size-only and --ignore-existing: the listed size settles the skip, whatever the object."""
