@@ -123,7 +123,7 @@ def test_server_copy_without_comparable_evidence_says_unverified_until_sized():
 
 
 def test_a_failed_part_is_reported_not_the_parts_it_cancelled():
-    from ferry.engine.parts.multipart import _root_cause
+    from ferry.engine.parts.runner import root_cause as _root_cause
     from ferry.engine.proofs.in_order import Cancelled
 
     real = CopyFailed("AccessDenied on s3:PutObject (UploadPart)")

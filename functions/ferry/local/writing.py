@@ -49,10 +49,14 @@ def is_partial_name(name: str) -> bool:
 
 def side_name(name: str, suffix: str, longest: int) -> str:
     """`.NAME<suffix>`, or a name made from NAME's hash when that would be too long."""
-    candidate = f".{name}{suffix}"
+    candidate = _side(name, suffix)
     if len(os.fsencode(candidate)) <= longest:
         return candidate
     return f".ferry-{hashlib.sha256(os.fsencode(name)).hexdigest()[:24]}{suffix}"
+
+
+def _side(name: str, suffix: str) -> str:
+    return f".{name}{suffix}"
 
 
 def open_folder(target: LocalTarget, *, create: bool) -> int | None:
@@ -169,7 +173,7 @@ class PartialFile:
         assert folder is not None
         try:
             flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | (0 if resume else os.O_TRUNC)
-            temp, record = f".{target.name}{PARTIAL_SUFFIX}", f".{target.name}{RECORD_SUFFIX}"
+            temp, record = _side(target.name, PARTIAL_SUFFIX), _side(target.name, RECORD_SUFFIX)
             try:
                 fd = os.open(temp, flags, 0o666, dir_fd=folder)
             except OSError as error:

@@ -23,7 +23,7 @@ from typing import Any
 
 from ferry.counts import plural
 from ferry.engine.parts.lost_replies import completed_already, create_upload
-from ferry.engine.parts.runner import Failures, Gate, root_cause, run_parts
+from ferry.engine.parts.runner import Failures, Gate, run_parts
 from ferry.engine.proofs.checksums import default_type
 from ferry.engine.proofs.source import SourceInfo
 from ferry.engine.proofs.verify import PartProof
@@ -45,7 +45,6 @@ from ferry.limits import Part
 from ferry.models import Status, Target
 
 log = logging.getLogger(__name__)
-_root_cause = root_cause  # the failure an upload's parts raise: runner.root_cause
 
 
 def _store_error(error: BaseException) -> str:
