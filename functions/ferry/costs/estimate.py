@@ -508,9 +508,9 @@ def _stack_rate_limits(
         objects_per_day,
         shape,
         lambda_quota=quota,
-        requests_per_object={op: n / objects for op, n in copies.requests.items()} if objects else {},
+        requests_per_object={op: n / objects for op, n in copies.requests.items()},
         worker_objects_per_second=in_lambda / lambda_busy if lambda_busy and in_lambda > 0 else None,
-        ledger_wru_per_object=ledger.wru / objects if objects else 0.0,
+        ledger_wru_per_object=ledger.wru / objects,
     )
 
 

@@ -257,7 +257,7 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
     planning), those over the Lambda threshold sent to Fargate, the rest copied until the
     deadline; what the deadline stopped goes round again, or from the last pass to Fargate."""
     event = pass_event(event)
-    spec, items, pass_no, _ = _pass_of(event, services)
+    spec, items, pass_no, batch_id = _pass_of(event, services)
     settings = services.settings
     deadline = deadline_in(remaining_ms / 1000 - settings.deadline_margin_seconds)
     way = item_copy(services, spec)
@@ -284,6 +284,7 @@ def copy_batch(event: Mapping[str, Any], services: Services, remaining_ms: int) 
         event,
         services,
         spec,
+        (items, pass_no, batch_id),
         settled,
         remaining,
         [p.item for p in large],
@@ -304,6 +305,7 @@ def _finish_pass(
     event: Mapping[str, Any],
     services: Services,
     spec: JobSpec,
+    this_pass: tuple[list[Any], int, str],
     settled: list[CopyResult],
     remaining: list[Any],
     large: list[Any],
@@ -312,8 +314,9 @@ def _finish_pass(
     keys: int | None = None,
 ) -> dict[str, Any]:
     """Record a pass (its settled results, and what it hands over by position) and say what
-    the state machine does next. `keys`: an all_versions pass's settled keys (BatchCounts.items)."""
-    _, items, pass_no, batch_id = _pass_of(event, services)
+    the state machine does next. `this_pass`: its items, number and batch id (_pass_of, as
+    copy_batch read them); `keys`: an all_versions pass's settled keys (BatchCounts.items)."""
+    items, pass_no, batch_id = this_pass
     handover = {"remaining": _positions(items, remaining), "large": _positions(items, large)}
     recorded = record(services, spec.job_id, f"{batch_id}-p{pass_no}", settled, handover=handover, items=keys)
     if not recorded.first:

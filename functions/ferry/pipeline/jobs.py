@@ -415,7 +415,7 @@ def settle_job(
     counts = tally.counts.to_dict()
     # The Map's items as the ledger settled them: objects, or an all_versions job's keys.
     counted = check(tally.items) if check else check_listed(tally.items, read, noun=item_noun(spec))
-    dry_run, written = spec.options.policy.dry_run, spec.to_dict()
+    dry_run, written = spec.options.policy.dry_run, job["spec"]  # as Prepare stored it
     summary: dict[str, Any] = {
         "job_id": job_id,
         "status": _status(counts, map_error or listing_error, bool(counted.problems), dry_run=dry_run),
