@@ -283,3 +283,28 @@ def test_size_and_age_filters_choose_the_objects(versitygw: S3Server, tmp_path: 
     run = download(versitygw, f"s3://{bucket}/p/", str(tmp_path / "e"), "--min-age", "1d")
     assert run.returncode == 0, run.stderr  # every object is newer: a copy of nothing
     assert files_under(tmp_path / "e") == {}
+
+
+@pytest.mark.parametrize("virtual_s3", [4096], indirect=True)
+def test_an_object_of_10000_parts_is_downloaded_in_its_own_parts_and_proved_by_them(
+    virtual_s3: Any, tmp_path: Path
+) -> None:
+    """S3's 10,000 parts (of 4 KiB, on the virtual endpoint, which stores no checksum): the
+    download learns the layout, fetches the parts in runs of ranged GETs (each answer's
+    Content-Range checked), records and checksums each of the 10,000 parts at its own end,
+    and proves the file by the `-10000` ETag computed over them."""
+    bucket = virtual_s3.bucket("down")
+    made = virtual_s3.make(bucket, "big", "seed-10000", [4096] * 10_000)
+    report = tmp_path / "r.jsonl"
+    dst = tmp_path / "out"
+
+    run = download(virtual_s3, f"s3://{bucket}/big", f"{dst}/", "--report", str(report))
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert made["ETag"].strip('"').endswith("-10000")
+    line = report_lines(report)["big"]
+    assert line["status"] == "copied" and "etag" in line["verified_by"], line
+    expected = virtual_s3.client.get_object(Bucket=bucket, Key="big")["Body"].read()
+    assert len(expected) == 10_000 * 4096
+    assert (dst / "big").read_bytes() == expected
+    assert [p.name for p in dst.iterdir()] == ["big"]  # no temporary file or record left
