@@ -141,3 +141,67 @@ def test_a_name_whose_side_names_are_too_long_gets_hashed_side_names_that_a_resu
     again.finish(None)
     assert {p.name for p in tmp_path.iterdir()} == {name}
     assert (tmp_path / name).read_bytes() == b"0123456789"
+
+
+def _folder_opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    opened: list[str] = []
+    real_open = os.open
+
+    def watched_open(path: str, flags: int, *args: object, **kwargs: object) -> int:
+        if flags & os.O_DIRECTORY:
+            opened.append(path)
+        return real_open(path, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(writing.os, "open", watched_open)
+    return opened
+
+
+def test_a_file_directly_in_the_destination_is_looked_for_without_opening_the_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The destination folder is opened once per downloaded file (for the temporary file and
+    the rename), not a second time to look for a file already there: two system calls per
+    file, each a hand-over of the interpreter's lock between the threads of a download."""
+    (tmp_path / "there").write_bytes(b"12345")
+    opened = _folder_opens(monkeypatch)
+    assert writing.open_existing(LocalTarget(str(tmp_path), "missing")) is None
+    reader = writing.open_existing(LocalTarget(str(tmp_path), "there"))
+    assert reader is not None and reader.size == 5
+    reader.close()
+    assert opened == []
+
+
+@pytest.mark.parametrize("what", ["folder", "link", "fifo"])
+def test_what_stands_directly_in_the_destination_under_the_files_name_is_refused(
+    tmp_path: Path, what: str
+) -> None:
+    name = tmp_path / "obj"
+    if what == "folder":
+        name.mkdir()
+    elif what == "link":
+        (tmp_path / "elsewhere").write_bytes(b"x")
+        name.symlink_to(tmp_path / "elsewhere")
+    else:
+        os.mkfifo(name)
+    with pytest.raises(writing.CopyFailed, match=f"{name} is .*: it is not replaced by a file"):
+        writing.open_existing(LocalTarget(str(tmp_path), "obj"))
+
+
+def test_a_destination_that_is_a_file_is_named_when_looking_for_a_file_in_it(tmp_path: Path) -> None:
+    (tmp_path / "plain").write_bytes(b"x")
+    with pytest.raises(writing.CopyFailed, match="the destination .*plain is a file, not a folder"):
+        writing.open_existing(LocalTarget(str(tmp_path / "plain"), "obj"))
+    assert writing.open_existing(LocalTarget(str(tmp_path / "absent"), "obj")) is None
+
+
+def test_a_file_in_a_folder_below_the_destination_is_still_reached_folder_by_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below the destination, folders are opened one at a time and never through a link."""
+    (tmp_path / "inner").mkdir()
+    (tmp_path / "inner" / "obj").write_bytes(b"abc")
+    opened = _folder_opens(monkeypatch)
+    reader = writing.open_existing(LocalTarget(str(tmp_path), "inner/obj"))
+    assert reader is not None and reader.size == 3
+    reader.close()
+    assert opened == [str(tmp_path), "inner"]
