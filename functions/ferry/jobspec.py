@@ -288,7 +288,7 @@ def check_all_versions(spec: JobSpec) -> None:
             "options.skip_existing: all_versions finds what is already there by the destination's "
             "history; leave out skip_existing (or set it true)"
         )
-    if spec.options.policy.compare in (Compare.SIZE, Compare.EXISTENCE):
+    if spec.options.policy.compare != Compare.CHECKSUM:  # the history's own test: any other is not run
         raise SpecError(
             f"options.compare: {spec.options.policy.compare} cannot go with all_versions: a history "
             "is matched version by version by its contents; leave out compare"

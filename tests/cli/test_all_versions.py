@@ -109,7 +109,17 @@ def test_dry_run_writes_nothing(minio):
     assert minio.client.list_object_versions(Bucket=dst).get("DeleteMarkers", []) == []
 
 
-@pytest.mark.parametrize("flag", [["--max-age", "1d"], ["--min-size", "1K"], ["--no-skip-existing"]])
+@pytest.mark.parametrize(
+    "flag",
+    [
+        ["--max-age", "1d"],
+        ["--min-size", "1K"],
+        ["--no-skip-existing"],
+        ["--compare", "size-mtime"],
+        ["--size-only"],
+        ["--ignore-existing"],
+    ],
+)
 def test_options_that_would_break_a_history_are_refused(versitygw, flag):
     src, dst = versioned(versitygw, "src"), versioned(versitygw, "dst")
     versitygw.client.put_object(Bucket=src, Key="k", Body=b"1")
@@ -251,3 +261,18 @@ def test_a_mistyped_prefix_is_refused_as_a_plain_copy_refuses_it(minio):
     code, out, err = call("copy", f"s3://{src}/photos/", f"s3://{dst}/", *where, "--all-versions")
     assert code == 0, err
     assert "2 objects: 2 copied" in out, out
+
+
+def test_compare_checksum_is_what_a_history_copy_does_and_is_taken_as_a_job_spec_takes_it(versitygw):
+    """A history is matched version by version by its contents: `--compare checksum` asks for
+    just that, so it is taken, as a job spec's `compare: checksum` is; the other tests are refused
+    by both (test_options_that_would_break_a_history_are_refused, and the job's spec check)."""
+    src, dst = versioned(versitygw, "src"), versioned(versitygw, "dst")
+    write(versitygw, src, [("k", b"1"), ("k", b"2")])
+    where = ("--endpoint-url", versitygw.url, "--all-versions", "--compare", "checksum")
+    code, out, err = call("copy", f"s3://{src}", f"s3://{dst}", *where)
+    assert code == 0, err
+    assert history(versitygw, dst, "k") == ["1", "2"]
+    code, out, err = call("copy", f"s3://{src}", f"s3://{dst}", *where)
+    assert code == 0, err
+    assert "2 objects: 0 copied, 2 skipped, 0 failed" in out

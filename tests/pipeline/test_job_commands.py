@@ -692,6 +692,15 @@ def test_all_versions_is_a_job_start_option_and_what_it_cannot_go_with_is_named_
     assert err.startswith("ferry: error: options.skip_existing: all_versions finds") and err.count("\n") == 1
     args = build_parser().parse_args(["job", "start", "s3://src/in/", "s3://dst/", "--all-versions"])
     assert spec_from_args(args)["options"] == {"all_versions": True}
+    for compare in ("size-mtime", "size", "existence"):
+        code, out, err = ferry(
+            "job", "start", "s3://src/in/", "s3://dst/", "--all-versions", "--compare", compare
+        )  # fmt: skip
+        assert (code, out) == (1, ""), compare
+        assert err == (
+            f"ferry: error: options.compare: {compare} cannot go with all_versions: a history is matched "
+            "version by version by its contents; leave out compare\n"
+        )
 
 
 def test_retry_sends_a_redrive_the_service_model_accepts_for_an_aborted_job() -> None:

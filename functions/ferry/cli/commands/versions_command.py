@@ -26,7 +26,7 @@ from ferry.engine.versions.version_copy import KEYS_AT_ONCE, copy_history
 from ferry.errors import ConfigError
 from ferry.filters import is_ferrys_own, marks_prefixes
 from ferry.jobspec import as_folder
-from ferry.models import CopyResult, Target
+from ferry.models import Compare, CopyResult, Target
 from ferry.s3.listing import OneObject, object_or_prefix
 from ferry.s3.version_listing import History, Wording, check_versioning, histories, key_history
 
@@ -43,14 +43,15 @@ def run_copy_all_versions(args: argparse.Namespace, stdout: IO[str], stderr: IO[
         raise ConfigError(
             "--all-versions finds what is already there by the destination's history: leave out --no-skip-existing"
         )
-    chosen = compare_choices(args)
-    if chosen:
+    chosen = [(said, compare) for said, compare in compare_choices(args) if compare != Compare.CHECKSUM]
+    if chosen:  # checksum is the history's own test (compare_heads); any other would not be run
         raise ConfigError(
             f"{chosen[0][0]} cannot go with --all-versions: a history is matched version by version "
             "by its contents; leave it out"
         )
     # Every version is written: the destination's current object says nothing of its history.
     args.no_skip_existing = True
+    args.compare = None  # --compare checksum: the history's own test, asked for by name
     return run_copy(args, stdout, stderr, extension=AllVersions(args))
 
 
