@@ -164,3 +164,32 @@ def test_two_profiles_naming_two_stores_are_two_endpoints(
     assert code == 1 and err.count("\n") == 1, (out, err)
     assert "--mode server-side needs one endpoint for both sides" in err, err
     assert by_name(versitygw) in err and by_name(minio) in err, err
+
+
+@pytest.mark.parametrize("request_path", ["lean", "botocore"], indirect=True)
+@pytest.mark.parametrize("given", ["--endpoint-url", "profile"])
+def test_a_profiles_own_addressing_style_is_kept_for_its_endpoint(
+    versitygw: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request_path: str, given: str
+) -> None:
+    """A store that takes virtual-hosted requests only (bucket first in the host name) is
+    reached by naming `addressing_style = virtual` in the profile's `s3` settings, as the AWS
+    CLI reads it; without it an endpoint is addressed path-style (the other tests here). The
+    bucket's own host name does not resolve on this machine, so the request that was sent
+    there is what the refusal names."""
+    monkeypatch.setattr("ferry.s3.clients.MAX_ATTEMPTS", 1)
+    src, dst = seed(versitygw)
+    configure(monkeypatch, tmp_path, versitygw, "profile")
+    config = tmp_path / "config"
+    section = f"[profile {PROFILE}]\n"
+    config.write_text(config.read_text().replace(section, section + "s3 =\n  addressing_style = virtual\n"))
+    where = ["--endpoint-url", by_name(versitygw)] if given == "--endpoint-url" else []
+
+    code, out, err = call(
+        "copy", f"s3://{src}/logs/", f"s3://{dst}/in/", "--source-profile", PROFILE,
+        "--dest-profile", PROFILE, *where,
+    )  # fmt: skip
+
+    port = by_name(versitygw).rsplit(":", 1)[1]
+    assert code == 1, (out, err)
+    assert f"http://{src}.localhost:{port}/" in err, err
+    assert versitygw.keys(dst) == []

@@ -23,7 +23,7 @@ import botocore
 import botocore.session
 from botocore.config import Config
 from botocore.credentials import RefreshableCredentials
-from botocore.exceptions import DataNotFoundError
+from botocore.exceptions import BotoCoreError, DataNotFoundError
 from botocore.loaders import Loader
 from botocore.utils import parse_timestamp
 
@@ -147,7 +147,6 @@ def configured_endpoint_url(profile: str | None) -> str | None:
     copy onto itself) is decided from the stores the requests will really go to. A profile that
     does not exist is botocore's to refuse, when the client is made."""
     from botocore.configprovider import ConfiguredEndpointProvider
-    from botocore.exceptions import BotoCoreError
 
     session = botocore.session.Session(profile=profile)
     try:
@@ -161,10 +160,12 @@ def configured_endpoint_url(profile: str | None) -> str | None:
     return str(url) if url else None
 
 
-def client_config(endpoint: Endpoint, pool_size: int) -> Config:
+def client_config(endpoint: Endpoint, pool_size: int, addressing_style: str | None = None) -> Config:
+    """A side's client settings. An endpoint other than AWS's is addressed path-style (a store
+    seldom has a host name per bucket) unless the profile names its `addressing_style`."""
     s3_options: dict[str, Any] = {}
     if endpoint.endpoint_url:
-        s3_options["addressing_style"] = "path"
+        s3_options["addressing_style"] = addressing_style or "path"
     return Config(
         region_name=endpoint.region,
         user_agent=_user_agent(),
@@ -340,15 +341,26 @@ def expect_owners(client: Any, owners: Mapping[str, str]) -> None:
         client.meta.events.register("before-parameter-build.s3", handler)
 
 
+def _configured_addressing(session: botocore.session.Session) -> str | None:
+    """The addressing style the profile's `s3` settings name (`addressing_style = virtual` for a
+    store that takes virtual-hosted requests only), as the AWS CLI reads it; None when unnamed,
+    or when the profile is not there (creating the client says so)."""
+    try:
+        settings = session.get_config_variable("s3") or {}
+    except BotoCoreError:
+        return None
+    style = settings.get("addressing_style")
+    return style if style in ("auto", "virtual", "path") else None
+
+
 def make_client(endpoint: Endpoint, pool_size: int = DEFAULT_POOL_SIZE, *, lean: bool | None = None) -> Any:
     """One side's S3 client. With `lean` (default: on unless FERRY_LEAN_REQUESTS=0), the hot
     small-object requests take ferry.s3.lean_s3's path, signed with this session's credentials;
     everything else, and every answer but a clean one, is botocore's. The lean path is put in
     front before Ferry's own hooks are registered, so it calls them as botocore does."""
     session = session_for(endpoint)
-    client = session.create_client(
-        "s3", endpoint_url=endpoint.endpoint_url, config=client_config(endpoint, pool_size)
-    )
+    config = client_config(endpoint, pool_size, _configured_addressing(session))
+    client = session.create_client("s3", endpoint_url=endpoint.endpoint_url, config=config)
     if lean is None:
         lean = lean_requests_enabled()
     front = client
