@@ -66,6 +66,10 @@ def test_the_loader_knows_the_services_botocore_knows_and_refuses_others(fresh_l
         assert name in ours.list_available_services("service-2")
     assert list(ours.list_available_services("service-2")) == known
     assert "no-such-service" not in ours.list_available_services("service-2")
+    for beside_the_services in ("endpoints.json", "partitions.json", "_retry.json"):  # files, not folders
+        assert beside_the_services not in ours.list_available_services("service-2")
+        with pytest.raises(UnknownServiceError):
+            ours.load_service_model(beside_the_services, "service-2")
     assert "s3/../s3" not in ours.list_available_services("service-2")
     assert ours.load_service_model("s3", "service-2") == theirs.load_service_model("s3", "service-2")
     with pytest.raises(UnknownServiceError, match="no-such-service.*s3"):

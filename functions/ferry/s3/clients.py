@@ -96,7 +96,7 @@ class _Services(Sequence[str]):
             return False
         try:
             self._loader.list_api_versions(name, self._type_name)
-        except DataNotFoundError:
+        except (DataNotFoundError, NotADirectoryError):  # no such folder, or a file of that name
             return False
         return True
 
@@ -343,12 +343,8 @@ def expect_owners(client: Any, owners: Mapping[str, str]) -> None:
 
 def _configured_addressing(session: botocore.session.Session) -> str | None:
     """The addressing style the profile's `s3` settings name (`addressing_style = virtual` for a
-    store that takes virtual-hosted requests only), as the AWS CLI reads it; None when unnamed,
-    or when the profile is not there (creating the client says so)."""
-    try:
-        settings = session.get_config_variable("s3") or {}
-    except BotoCoreError:
-        return None
+    store that takes virtual-hosted requests only), as the AWS CLI reads it; None when unnamed."""
+    settings = session.get_config_variable("s3") or {}
     style = settings.get("addressing_style")
     return style if style in ("auto", "virtual", "path") else None
 
