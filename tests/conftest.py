@@ -39,8 +39,18 @@ os.environ.update(
     AWS_SECRET_ACCESS_KEY=SECRET_KEY,
     AWS_DEFAULT_REGION="us-east-1",
     AWS_EC2_METADATA_DISABLED="true",
+    # The machine's own AWS configuration (a profile's endpoint or addressing style) stays out.
+    AWS_CONFIG_FILE=os.devnull,
+    AWS_SHARED_CREDENTIALS_FILE=os.devnull,
 )
-for _var in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL", "AWS_CA_BUNDLE"):
+for _var in (
+    "AWS_PROFILE",
+    "AWS_SESSION_TOKEN",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_S3",
+    "AWS_DATA_PATH",
+    "AWS_CA_BUNDLE",
+):
     os.environ.pop(_var, None)
 # Every `ferry` a test starts in a process of its own runs this checkout's code: the
 # environment's `ferry` executable may import another installed copy of the package.

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import io
 import json
+import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -174,9 +176,17 @@ def test_a_profiles_own_addressing_style_is_kept_for_its_endpoint(
     """A store that takes virtual-hosted requests only (bucket first in the host name) is
     reached by naming `addressing_style = virtual` in the profile's `s3` settings, as the AWS
     CLI reads it; without it an endpoint is addressed path-style (the other tests here). The
-    bucket's own host name does not resolve on this machine, so the request that was sent
-    there is what the refusal names."""
+    bucket's own host name is made not to resolve (some resolvers answer every name under
+    `localhost`), so the request that was sent there is what the refusal names."""
     monkeypatch.setattr("ferry.s3.clients.MAX_ATTEMPTS", 1)
+    resolve = socket.getaddrinfo
+
+    def no_bucket_hosts(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(host, str) and host.endswith(".localhost"):
+            raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        return resolve(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket, "getaddrinfo", no_bucket_hosts)
     src, dst = seed(versitygw)
     configure(monkeypatch, tmp_path, versitygw, "profile")
     config = tmp_path / "config"
