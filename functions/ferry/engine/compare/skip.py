@@ -8,6 +8,7 @@ Their reasons say that the contents were not compared.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -33,14 +34,12 @@ def identical_reason(
     if decided:
         return reason
     head = head_destination(client, target)
-    if head is not None and compare == Compare.EXISTENCE:
-        return EXISTS
-    if head is None or int(head["ContentLength"]) != info.size:
-        return None
-    if compare == Compare.SIZE:
-        return SAME_SIZE
-    if compare == Compare.SIZE_MTIME:
-        return _not_older(info, head.get("LastModified"))
+    there = None if head is None else int(head["ContentLength"])
+    decided, reason = weak_verdict(
+        compare, there, info.size, lambda: _not_older(info, head.get("LastModified") if head else None)
+    )
+    if decided or head is None:
+        return reason
     src, dst = info.checksum, from_response(head)
     if src is not None and dst is not None and src.algorithm == dst.algorithm:
         comparable = (src.is_full_object and dst.is_full_object) or (
@@ -58,6 +57,27 @@ SAME_SIZE = "same size at the destination (contents not compared)"
 EXISTS = "already exists at the destination (not compared)"
 
 
+def weak_verdict(
+    compare: Compare, there: int | None, size: int, not_older: Callable[[], str | None]
+) -> tuple[bool, str | None]:
+    """(decided, reason to skip) from what the destination holds (`there`: its size, None when
+    nothing is there) against the source's `size`. Every door (between buckets, uploads,
+    downloads; from a listing or a HEAD) asks this one ladder, so the tests mean the same
+    everywhere; only the checksum test with equal sizes is left undecided, for the contents.
+    `not_older` is the door's own time rule (and wording), asked under size-mtime only."""
+    if there is None:
+        return True, None
+    if compare == Compare.EXISTENCE:
+        return True, EXISTS
+    if there != size:
+        return True, None
+    if compare == Compare.SIZE:
+        return True, SAME_SIZE
+    if compare == Compare.SIZE_MTIME:
+        return True, not_older()
+    return False, None
+
+
 def settled_by_listing(listed: Listed | str | None, info: SourceInfo, compare: Compare) -> bool:
     """True when the listings alone decide skip-existing, or no source evidence beyond the
     listed size is needed for it: no source HEAD is needed then."""
@@ -72,16 +92,13 @@ def _listing_verdict(
         return True, None
     if not isinstance(listed, Listed):
         return False, None
-    if compare == Compare.EXISTENCE:
-        return True, EXISTS
-    if listed.size != info.size:
-        return True, None
-    if compare == Compare.SIZE:
-        return True, SAME_SIZE
-    if compare == Compare.SIZE_MTIME:
-        if info.head.get("LastModified") is None:  # a manifest row may not carry it
-            return False, None
-        return True, _not_older(info, listed.last_modified)
+    if compare == Compare.SIZE_MTIME and listed.size == info.size and info.head.get("LastModified") is None:
+        return False, None  # a manifest row may not carry the source's time: the HEAD decides
+    decided, reason = weak_verdict(
+        compare, listed.size, info.size, lambda: _not_older(info, listed.last_modified)
+    )
+    if decided:
+        return True, reason
     if etag_proves(info, listed.etag, None):  # the rule a copy is verified by (verify.py)
         return True, f"identical (ETag {info.etag})"
     return False, None

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ferry.engine.compare.dest_listing import DestinationIndex, Listed
-from ferry.engine.compare.skip import EXISTS, SAME_SIZE
+from ferry.engine.compare.skip import weak_verdict
 from ferry.engine.parts.runner import Failures, run_parts
 from ferry.engine.proofs import checksums
 from ferry.engine.proofs.in_order import Cancelled
@@ -48,7 +48,7 @@ from ferry.limits import DEFAULT_STREAM_PART_SIZE, MiB, Part, choose_part_size, 
 from ferry.local.paths import LocalTarget
 from ferry.local.reading import LocalReader
 from ferry.local.writing import PartialFile, open_existing
-from ferry.models import Compare, CopyPolicy, CopyResult, Endpoint, SourceObject, Status, Strategy
+from ferry.models import CopyPolicy, CopyResult, Endpoint, SourceObject, Status, Strategy
 
 log = logging.getLogger(__name__)
 RECORD_VERSION = 1
@@ -150,19 +150,11 @@ class Downloader(Copier):
         if reader is None:
             return None
         with reader:
-            if self.policy.compare == Compare.EXISTENCE:
-                return EXISTS
-            if reader.size != info.size:
-                return None
-            if self.policy.compare == Compare.SIZE:
-                return SAME_SIZE
-            if self.policy.compare == Compare.SIZE_MTIME:
-                modified = info.head.get("LastModified") or info.obj.last_modified
-                # To the second: S3 says LastModified in seconds in headers, to the
-                # millisecond in some listings.
-                if modified is not None and reader.mtime_ns // 10**9 >= _nanoseconds(modified) // 10**9:
-                    return "the file has the same size and is not older"
-                return None
+            decided, reason = weak_verdict(
+                self.policy.compare, reader.size, info.size, lambda: _file_not_older(info, reader.mtime_ns)
+            )
+            if decided:
+                return reason
             confirm(self.ctx.source_client, info)
             proof = proof_for(self.ctx.source_client, info)
             if proof is not None and compute(proof, reader.read_at, reader.size) == proof.expected:
@@ -473,6 +465,15 @@ def _refuse_non_file(target: LocalTarget) -> None:
     reader: LocalReader | None = open_existing(target)
     if reader is not None:
         reader.close()
+
+
+def _file_not_older(info: SourceInfo, mtime_ns: int) -> str | None:
+    """To the second: S3 says LastModified in seconds in headers, to the millisecond in some
+    listings."""
+    modified = info.head.get("LastModified") or info.obj.last_modified
+    if modified is not None and mtime_ns // 10**9 >= _nanoseconds(modified) // 10**9:
+        return "the file has the same size and is not older"
+    return None
 
 
 def _nanoseconds(value: dt.datetime) -> int:

@@ -32,7 +32,7 @@ import os
 from typing import Any
 
 from ferry.engine.compare.dest_listing import ABSENT, Listed
-from ferry.engine.compare.skip import EXISTS, SAME_SIZE, head_destination
+from ferry.engine.compare.skip import head_destination, weak_verdict
 from ferry.engine.parts.multipart import open_upload
 from ferry.engine.parts.resume_parts import part_check
 from ferry.engine.proofs import checksums
@@ -47,7 +47,7 @@ from ferry.errors import CopyFailed, VerificationFailed
 from ferry.limits import DEFAULT_STREAM_PART_SIZE, choose_part_size, uniform_parts
 from ferry.local.files import LocalFile
 from ferry.local.reading import LocalReader
-from ferry.models import Compare, CopyPolicy, CopyResult, Endpoint, SourceObject, Status, Strategy, Target
+from ferry.models import CopyPolicy, CopyResult, Endpoint, SourceObject, Status, Strategy, Target
 
 log = logging.getLogger(__name__)
 DEFAULT_ALGORITHM = "CRC32C"
@@ -127,23 +127,22 @@ class Uploader(Copier):
         compare = self.policy.compare
         if listed == ABSENT:
             return None, None
-        if compare == Compare.EXISTENCE and isinstance(listed, Listed):
-            return EXISTS, None
-        if isinstance(listed, Listed) and listed.size != reader.size:
-            return None, None
-        if compare == Compare.SIZE and isinstance(listed, Listed):
-            return SAME_SIZE, None
-        if compare == Compare.SIZE_MTIME and isinstance(listed, Listed):
-            return _not_older(listed.last_modified, reader.mtime_ns), None
+        if isinstance(listed, Listed):
+            decided, reason = weak_verdict(
+                compare, listed.size, reader.size, lambda: _not_older(listed.last_modified, reader.mtime_ns)
+            )
+            if decided:
+                return reason, None
         head = head_destination(self.ctx.dest_client, target)
-        if head is not None and compare == Compare.EXISTENCE:
-            return EXISTS, None
-        if head is None or int(head["ContentLength"]) != reader.size:
-            return None, None
-        if compare == Compare.SIZE:
-            return SAME_SIZE, None
-        if compare == Compare.SIZE_MTIME:
-            return _not_older(head.get("LastModified"), reader.mtime_ns), None
+        there = None if head is None else int(head["ContentLength"])
+        decided, reason = weak_verdict(
+            compare,
+            there,
+            reader.size,
+            lambda: _not_older(head.get("LastModified") if head else None, reader.mtime_ns),
+        )
+        if decided or head is None:
+            return reason, None
         return None, proof_for(self.ctx.dest_client, _object_info(target, head))
 
     # -- one request ----------------------------------------------------------------------------
