@@ -21,6 +21,10 @@ from ferry.filters import Filters, is_ferrys_own, marks_prefixes, matches_globs,
 from ferry.jobspec import JobOptions, as_folder, check_not_overlapping
 from ferry.models import SourceObject, Target
 
+# Keys the first request of a copy's listing asks for: the copy starts on them while the rest
+# is listed S3's 1,000 a page (a full page took 28 ms to list and read from MinIO, 100 keys 4 ms).
+FIRST_PAGE = 100
+
 
 @dataclass(frozen=True)
 class S3Url:
@@ -162,7 +166,7 @@ def admitted_under(
     """Each object under SRC's prefix the filters take, with its key relative to the prefix;
     never one of Ferry's upload marks (`marks`)."""
     prefix = as_folder(src.key)
-    for obj in list_objects(client, src.bucket, filters.listing_prefix(prefix)):
+    for obj in list_objects(client, src.bucket, filters.listing_prefix(prefix), first_page=FIRST_PAGE):
         relative = obj.key[len(prefix) :]
         if not is_ferrys_own(obj.key, marks) and filters.admits(relative, obj.size, obj.last_modified):
             yield obj, relative
@@ -180,12 +184,15 @@ def listed_entry(client: Any, bucket: str, key: str) -> dict[str, Any] | None:
     return contents[0] if contents and contents[0].get("Key") == key else None
 
 
-def list_pages(client: Any, **params: Any) -> Iterator[dict[str, Any]]:
+def list_pages(client: Any, *, first_page: int | None = None, **params: Any) -> Iterator[dict[str, Any]]:
     """ListObjectsV2 page by page, as botocore's paginator pages it, through the client's
     own `list_objects_v2`: the lean path's where the client has one (a listed key costs a
-    tenth of botocore's parsing there)."""
+    tenth of botocore's parsing there). `first_page`: the first request asks for that many
+    keys only, the next ones for S3's page."""
+    first = {"MaxKeys": first_page} if first_page else {}
     while True:
-        page = client.list_objects_v2(**params)
+        page = client.list_objects_v2(**params, **first)
+        first = {}
         yield page
         token = page.get("NextContinuationToken")
         if not page.get("IsTruncated") or not token:
@@ -194,13 +201,20 @@ def list_pages(client: Any, **params: Any) -> Iterator[dict[str, Any]]:
 
 
 def list_objects(
-    client: Any, bucket: str, prefix: str, start_after: str = "", *, side: str = "source"
+    client: Any,
+    bucket: str,
+    prefix: str,
+    start_after: str = "",
+    *,
+    side: str = "source",
+    first_page: int | None = None,
 ) -> Iterator[SourceObject]:
     """The objects under `prefix`, in key order; after `start_after` when given. `side` names
-    the side in an error (the source, or the destination that sync and check list too)."""
+    the side in an error (the source, or the destination that sync and check list too);
+    `first_page`, see list_pages."""
     after = {"StartAfter": start_after} if start_after else {}
     try:
-        for page in list_pages(client, Bucket=bucket, Prefix=prefix, **after):
+        for page in list_pages(client, first_page=first_page, Bucket=bucket, Prefix=prefix, **after):
             for item in page.get("Contents", []):
                 yield SourceObject(
                     bucket=bucket,

@@ -29,7 +29,7 @@ from ferry.engine.compare.prune import DeleteResult
 from ferry.engine.run.bandwidth import Bandwidth
 from ferry.engine.run.deadlines import stopping
 from ferry.engine.run.outcome import WOULD_COPY, WOULD_DELETE, WOULD_MARK, WOULD_RESTORE
-from ferry.engine.strategies.copier import Copier
+from ferry.engine.strategies.copier import FIRST_WINDOW, Copier
 from ferry.errors import ConfigError, FerryError
 from ferry.filters import Filters, NamedKeys, is_ferrys_own, marks_prefixes
 from ferry.jobspec import JobOptions, parse_options
@@ -266,7 +266,7 @@ def copy_and_report(
                 if extension:
                     extension.copy(copier, counted, on_result)
                 else:
-                    copier.copy_batch(counted, on_result=on_result, collect=False)
+                    copier.copy_batch(counted, on_result=on_result, collect=False, first_window=FIRST_WINDOW)
             except (FerryError, ClientError, BotoCoreError, OSError) as error:
                 # The listing or the report broke mid-way: what was done is still summarised.
                 stopped = str(error)

@@ -55,6 +55,7 @@ from ferry.models import (
     check_server_side_reach,
 )
 from ferry.s3.clients import make_client
+from ferry.s3.listing import FIRST_PAGE
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +66,9 @@ log = logging.getLogger(__name__)
 DEFAULT_SINGLE_REQUEST_RATE = 16 * MiB
 Pair = tuple[SourceObject, Target]
 WINDOW = 1000  # pairs read (and destination keys listed) at a time
+# A command's first window: its listing's first page (s3.listing.FIRST_PAGE), so that copying
+# starts once that is read, while the next window is read ahead.
+FIRST_WINDOW = FIRST_PAGE
 
 
 def default_concurrency(sizes: Sequence[int | None], cpus: int | None = None) -> int:
@@ -400,6 +404,7 @@ class Copier:
         on_result: Callable[[CopyResult], None] | None = None,
         *,
         collect: bool = True,
+        first_window: int = WINDOW,
     ) -> list[CopyResult]:
         """Copy all pairs; objects not started before the deadline come back `pending`.
 
@@ -408,7 +413,9 @@ class Copier:
         skip-existing, each window's destination keys are listed once (dest_listing) instead
         of a HEAD each. Results come back in input order when `collect` is set. If reading the
         pairs fails, every pair already read is still copied and reported before the error is
-        raised.
+        raised. `first_window`: the pairs read before the first copy starts (FIRST_WINDOW for a
+        command, whose first byte waits on its listing; a worker's batch, already in memory,
+        lists its destination once for the whole window).
         """
         reader = _WindowReader(iter(pairs), self._destination_index(), deadline)
         results: dict[int, CopyResult] = {}
@@ -424,12 +431,14 @@ class Copier:
                 on_result(result)
 
         with ThreadPoolExecutor(1, thread_name_prefix="ferry-read") as read_ahead:
-            first = reader.next_window()
+            first = reader.next_window(first_window)
             workers = self.concurrency or default_concurrency([obj.size for obj, _ in first.pairs])
             feed = _Feed(first, reader, read_ahead)
+            # No more threads than objects, where the first window holds them all.
+            known = len(first.pairs) if len(first.pairs) < first_window else workers
             threads = [
                 threading.Thread(target=feed.work, args=(copy_one,), name=f"ferry-object-{n}", daemon=True)
-                for n in range(min(workers, max(1, len(first.pairs))))
+                for n in range(min(workers, max(1, known)))
             ]
             for thread in threads:
                 thread.start()
@@ -518,10 +527,10 @@ class _WindowReader:
         self.index = index
         self.deadline = deadline
 
-    def next_window(self) -> _Window:
+    def next_window(self, size: int = WINDOW) -> _Window:
         window = _Window([], {})
         try:
-            for pair in itertools.islice(self.pairs, WINDOW):
+            for pair in itertools.islice(self.pairs, size):
                 window.pairs.append(pair)
         except Exception as error:  # copy what was read; the caller raises after
             window.error = error

@@ -1,0 +1,148 @@
+"""A copy starts after a short first listing page, not after S3's full page of 1,000 keys:
+listing 1,000 keys and reading them took 28 ms against MinIO here (100 keys: 4 ms), and on S3
+a full page takes longer still, every copy of a prefix waiting it out before its first byte."""
+
+from __future__ import annotations
+
+import io
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from ferry import Copier, CopyPolicy, SourceObject, Status, Target
+from ferry.cli.commands import copy_command, local_copy
+from ferry.cli.main import main
+from ferry.engine.strategies.copier import FIRST_WINDOW
+from ferry.filters import Filters
+from ferry.models import CopyResult
+from ferry.s3.clients import make_client
+from ferry.s3.listing import FIRST_PAGE, S3Url, admitted_under
+
+
+class ListingRecorder:
+    """A client whose ListObjectsV2 calls are recorded (their MaxKeys), then sent as they are."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.max_keys: list[int | None] = []
+
+    def list_objects_v2(self, **params: Any) -> dict[str, Any]:
+        self.max_keys.append(params.get("MaxKeys"))
+        return self._client.list_objects_v2(**params)
+
+
+def test_a_copys_listing_asks_a_short_first_page_then_full_pages(versitygw: Any) -> None:
+    bucket = versitygw.bucket("first-page")
+    keys = [f"p/{n:04d}" for n in range(FIRST_PAGE + 150)]
+    for key in keys:
+        versitygw.client.put_object(Bucket=bucket, Key=key, Body=b"x")
+    recorder = ListingRecorder(versitygw.client)
+
+    listed = [obj.key for obj, _ in admitted_under(recorder, S3Url(bucket, "p/"), Filters(), ())]
+
+    assert listed == keys
+    assert recorder.max_keys == [FIRST_PAGE, None]  # then S3's own page size, 1,000
+
+
+def test_a_batch_starts_copying_once_it_has_the_first_pages_keys(versitygw: Any) -> None:
+    """The pairs stop after the first page's keys until an object is being copied: a batch
+    that waited for a whole window of 1,000 before its first copy would never get there."""
+    bucket = versitygw.bucket("first-window")
+    first_copy = threading.Event()
+    read_on_after_a_copy: list[bool] = []
+
+    def pairs() -> Iterator[tuple[SourceObject, Target]]:
+        for n in range(2 * 1000):
+            if n == FIRST_PAGE:
+                read_on_after_a_copy.append(first_copy.wait(timeout=10))
+            yield SourceObject(bucket, f"k{n}", size=1), Target(bucket, f"d{n}")
+
+    def copy(obj: SourceObject, target: Target, *_: Any, **__: Any) -> CopyResult:
+        first_copy.set()
+        return CopyResult(obj.key, target.key, Status.COPIED, source_bucket=obj.bucket)
+
+    with Copier(
+        versitygw.endpoint, versitygw.endpoint, CopyPolicy(skip_existing=False), concurrency=8
+    ) as copier:
+        copier.copy = copy  # type: ignore[method-assign]
+        results = copier.copy_batch(pairs(), first_window=FIRST_WINDOW)
+
+    assert read_on_after_a_copy == [True]
+    assert len(results) == 2 * 1000 and {r.status for r in results} == {Status.COPIED}
+
+
+def test_a_batch_runs_as_many_objects_at_once_as_asked_beyond_its_first_window(versitygw: Any) -> None:
+    """A first window of 100 pairs does not bound the threads to 100 when more pairs follow:
+    each of the first `at_once` copies waits until all of them are in flight together."""
+    bucket = versitygw.bucket("first-window-threads")
+    at_once = FIRST_PAGE + 28
+    together = threading.Barrier(at_once, timeout=10)
+    entered, met = [0], []
+    count = threading.Lock()
+
+    def copy(obj: SourceObject, target: Target, *_: Any, **__: Any) -> CopyResult:
+        with count:
+            entered[0] += 1
+            waits = entered[0] <= at_once
+        if waits:
+            try:
+                together.wait()
+                met.append(True)
+            except threading.BrokenBarrierError:
+                met.append(False)
+        return CopyResult(obj.key, target.key, Status.COPIED, source_bucket=obj.bucket)
+
+    pairs = [(SourceObject(bucket, f"k{n}", size=1), Target(bucket, f"d{n}")) for n in range(1000)]
+    with Copier(
+        versitygw.endpoint, versitygw.endpoint, CopyPolicy(skip_existing=False), concurrency=at_once
+    ) as copier:
+        copier.copy = copy  # type: ignore[method-assign]
+        results = copier.copy_batch(pairs, first_window=FIRST_WINDOW)
+
+    assert met == [True] * at_once
+    assert len(results) == 1000
+
+
+@pytest.mark.parametrize("to", ["bucket", "folder"])
+def test_a_copy_of_a_prefix_starts_on_the_listings_first_page(
+    versitygw: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, to: str
+) -> None:
+    """`ferry copy` of a prefix copies its first object once FIRST_PAGE keys are listed; the
+    listing's second page waits for that copy, so the count is exact."""
+    src, dst = versitygw.bucket("first-src"), versitygw.bucket("first-dst")
+    for n in range(FIRST_PAGE + 150):
+        versitygw.client.put_object(Bucket=src, Key=f"p/{n:04d}", Body=b"x")
+    listed, at_first_copy, waited = [0], [], []
+    copied = threading.Event()
+
+    def count_listed(parsed: dict[str, Any], **_: Any) -> None:
+        listed[0] += len(parsed.get("Contents") or [])
+
+    def hold_second_page(params: dict[str, Any], **_: Any) -> None:
+        if params.get("Bucket") == src and params.get("ContinuationToken"):
+            waited.append(copied.wait(timeout=10))
+
+    def first_copy(**_: Any) -> None:
+        if not copied.is_set():
+            at_first_copy.append(listed[0])
+            copied.set()
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        client = make_client(*args, **kwargs)
+        client.meta.events.register("after-call.s3.ListObjectsV2", count_listed)
+        client.meta.events.register("before-parameter-build.s3.ListObjectsV2", hold_second_page)
+        for operation in ("CopyObject", "GetObject"):
+            client.meta.events.register(f"before-call.s3.{operation}", first_copy)
+        return client
+
+    monkeypatch.setattr(copy_command, "make_client", watched)
+    monkeypatch.setattr(local_copy, "make_client", watched)
+    dst_url = f"s3://{dst}/" if to == "bucket" else str(tmp_path / "out")
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["copy", f"s3://{src}/p/", dst_url, "--endpoint-url", versitygw.url], out, err)
+
+    assert code == 0, err.getvalue()
+    assert at_first_copy == [FIRST_PAGE] and waited == [True]
+    assert "250 copied" in out.getvalue()
