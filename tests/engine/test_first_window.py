@@ -14,7 +14,7 @@ import pytest
 from ferry import Copier, CopyPolicy, SourceObject, Status, Target
 from ferry.cli.commands import copy_command, local_copy
 from ferry.cli.main import main
-from ferry.engine.strategies.copier import FIRST_WINDOW
+from ferry.engine.strategies.copier import FIRST_WINDOW, default_concurrency
 from ferry.filters import Filters
 from ferry.models import CopyResult
 from ferry.s3.clients import make_client
@@ -105,7 +105,7 @@ def test_a_batch_runs_as_many_objects_at_once_as_asked_beyond_its_first_window(v
     assert len(results) == 1000
 
 
-@pytest.mark.parametrize("to", ["bucket", "folder"])
+@pytest.mark.parametrize("to", ["bucket", "folder", "sync"])
 def test_a_copy_of_a_prefix_starts_on_the_listings_first_page(
     versitygw: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch, to: str
 ) -> None:
@@ -124,10 +124,13 @@ def test_a_copy_of_a_prefix_starts_on_the_listings_first_page(
         if params.get("Bucket") == src and params.get("ContinuationToken"):
             waited.append(copied.wait(timeout=10))
 
+    first = threading.Lock()
+
     def first_copy(**_: Any) -> None:
-        if not copied.is_set():
-            at_first_copy.append(listed[0])
-            copied.set()
+        with first:
+            if not copied.is_set():
+                at_first_copy.append(listed[0])
+                copied.set()
 
     def watched(*args: Any, **kwargs: Any) -> Any:
         client = make_client(*args, **kwargs)
@@ -139,10 +142,48 @@ def test_a_copy_of_a_prefix_starts_on_the_listings_first_page(
 
     monkeypatch.setattr(copy_command, "make_client", watched)
     monkeypatch.setattr(local_copy, "make_client", watched)
-    dst_url = f"s3://{dst}/" if to == "bucket" else str(tmp_path / "out")
+    dst_url = str(tmp_path / "out") if to == "folder" else f"s3://{dst}/"
     out, err = io.StringIO(), io.StringIO()
-    code = main(["copy", f"s3://{src}/p/", dst_url, "--endpoint-url", versitygw.url], out, err)
+    command = "sync" if to == "sync" else "copy"
+    code = main([command, f"s3://{src}/p/", dst_url, "--endpoint-url", versitygw.url], out, err)
 
     assert code == 0, err.getvalue()
     assert at_first_copy == [FIRST_PAGE] and waited == [True]
     assert "250 copied" in out.getvalue()
+
+
+def test_a_first_window_of_large_objects_is_read_on_to_a_whole_window_before_the_default_is_chosen(
+    versitygw: Any,
+) -> None:
+    """The default concurrency is judged on a whole window when the first 100 objects alone
+    would choose the large objects' few threads: here 100 of 16 MiB, then 900 small ones,
+    whose default (as a whole window of 1,000 judges it) is the small objects' many."""
+    bucket = versitygw.bucket("first-window-sizes")
+    sizes = [16 * 1024 * 1024] * FIRST_PAGE + [1024] * (1000 - FIRST_PAGE)
+    at_once = default_concurrency(sizes)
+    assert at_once > default_concurrency(sizes[:FIRST_PAGE])
+    together = threading.Barrier(at_once, timeout=10)
+    entered, met = [0], []
+    count = threading.Lock()
+
+    def copy(obj: SourceObject, target: Target, *_: Any, **__: Any) -> CopyResult:
+        with count:
+            entered[0] += 1
+            waits = entered[0] <= at_once
+        if waits:
+            try:
+                together.wait()
+                met.append(True)
+            except threading.BrokenBarrierError:
+                met.append(False)
+        return CopyResult(obj.key, target.key, Status.COPIED, source_bucket=obj.bucket)
+
+    pairs = [
+        (SourceObject(bucket, f"k{n}", size=size), Target(bucket, f"d{n}")) for n, size in enumerate(sizes)
+    ]
+    with Copier(versitygw.endpoint, versitygw.endpoint, CopyPolicy(skip_existing=False)) as copier:
+        copier.copy = copy  # type: ignore[method-assign]
+        results = copier.copy_batch(pairs, first_window=FIRST_WINDOW)
+
+    assert met == [True] * at_once
+    assert len(results) == 1000

@@ -30,7 +30,7 @@ from ferry.counts import plural
 from ferry.engine.compare.prune import DeleteResult, Extra, delete_extras, find_extras
 from ferry.engine.compare.side_listing import S3Side, Side
 from ferry.engine.run.outcome import WOULD_DELETE
-from ferry.engine.strategies.copier import Copier
+from ferry.engine.strategies.copier import FIRST_WINDOW, Copier
 from ferry.errors import ConfigError, FerryError
 from ferry.filters import is_ferrys_own, marks_prefixes
 from ferry.jobspec import as_folder
@@ -119,7 +119,7 @@ class SyncDeletes:
         """Nothing per copy: a dry run's `would copy:` lines are the copy's own (copy_command)."""
 
     def copy(self, copier: Copier, pairs: Iterator[Pair], on_result: Callable[[CopyResult], None]) -> None:
-        copier.copy_batch(pairs, on_result=on_result, collect=False)
+        copier.copy_batch(pairs, on_result=on_result, collect=False, first_window=FIRST_WINDOW)
 
     def after_copy(self, end: CopyEnd) -> str | None:
         if not self.args.delete:

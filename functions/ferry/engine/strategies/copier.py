@@ -433,6 +433,15 @@ class Copier:
         with ThreadPoolExecutor(1, thread_name_prefix="ferry-read") as read_ahead:
             first = reader.next_window(first_window)
             workers = self.concurrency or default_concurrency([obj.size for obj, _ in first.pairs])
+            if (
+                not self.concurrency
+                and len(first.pairs) >= first_window
+                and workers < default_concurrency([])
+            ):
+                # Large objects' few threads, judged on a short first window: judged on a whole
+                # window instead, as before, so that small objects after them are not left few.
+                first = first.joined(reader.next_window(WINDOW - len(first.pairs)))
+                workers = default_concurrency([obj.size for obj, _ in first.pairs])
             feed = _Feed(first, reader, read_ahead)
             # No more threads than objects, where the first window holds them all.
             known = len(first.pairs) if len(first.pairs) < first_window else workers
@@ -513,6 +522,10 @@ class _Window:
     pairs: list[Pair]
     known: dict[Target, Listed | str]
     error: BaseException | None = None
+
+    def joined(self, after: _Window) -> _Window:
+        """This window and the one read after it, as one."""
+        return _Window(self.pairs + after.pairs, {**self.known, **after.known}, after.error)
 
 
 class _WindowReader:
