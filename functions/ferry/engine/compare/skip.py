@@ -81,7 +81,13 @@ def weak_verdict(
 def settled_by_listing(listed: Listed | str | None, info: SourceInfo, compare: Compare) -> bool:
     """True when the listings alone decide skip-existing, or no source evidence beyond the
     listed size is needed for it: no source HEAD is needed then."""
-    return compare in (Compare.SIZE, Compare.EXISTENCE) or _listing_verdict(listed, info, compare)[0]
+    return sized_only(compare) or _listing_verdict(listed, info, compare)[0]
+
+
+def sized_only(compare: Compare) -> bool:
+    """The tests that need no more of the source than its listed size (--size-only,
+    --ignore-existing)."""
+    return compare in (Compare.SIZE, Compare.EXISTENCE)
 
 
 def _listing_verdict(

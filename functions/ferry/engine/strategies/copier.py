@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ferry.engine.compare.dest_listing import DestinationIndex, Listed
-from ferry.engine.compare.skip import already_as_asked, identical_reason, settled_by_listing
+from ferry.engine.compare.skip import already_as_asked, identical_reason, settled_by_listing, sized_only
 from ferry.engine.proofs.source import SourceInfo, confirm, from_listed_size, from_listing, inspect
 from ferry.engine.records.checkpoints import CheckpointStore
 from ferry.engine.run.bandwidth import Bandwidth, metered
@@ -44,7 +44,6 @@ from ferry.limits import (
     format_size,
 )
 from ferry.models import (
-    Compare,
     CopyPolicy,
     CopyResult,
     Endpoint,
@@ -333,7 +332,7 @@ class Copier:
 
     def _listed_size_decides(self) -> bool:
         """--size-only and --ignore-existing: the listed size settles the skip, whatever the object."""
-        return self.policy.skip_existing and self.policy.compare in (Compare.SIZE, Compare.EXISTENCE)
+        return self.policy.skip_existing and sized_only(self.policy.compare)
 
     def _seconds_needed(self, info: SourceInfo, server_side: bool) -> float:
         if self.single_request_rate is None:
