@@ -12,6 +12,7 @@ from typing import Any
 
 import boto3
 import pytest
+from printed import printed_documents
 from replication_events import QUEUE_ARN, s3_event
 from test_parent_workflow import (  # noqa: F401 - parent: the fixture
     RUN_TIMEOUT_S,
@@ -112,10 +113,9 @@ def wait(machine: Parent, arn: str) -> dict[str, Any]:
 
 def lag_values(captured: str) -> list[tuple[dict[str, Any], list[float]]]:
     found = []
-    for line in captured.splitlines():
-        if '"ReplicationLag"' not in line:
+    for blob in printed_documents(captured):
+        if "ReplicationLag" not in blob:
             continue
-        blob = json.loads(line)
         (directive,) = blob["_aws"]["CloudWatchMetrics"]
         found.append(
             (
@@ -127,6 +127,24 @@ def lag_values(captured: str) -> list[tuple[dict[str, Any], list[float]]]:
         )
         assert blob["Replication"] == "photos"
     return found
+
+
+def test_lag_is_read_from_two_documents_printed_at_once() -> None:
+    """Two workers' threads printing together leave both documents on one line (CI saw it)."""
+    directive = {
+        "Namespace": "Ferry",
+        "Dimensions": [["Replication"]],
+        "Metrics": [{"Name": "ReplicationLag", "Unit": "Seconds"}],
+    }
+
+    def emf(values: list[float]) -> str:
+        document = {"_aws": {"Timestamp": 1, "CloudWatchMetrics": [directive]}, "Replication": "photos"}
+        return json.dumps({**document, "ReplicationLag": values}, separators=(",", ":"))
+
+    log = json.dumps({"level": "INFO", "message": "large object settled"})
+    printed = f"{log}\n{emf([121.5])}{emf([121.26, 121.27])}\n\nnot json\n"
+
+    assert lag_values(printed) == [(directive, [121.5]), (directive, [121.26, 121.27])]
 
 
 def test_new_objects_reach_the_destination_through_one_job(parent, monkeypatch, capfd) -> None:  # noqa: F811
