@@ -205,3 +205,25 @@ def test_a_file_in_a_folder_below_the_destination_is_still_reached_folder_by_fol
     assert reader is not None and reader.size == 3
     reader.close()
     assert opened == [str(tmp_path), "inner"]
+
+
+def test_a_file_in_a_destination_whose_path_and_name_pass_path_max_is_still_found(tmp_path: Path) -> None:
+    """The folder-relative lookup worked however long the destination's path: a folder near
+    PATH_MAX (4,096 bytes on Linux) with a long name in it is still looked in, not refused."""
+    root = str(tmp_path)
+    while len(root) < 3900:
+        root = os.path.join(root, "d" * min(200, 3900 - len(root)))
+    os.makedirs(root)
+    name = "n" * 250
+    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT, 0o666, dir_fd=folder)
+        os.write(fd, b"12345")
+        os.close(fd)
+    finally:
+        os.close(folder)
+    assert len(os.fsencode(os.path.join(root, name))) > 4096
+    reader = writing.open_existing(LocalTarget(root, name))
+    assert reader is not None and reader.size == 5
+    reader.close()
+    assert writing.open_existing(LocalTarget(root, "m" * 250)) is None

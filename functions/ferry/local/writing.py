@@ -128,7 +128,11 @@ def open_existing(target: LocalTarget) -> LocalReader | None:
     """The file already at the target's name, opened for comparing; None when there is none.
     A folder, a link or a special file there is refused: it is never replaced."""
     if target.name and not target.folders:
-        return _existing_in_root(target)
+        try:
+            return _existing_in_root(target)
+        except OSError as error:
+            if error.errno != errno.ENAMETOOLONG:
+                raise
     folder = open_folder(target, create=False)
     if folder is None:
         return None
@@ -148,7 +152,8 @@ def _existing_in_root(target: LocalTarget) -> LocalReader | None:
     """A file directly in the destination folder, looked for by its path: the folder is the
     user's choice and may be reached through links, so nothing is walked, and not opening it
     saves two system calls per file (each a hand-over of the interpreter's lock between the
-    threads of a download)."""
+    threads of a download). A path longer than the system takes (ENAMETOOLONG, a folder near
+    PATH_MAX) is left to the caller, which looks in the opened folder instead."""
     try:
         mode = os.lstat(target.path).st_mode
     except FileNotFoundError:
