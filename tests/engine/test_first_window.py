@@ -4,6 +4,7 @@ a full page takes longer still, every copy of a prefix waiting it out before its
 
 from __future__ import annotations
 
+import hashlib
 import io
 import threading
 from collections.abc import Iterator
@@ -187,3 +188,34 @@ def test_a_first_window_of_large_objects_is_read_on_to_a_whole_window_before_the
 
     assert met == [True] * at_once
     assert len(results) == 1000
+
+
+def test_a_rerun_lists_the_destination_for_its_first_window_not_a_whole_page_beyond(versitygw: Any) -> None:
+    """A second run into a destination that holds everything lists, for its first window of
+    100 targets, a page sized to those targets, not S3's 1,000: the keys past them are the next
+    window's, which lists them again. Every object is still skipped from the listings alone."""
+    src, dst = versitygw.bucket("rerun-src"), versitygw.bucket("rerun-dst")
+    keys = sorted(f"p/{hashlib.md5(str(n).encode()).hexdigest()}" for n in range(FIRST_PAGE + 150))
+    for key in keys:  # names that share no prefix past "p/", as most keys do
+        for bucket in (src, dst):
+            versitygw.client.put_object(Bucket=bucket, Key=key, Body=b"x")
+    pairs = [(SourceObject(src, k, size=1, etag=etag(versitygw, src, k)), Target(dst, k)) for k in keys]
+    listed: list[int] = []
+    heads: list[str] = []
+
+    with Copier(versitygw.endpoint, versitygw.endpoint, CopyPolicy(skip_existing=True)) as copier:
+        events = copier.ctx.dest_client.meta.events
+        events.register(
+            "after-call.s3.ListObjectsV2", lambda parsed, **_: listed.append(len(parsed["Contents"]))
+        )
+        events.register("before-call.s3.HeadObject", lambda params, **_: heads.append(params["Key"]))
+        results = copier.copy_batch(pairs, first_window=FIRST_WINDOW)
+
+    assert {r.status for r in results} == {Status.SKIPPED} and len(results) == len(keys)
+    assert heads == []
+    assert listed[0] <= 2 * FIRST_PAGE  # the first window's own keys and as many again, at most
+    assert sum(listed) <= len(keys) + FIRST_PAGE
+
+
+def etag(server: Any, bucket: str, key: str) -> str:
+    return str(server.client.head_object(Bucket=bucket, Key=key)["ETag"]).strip('"')

@@ -78,7 +78,7 @@ class DestinationIndex:
         reached (None: past the end of the range; "": nowhere to rely on)."""
         first, last = keys[0], keys[-1]
         prefix = os.path.commonprefix([first, last])
-        args: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": PAGE_SIZE}
+        args: dict[str, Any] = {"Bucket": bucket, "Prefix": prefix, "MaxKeys": _first_page(len(keys))}
         start_after = _just_before(first)
         if start_after is not None and start_after > prefix:
             args["StartAfter"] = start_after
@@ -105,6 +105,7 @@ class DestinationIndex:
             if not token:
                 return found, reached
             args["ContinuationToken"] = token
+            args["MaxKeys"] = PAGE_SIZE
             args.pop("StartAfter", None)
         return found, reached
 
@@ -118,6 +119,14 @@ class DestinationIndex:
             )
         else:
             log.warning("listing the destination s3://%s failed (%s): HEAD per key instead", bucket, error)
+
+
+def _first_page(targets: int) -> int:
+    """The first page's size: room for the targets and as many other keys among them, up to
+    S3's page. A short window (a command's first, or a batch's last) would otherwise read up
+    to 1,000 keys past its own, which the next window lists again: on a re-run into a full
+    destination, 900 of a first window's 1,000."""
+    return min(PAGE_SIZE, 2 * targets)
 
 
 def _just_before(key: str) -> str | None:
