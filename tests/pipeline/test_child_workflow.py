@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 import time
 import traceback
 import zipfile
@@ -21,6 +22,7 @@ import boto3
 import pytest
 
 from conftest import PIPELINE_TABLE, FakeLambdaContext
+from ferry.engine.parts import multipart
 from ferry.pipeline.batches import pass_event
 from ferry.pipeline.ledger.dynamodb import DynamoLedger
 from ferry.s3 import clients
@@ -165,13 +167,33 @@ def test_a_batch_of_small_objects_is_copied_and_counted(pipeline, child) -> None
     assert keys == {f"out/{n:02}" for n in range(25)}
 
 
+def _first_pass_due_after_two_parts(monkeypatch: pytest.MonkeyPatch, first_pass_s: float) -> None:
+    """The part loop reads its stop twice before starting each part (before and after waiting
+    for room): on the first pass's deadline (the one under `first_pass_s` away) it comes due at
+    the fifth read, before part 3; every other deadline keeps the real clock."""
+    reads = 0
+    lock = threading.Lock()
+
+    def due(deadline: float | None, needed: float = 0.0) -> bool:
+        nonlocal reads
+        if deadline is None:
+            return False
+        if deadline - time.monotonic() > first_pass_s:
+            return time.monotonic() + needed >= deadline
+        with lock:
+            reads += 1
+            return reads > 4
+
+    monkeypatch.setattr(multipart, "due", due)
+
+
 def test_a_large_object_is_checkpointed_at_the_deadline_and_finished_in_a_second_pass(
     pipeline, child, monkeypatch
 ) -> None:
-    """Streamed in 5 MiB parts with room for two at a time, each UploadPart slowed to 4 s: the
-    first pass's deadline (3 s after it starts) falls after parts 1-2 start and before a slot
-    frees for part 3, so it checkpoints 2 of 4 parts; the second pass resumes and uploads only
-    parts 3 and 4."""
+    """Streamed in 5 MiB parts with room for two at a time: the first pass's deadline falls due
+    once parts 1-2 have started and before part 3 does (on the clock the part loop reads, not
+    the wall's, so a loaded machine cannot move it), so it checkpoints 2 of 4 parts; the
+    second pass resumes and uploads only parts 3 and 4."""
     data = bytes(range(256)) * (20 * MiB // 256)
     pipeline.s3.put_object(Bucket="src", Key="big/object.bin", Body=data)
     pipeline.s3.put_object(Bucket="src", Key="big/small.txt", Body=b"small")
@@ -187,22 +209,21 @@ def test_a_large_object_is_checkpointed_at_the_deadline_and_finished_in_a_second
 
     runtime.services.cache_clear()
     margin = pipeline.settings.deadline_margin_seconds
-    child.remaining_ms = lambda call: int((margin + 3.0) * 1000) if call == 1 else 900_000
+    first_pass_s = 60.0
+    child.remaining_ms = lambda call: int((margin + first_pass_s) * 1000) if call == 1 else 900_000
+    _first_pass_due_after_two_parts(monkeypatch, first_pass_s)
     uploaded: list[int] = []
     real_make_client = clients.make_client
 
-    def slow_client(*args: Any, **kwargs: Any) -> Any:
+    def counted_client(*args: Any, **kwargs: Any) -> Any:
         client = real_make_client(*args, **kwargs)
-
-        def slow_part(params: dict[str, Any], **_: Any) -> None:
-            uploaded.append(params["PartNumber"])
-            time.sleep(4.0)
-
-        client.meta.events.register("before-parameter-build.s3.UploadPart", slow_part)
+        client.meta.events.register(
+            "before-parameter-build.s3.UploadPart", lambda params, **_: uploaded.append(params["PartNumber"])
+        )
         return client
 
-    monkeypatch.setattr("ferry.engine.strategies.copier.make_client", slow_client)
-    monkeypatch.setattr("ferry.pipeline.services.make_client", slow_client)  # the clients a pass reuses
+    monkeypatch.setattr("ferry.engine.strategies.copier.make_client", counted_client)
+    monkeypatch.setattr("ferry.pipeline.services.make_client", counted_client)  # the clients a pass reuses
 
     described = child.run(items_of(pipeline.s3, "src", "big/"), job)
 
