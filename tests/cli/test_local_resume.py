@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 import ferry.cli.commands.local_copy
-from cli.test_crash_resume import KEY, _kill_once_parts_listed, _listed_parts
+from cli.test_crash_resume import KEY, _kill_once_parts_listed, _parts_once_settled
 from conftest import S3Server
 from ferry.cli.main import main
 from ferry.s3.clients import make_client as real_make_client
@@ -71,7 +71,7 @@ def test_a_killed_upload_resumes_without_sending_a_listed_part_again(
     args += ["--multipart-threshold", "5MiB", "--part-concurrency", "2", "--quiet"]
 
     listed_at_kill = _kill_once_parts_listed([*SLOW_FERRY, *args], server, bucket, at_least=4)
-    survived = _listed_parts(server, bucket)
+    survived = _parts_once_settled(server, bucket)
     assert len(survived) < PARTS, "the upload was not cut: nothing to resume"
 
     counter = Counter("UploadPart")
