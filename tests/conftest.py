@@ -455,6 +455,7 @@ def pipeline(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
         monkeypatch.setenv(name, value)
     _atomic_moto_dynamodb(monkeypatch)
     _atomic_moto_s3(monkeypatch)
+    _whole_metric_flushes(monkeypatch)
     serve_lambda_account_settings(monkeypatch, DEFAULT_LAMBDA_QUOTA)  # Prepare reads it
     config = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
     with mock_aws(config=config):
@@ -563,6 +564,18 @@ def _atomic_moto_s3(monkeypatch: pytest.MonkeyPatch) -> None:
     from moto.s3.models import S3Backend
 
     _one_at_a_time(monkeypatch, S3Backend, _MOTO_S3_WHOLE_CALLS)
+
+
+def _whole_metric_flushes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Powertools keeps one metric set per process, and a flush walks it, then clears it. In
+    Lambda one invocation runs in a process at a time; the harness runs several as threads,
+    where one's flush could walk the set while another adds to it ("dictionary changed size
+    during iteration"). One lock around adding and flushing keeps each whole."""
+    from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import (
+        AmazonCloudWatchEMFProvider,
+    )
+
+    _one_at_a_time(monkeypatch, AmazonCloudWatchEMFProvider, ("add_metric", "flush_metrics"))
 
 
 @pytest.fixture
