@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import re
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -85,17 +86,22 @@ class Terminal(io.StringIO):
 
 
 def watch(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
-    """What the bar showed after each part and each object, in order."""
+    """What the bar showed after each part and each object, in order: parts end on several
+    threads, so each call and the reading after it are taken together, or a thread could
+    read after another's part and append after it."""
     seen: list[tuple[str, int]] = []
     part_done, add = progress_module.Progress.part_done, progress_module.Progress.add
+    together = threading.Lock()
 
     def watched_part(self: Progress, *args: Any) -> None:
-        part_done(self, *args)
-        seen.append(("part", bytes_shown(self)))
+        with together:
+            part_done(self, *args)
+            seen.append(("part", bytes_shown(self)))
 
     def watched_add(self: Progress, *args: Any) -> None:
-        add(self, *args)
-        seen.append(("object", bytes_shown(self)))
+        with together:
+            add(self, *args)
+            seen.append(("object", bytes_shown(self)))
 
     monkeypatch.setattr(progress_module.Progress, "part_done", watched_part)
     monkeypatch.setattr(progress_module.Progress, "add", watched_add)
