@@ -481,3 +481,46 @@ def test_reservations_the_account_cannot_take_are_said_and_a_reservation_caps_th
     reserved = estimate(Workload.uniform(1_000, 500_000), shape, lambda_quota=large)
     assert reserved.lambda_concurrency is not None and reserved.lambda_concurrency["max_concurrency"] == 50
     assert not any("cannot deploy" in n for n in reserved.assumptions)
+
+
+def test_large_objects_in_one_batch_run_fargate_max_concurrency_tasks_at_a_time() -> None:
+    """A hundred objects of 5 TiB fit in one batch, and a batch runs at most
+    fargate_max_concurrency of its large objects at once (CopyLargeObjects' MaxConcurrencyPath):
+    two at a time by default, fifty rounds, not all hundred together (docs/limits.md)."""
+    work = Workload.uniform(100, 5 * 1024 * GiB)
+    server_side = Assumptions(mode="server-side")
+    one = (5 * 1024 * 1024 / 400 + 60, 5 * 1024 * 1024 / 100 + 60)  # 400 and 100 MiB/s, its start-up
+    two_at_a_time = estimate(work, a=server_side)
+    assert two_at_a_time.batches == 1
+    assert two_at_a_time.duration_seconds == pytest.approx((50 * one[0] + 30, 50 * one[1] + 30))
+    assert 7 * 86_400 < two_at_a_time.duration_seconds[0] < two_at_a_time.duration_seconds[1] < 31 * 86_400
+
+    together = estimate(work, PipelineShape(fargate_max_concurrency=100), a=server_side)
+    assert together.duration_seconds == pytest.approx((one[0] + 30, one[1] + 30))
+
+
+def test_large_objects_spread_over_batches_run_in_each_of_them() -> None:
+    """Forty batches each holding large objects run two of theirs at a time each: 80 at once."""
+    shape = PipelineShape(max_items_per_batch=10)
+    work = Workload.uniform(400, 20 * GiB)
+    result = estimate(work, shape, a=Assumptions(mode="server-side"))
+    assert result.batches == 40
+    one = (20 * 1024 / 400 + 60, 20 * 1024 / 100 + 60)
+    assert result.duration_seconds == pytest.approx((400 * one[0] / 80 + 30, 400 * one[1] / 80 + 30))
+
+
+def test_the_rate_limits_weigh_the_fargate_tasks_the_batches_may_run() -> None:
+    """At a steady rate every batch the Map runs may run fargate_max_concurrency tasks: 100 x 2
+    tasks, each copying one 20 GiB object in 102.4 s at the expected 200 MiB/s, after its 60 s
+    start-up."""
+    result = estimate(
+        Workload.uniform(1_000, 20 * GiB), a=Assumptions(mode="server-side"), objects_per_day=86_400
+    )
+    assert result.rate_limits is not None
+    (fargate,) = [x for x in result.rate_limits.limits if x.what.startswith("Fargate tasks at once")]
+    assert fargate.what == "Fargate tasks at once (2 a batch, 200 in all)"
+    assert fargate.objects_per_second == pytest.approx(200 / (102.4 + 60))
+    assert fargate.needs == f"{math.ceil(102.4 + 60):,} Fargate tasks at once"  # one object a second
+    small = estimate(Workload.uniform(1_000, 1 * MiB))
+    assert small.rate_limits is not None
+    assert not [x for x in small.rate_limits.limits if x.what.startswith("Fargate")]

@@ -352,3 +352,14 @@ def test_estimate_of_a_manifest_spec_takes_numbers_and_refuses_without_them(tmp_
         [FERRY, "estimate", "s3://b/p", "--spec", str(path)], capture_output=True, text=True, timeout=60
     )
     assert both.returncode == 1 and "not both" in both.stderr, both.stderr
+
+
+def test_a_job_of_large_objects_says_its_days_and_the_fargate_tasks_it_runs_at_once() -> None:
+    """A hundred objects of 5 TiB in one batch run two Fargate tasks at a time: weeks, said in
+    days, with the setting that runs more of them."""
+    out, err = io.StringIO(), io.StringIO()
+    args = ["estimate", "--objects", "100", "--avg-size", "5TiB", "--mode", "server-side"]
+    assert main([*args, "--lambda-concurrency", "1000"], out, err) == 0, err.getvalue()
+    text = out.getvalue()
+    assert "duration: 7.6 days to 30.4 days" in text, text
+    assert "2 Fargate tasks at once (4 vCPUs" in text and "raise fargate_max_concurrency" in text

@@ -142,10 +142,17 @@ def lambda_workers_at_once(shape: PipelineShape, batches: int) -> int:
     return max(1, min(shape.max_concurrency, batches or 1))
 
 
-def fargate_tasks_at_once(shape: PipelineShape, large_objects: int) -> int:
-    """Fargate tasks at once: one per large object, up to fargate_max_concurrency per child
-    the Map runs."""
-    return max(1, min(large_objects or 1, shape.max_concurrency * shape.fargate_max_concurrency))
+def fargate_tasks_at_once(shape: PipelineShape, large_objects: int, batches: int) -> int:
+    """Fargate tasks at once: a batch runs at most fargate_max_concurrency of its large objects
+    at a time (its CopyLargeObjects Map), and the Map runs at most max_concurrency batches.
+    The large objects are taken as spread evenly over the batches: the estimate knows their
+    sizes, not where they fall in the listing. A hundred of them in one batch run two at a
+    time by default, not a hundred."""
+    if not large_objects:
+        return 1
+    holding = min(batches or 1, large_objects)  # the batches with a large object
+    per_batch = math.ceil(large_objects / holding)
+    return max(1, min(holding, shape.max_concurrency) * min(per_batch, shape.fargate_max_concurrency))
 
 
 def job_seconds(
@@ -168,6 +175,8 @@ def rate_limits_at(
     worker_objects_per_second: float | None,
     ledger_wru_per_object: float,
     lambda_quota: LambdaQuota | None = None,
+    large_share: float = 0.0,
+    task_objects_per_second: float | None = None,
 ) -> RateLimits:
     """How many objects a second each limit lets one stack copy, for this job's requests per
     object and one worker's rate (the estimate's expected one), against `objects_per_day`.
@@ -177,7 +186,9 @@ def rate_limits_at(
     counted as a read of its source besides the write (assumed: S3 documents the rates per
     request, not how a copy's source read counts). The Map Run's children and Lambda's
     concurrency bound the workers (the copies take at most what Prepare's cap leaves them of
-    the account's quota); the ledger's markers share one partition key."""
+    the account's quota); the ledger's markers share one partition key. `large_share` of the
+    objects run on Fargate, one task copying `task_objects_per_second` of them: the Map's
+    batches run at most fargate_max_concurrency tasks each."""
     quota = lambda_quota or LambdaQuota()
     rate = objects_per_day / 86_400
     writes = sum(n for op, n in requests_per_object.items() if op in DESTINATION_WRITES)
@@ -221,6 +232,15 @@ def rate_limits_at(
             copies * worker_objects_per_second,
             "concurrent CopyBatch workers",
             worker_objects_per_second,
+        )
+    if large_share and task_objects_per_second:
+        tasks = min(shape.max_concurrency, MAP_RUN_MAX_CHILDREN) * shape.fargate_max_concurrency
+        per_task = task_objects_per_second / large_share  # the job's objects, large and small
+        add(
+            f"Fargate tasks at once ({shape.fargate_max_concurrency} a batch, {tasks:,} in all)",
+            tasks * per_task,
+            "Fargate tasks at once",
+            per_task,
         )
     if ledger_wru_per_object:
         per_partition = LEDGER_PARTITION_WRU / ledger_wru_per_object

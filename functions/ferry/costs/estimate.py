@@ -206,9 +206,10 @@ def estimate(
         *prices.transfer_lines(copies.copied_bytes, a.cross_region),
     ]
     workers = lambda_workers_at_once(shape, batches.count)
-    tasks = fargate_tasks_at_once(shape, copies.large_objects)
+    tasks = fargate_tasks_at_once(shape, copies.large_objects, batches.count)
     notes = [
         *_model_notes(a, rates, workers, batches, shape),
+        *_fargate_notes(copies.large_objects, tasks, shape),
         _unverified_prices_note(a, shape, copies),
         *_account_notes(copies, quota, cap, shape),
     ]
@@ -511,6 +512,12 @@ def _stack_rate_limits(
         requests_per_object={op: n / objects for op, n in copies.requests.items()},
         worker_objects_per_second=in_lambda / lambda_busy if lambda_busy and in_lambda > 0 else None,
         ledger_wru_per_object=ledger.wru / objects,
+        large_share=copies.large_objects / objects,
+        task_objects_per_second=(
+            copies.large_objects / copies.fargate_seconds[EXPECTED]
+            if copies.fargate_seconds[EXPECTED]
+            else None
+        ),
     )
 
 
@@ -532,6 +539,20 @@ def _model_notes(
         + " (where a listing does not say)",
         f"throughput per worker {rate_word}: server-side {_pair(rates.server_side_objects)} objects/s or {_pair(rates.server_side_bytes, MiB)} MiB/s, streamed {_pair(rates.stream_objects)} objects/s or {_pair(rates.stream_bytes, MiB)} MiB/s; {workers} Lambda workers at once",
         f"batches of {plural(batches.size, 'object')} (max_items_per_batch {shape.max_items_per_batch}, max_input_bytes_per_batch {shape.max_input_bytes_per_batch} over items of ~{round(batches.mean_item_bytes)} bytes as CopyPrefix's ItemSelector makes them; AWS does not document whether the ItemBatcher measures the selected or the listed item: if the listed one, batches are smaller, never larger)",
+    ]
+
+
+def _fargate_notes(large_objects: int, tasks: int, shape: PipelineShape) -> list[str]:
+    """How many Fargate tasks run at once, and what raises it: the duration of a job of large
+    objects hangs on it more than on anything else."""
+    if not large_objects:
+        return []
+    vcpus = tasks * shape.fargate_cpu / 1024
+    return [
+        f"{plural(tasks, 'Fargate task')} at once ({vcpus:,.0f} vCPUs of the account's Fargate "
+        f"{'Spot' if shape.fargate_spot else 'On-Demand'} quota): a batch runs at most fargate_max_concurrency "
+        f"({shape.fargate_max_concurrency}) of its large objects at a time, the large objects taken as spread "
+        "evenly over the batches; raise fargate_max_concurrency, or lower max_items_per_batch, to run more"
     ]
 
 
