@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from ferry.costs import durations, inputs, requests, workload
 from ferry.costs import estimate as model
-from ferry.costs import inputs, requests, workload
 from ferry.costs.estimate import estimate
 from ferry.costs.inputs import Assumptions, PipelineShape
 from ferry.costs.requests import object_requests
@@ -266,7 +266,9 @@ def test_a_20_gib_object_goes_to_fargate_in_90_second_passes() -> None:
     # The checkpoint saved once: 300 + 150 x 2,560 bytes = 376 write units.
     assert line(result, "DynamoDB", "write request units").quantity == 1 + 1 + 376 + 1 + 3
     assert line(result, "DynamoDB", "read request units").quantity == 1 + 1 + 1 + 1 + 1 + 1 + 2
-    assert result.duration_seconds == pytest.approx((51.2 + 60 + 30, 204.8 + 60 + 30))
+    # The batch's CopyBatch pass first (its overhead), then the task (its start-up, then the copy).
+    first = durations.PASS_OVERHEAD_SECONDS
+    assert result.duration_seconds == pytest.approx((first + 51.2 + 60 + 30, first + 204.8 + 60 + 30))
 
 
 def test_cross_region_and_the_alternatives() -> None:
@@ -492,11 +494,14 @@ def test_large_objects_in_one_batch_run_fargate_max_concurrency_tasks_at_a_time(
     one = (5 * 1024 * 1024 / 400 + 60, 5 * 1024 * 1024 / 100 + 60)  # 400 and 100 MiB/s, its start-up
     two_at_a_time = estimate(work, a=server_side)
     assert two_at_a_time.batches == 1
-    assert two_at_a_time.duration_seconds == pytest.approx((50 * one[0] + 30, 50 * one[1] + 30))
+    first = durations.PASS_OVERHEAD_SECONDS  # the batch's CopyBatch pass, before its large objects
+    assert two_at_a_time.duration_seconds == pytest.approx(
+        (first + 50 * one[0] + 30, first + 50 * one[1] + 30)
+    )
     assert 7 * 86_400 < two_at_a_time.duration_seconds[0] < two_at_a_time.duration_seconds[1] < 31 * 86_400
 
     together = estimate(work, PipelineShape(fargate_max_concurrency=100), a=server_side)
-    assert together.duration_seconds == pytest.approx((one[0] + 30, one[1] + 30))
+    assert together.duration_seconds == pytest.approx((first + one[0] + 30, first + one[1] + 30))
 
 
 def test_large_objects_spread_over_batches_run_in_each_of_them() -> None:
@@ -506,7 +511,10 @@ def test_large_objects_spread_over_batches_run_in_each_of_them() -> None:
     result = estimate(work, shape, a=Assumptions(mode="server-side"))
     assert result.batches == 40
     one = (20 * 1024 / 400 + 60, 20 * 1024 / 100 + 60)
-    assert result.duration_seconds == pytest.approx((400 * one[0] / 80 + 30, 400 * one[1] / 80 + 30))
+    first = durations.PASS_OVERHEAD_SECONDS  # each batch's pass, 40 batches at once
+    assert result.duration_seconds == pytest.approx(
+        (first + 400 * one[0] / 80 + 30, first + 400 * one[1] / 80 + 30)
+    )
 
 
 def test_the_rate_limits_weigh_the_fargate_tasks_the_batches_may_run() -> None:
@@ -524,3 +532,47 @@ def test_the_rate_limits_weigh_the_fargate_tasks_the_batches_may_run() -> None:
     small = estimate(Workload.uniform(1_000, 1 * MiB))
     assert small.rate_limits is not None
     assert not [x for x in small.rate_limits.limits if x.what.startswith("Fargate")]
+
+
+def test_no_more_fargate_tasks_run_at_once_than_there_are_large_objects() -> None:
+    """Three large objects over two batches of two: three tasks at once, not two batches x two."""
+    result = estimate(
+        Workload.uniform(3, 20 * GiB), PipelineShape(max_items_per_batch=2), a=Assumptions(mode="server-side")
+    )
+    assert result.batches == 2
+    assert [n for n in result.assumptions if "Fargate task" in n][0].startswith("3 Fargate tasks at once")
+    one = (20 * 1024 / 400 + 60, 20 * 1024 / 100 + 60)
+    passes = 2 * durations.PASS_OVERHEAD_SECONDS / 2  # one pass a batch, two batches at once
+    assert result.duration_seconds == pytest.approx((one[0] + passes + 30, one[1] + passes + 30))
+
+
+def test_a_batch_copies_its_small_objects_before_its_large_ones_go_to_fargate() -> None:
+    """In a batch the CopyBatch passes come first and CopyLargeObjects after (WhatIsLeft sends
+    the large objects on once nothing else is left), so one batch's Lambda seconds and its
+    Fargate rounds add up; they do not overlap."""
+    work = Workload()
+    work.add(200 * MiB, count=500)
+    work.add(20 * GiB, count=4)
+    result = estimate(work, a=Assumptions(mode="server-side"))
+    assert result.batches == 1
+    small = estimate(Workload.uniform(500, 200 * MiB), a=Assumptions(mode="server-side"))
+    large = estimate(Workload.uniform(4, 20 * GiB), a=Assumptions(mode="server-side"))
+    # Each alone: its own seconds and the job's 30 s edges; together: both, one pass fewer.
+    for case in (0, 1):
+        together = small.duration_seconds[case] + large.duration_seconds[case] - 30
+        assert result.duration_seconds[case] == pytest.approx(
+            together - durations.PASS_OVERHEAD_SECONDS, rel=1e-3
+        )
+
+
+def test_the_fargate_rate_limit_counts_the_tasks_the_batches_hold() -> None:
+    """A batch whose large objects are fewer than fargate_max_concurrency runs only those: fifty
+    large objects among 96 batches, at most one a batch, run one task a batch, not two."""
+    work = Workload()
+    work.add(1 * MiB, count=95_000)
+    work.add(20 * GiB, count=50)
+    result = estimate(work, a=Assumptions(mode="server-side"), objects_per_day=86_400)
+    assert result.batches == 96
+    assert result.rate_limits is not None
+    (fargate,) = [x for x in result.rate_limits.limits if x.what.startswith("Fargate tasks at once")]
+    assert fargate.what == "Fargate tasks at once (1 a batch, 100 in all)"

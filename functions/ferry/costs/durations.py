@@ -142,29 +142,56 @@ def lambda_workers_at_once(shape: PipelineShape, batches: int) -> int:
     return max(1, min(shape.max_concurrency, batches or 1))
 
 
-def fargate_tasks_at_once(shape: PipelineShape, large_objects: int, batches: int) -> int:
-    """Fargate tasks at once: a batch runs at most fargate_max_concurrency of its large objects
-    at a time (its CopyLargeObjects Map), and the Map runs at most max_concurrency batches.
-    The large objects are taken as spread evenly over the batches: the estimate knows their
-    sizes, not where they fall in the listing. A hundred of them in one batch run two at a
-    time by default, not a hundred."""
+@dataclass(frozen=True)
+class FargateTier:
+    """How the large objects run: `holding`, the batches with a large object in them (the
+    large objects taken as spread evenly over the batches: the estimate knows their sizes, not
+    where they fall in the listing); `per_batch`, the tasks one of those runs at once (at most
+    fargate_max_concurrency: its CopyLargeObjects Map); `at_once`, the tasks of all batches
+    together, the Map running at most max_concurrency batches; `rounds`, the rounds of tasks
+    of the batch that holds the most."""
+
+    holding: int
+    per_batch: int
+    at_once: int
+    rounds: int
+
+
+def fargate_tier(shape: PipelineShape, large_objects: int, batches: int) -> FargateTier:
+    """A hundred large objects in one batch run two at a time by default, not a hundred."""
     if not large_objects:
-        return 1
-    holding = min(batches or 1, large_objects)  # the batches with a large object
-    per_batch = math.ceil(large_objects / holding)
-    return max(1, min(holding, shape.max_concurrency) * min(per_batch, shape.fargate_max_concurrency))
+        return FargateTier(0, 1, 1, 0)
+    holding = min(batches or 1, large_objects)
+    most = math.ceil(large_objects / holding)  # the large objects of the batch that holds the most
+    per_batch = min(most, shape.fargate_max_concurrency)
+    at_once = min(large_objects, min(holding, shape.max_concurrency) * per_batch)
+    return FargateTier(holding, per_batch, at_once, math.ceil(most / per_batch))
 
 
 def job_seconds(
-    lambda_seconds: list[float], fargate_seconds: list[float], passes: int, workers: int, tasks: int
+    lambda_seconds: list[float],
+    fargate_seconds: list[float],
+    passes: int,
+    workers: int,
+    batches: int,
+    large_objects: int,
+    tier: FargateTier,
 ) -> tuple[float, float]:
-    """The job's wall time, (fast, slow): `workers` CopyBatch workers and `tasks` Fargate tasks
-    side by side, the slower of the two, within JOB_EDGES_SECONDS."""
-    fast, slow = (
-        max(busy_seconds(lambda_seconds[i], passes) / workers, fargate_seconds[i] / tasks) + JOB_EDGES_SECONDS
-        for i in (FAST, SLOW)
-    )
-    return fast, slow
+    """The job's wall time, (fast, slow), within JOB_EDGES_SECONDS. A batch runs its CopyBatch
+    passes first and its large objects after (WhatIsLeft hands them to CopyLargeObjects once
+    nothing else is left), keeping its place among the `workers` batches at once all along:
+    its Lambda seconds and its Fargate rounds add up. The job takes the longer of all
+    batches' seconds shared by the workers and the batch that holds the most large objects
+    (its rounds of tasks one after the other)."""
+
+    def seconds(case: int) -> float:
+        busy = busy_seconds(lambda_seconds[case], passes)
+        one_task = fargate_seconds[case] / large_objects if large_objects else 0.0
+        shared = (busy + fargate_seconds[case] / tier.per_batch) / workers
+        one_batch = busy / max(1, batches) + tier.rounds * one_task
+        return max(shared, one_batch) + JOB_EDGES_SECONDS
+
+    return seconds(FAST), seconds(SLOW)
 
 
 def rate_limits_at(
@@ -177,6 +204,7 @@ def rate_limits_at(
     lambda_quota: LambdaQuota | None = None,
     large_share: float = 0.0,
     task_objects_per_second: float | None = None,
+    tasks_per_batch: int = 1,
 ) -> RateLimits:
     """How many objects a second each limit lets one stack copy, for this job's requests per
     object and one worker's rate (the estimate's expected one), against `objects_per_day`.
@@ -187,8 +215,8 @@ def rate_limits_at(
     request, not how a copy's source read counts). The Map Run's children and Lambda's
     concurrency bound the workers (the copies take at most what Prepare's cap leaves them of
     the account's quota); the ledger's markers share one partition key. `large_share` of the
-    objects run on Fargate, one task copying `task_objects_per_second` of them: the Map's
-    batches run at most fargate_max_concurrency tasks each."""
+    objects run on Fargate, one task copying `task_objects_per_second` of them, each batch
+    the Map runs running `tasks_per_batch` tasks (at most fargate_max_concurrency)."""
     quota = lambda_quota or LambdaQuota()
     rate = objects_per_day / 86_400
     writes = sum(n for op, n in requests_per_object.items() if op in DESTINATION_WRITES)
@@ -234,10 +262,10 @@ def rate_limits_at(
             worker_objects_per_second,
         )
     if large_share and task_objects_per_second:
-        tasks = min(shape.max_concurrency, MAP_RUN_MAX_CHILDREN) * shape.fargate_max_concurrency
+        tasks = min(shape.max_concurrency, MAP_RUN_MAX_CHILDREN) * tasks_per_batch
         per_task = task_objects_per_second / large_share  # the job's objects, large and small
         add(
-            f"Fargate tasks at once ({shape.fargate_max_concurrency} a batch, {tasks:,} in all)",
+            f"Fargate tasks at once ({tasks_per_batch} a batch, {tasks:,} in all)",
             tasks * per_task,
             "Fargate tasks at once",
             per_task,

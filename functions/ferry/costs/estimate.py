@@ -57,7 +57,7 @@ from ferry.costs.durations import (
     busy_seconds,
     case_seconds,
     cpu_share,
-    fargate_tasks_at_once,
+    fargate_tier,
     hand_overs,
     job_seconds,
     lambda_workers_at_once,
@@ -206,10 +206,10 @@ def estimate(
         *prices.transfer_lines(copies.copied_bytes, a.cross_region),
     ]
     workers = lambda_workers_at_once(shape, batches.count)
-    tasks = fargate_tasks_at_once(shape, copies.large_objects, batches.count)
+    tier = fargate_tier(shape, copies.large_objects, batches.count)
     notes = [
         *_model_notes(a, rates, workers, batches, shape),
-        *_fargate_notes(copies.large_objects, tasks, shape),
+        *_fargate_notes(copies.large_objects, tier.at_once, shape),
         _unverified_prices_note(a, shape, copies),
         *_account_notes(copies, quota, cap, shape),
     ]
@@ -225,10 +225,18 @@ def estimate(
         lines=lines,
         alternatives=peer_costs(work, a, copies.copied_bytes, work.objects - copies.skipped),
         duration_seconds=job_seconds(
-            copies.lambda_seconds, copies.fargate_seconds, passes.count, workers, tasks
+            copies.lambda_seconds,
+            copies.fargate_seconds,
+            passes.count,
+            workers,
+            batches.count,
+            copies.large_objects,
+            tier,
         ),
         assumptions=notes,
-        rate_limits=_stack_rate_limits(objects_per_day, work.objects, shape, quota, copies, passes, ledger),
+        rate_limits=_stack_rate_limits(
+            objects_per_day, work.objects, shape, quota, copies, passes, ledger, batches.size
+        ),
         lambda_concurrency=_lambda_concurrency(quota, cap),
     )
 
@@ -497,6 +505,7 @@ def _stack_rate_limits(
     copies: _Copies,
     passes: Passes,
     ledger: _LedgerUnits,
+    batch_size: int,
 ) -> RateLimits | None:
     """The limits on one stack's rate, for this job's requests and ledger writes per object and
     one CopyBatch worker's rate on its objects (the expected one, passes included); None for a
@@ -513,6 +522,9 @@ def _stack_rate_limits(
         worker_objects_per_second=in_lambda / lambda_busy if lambda_busy and in_lambda > 0 else None,
         ledger_wru_per_object=ledger.wru / objects,
         large_share=copies.large_objects / objects,
+        tasks_per_batch=min(
+            shape.fargate_max_concurrency, max(1, -(-copies.large_objects * batch_size // objects))
+        ),
         task_objects_per_second=(
             copies.large_objects / copies.fargate_seconds[EXPECTED]
             if copies.fargate_seconds[EXPECTED]
