@@ -180,9 +180,10 @@ def targets(n: int) -> list[Target]:
 
 def test_an_empty_truncated_page_covers_nothing_beyond_what_was_listed() -> None:
     client = PagedClient([[], ["k/00", "k/01"], ["k/02"], ["k/19"]])
-    known = DestinationIndex(client).window(targets(20))  # 20 keys: at most 2 pages
-    assert client.calls == 2
-    assert sorted(t.key for t in known) == ["k/00", "k/01"]  # not k/02-k/19: never listed
+    # 20 keys: at most 3 pages (a short first page of 40 keys, then two whole ones)
+    known = DestinationIndex(client).window(targets(20))
+    assert client.calls == 3
+    assert sorted(t.key for t in known) == ["k/00", "k/01", "k/02"]  # not k/03-k/19: never listed
     assert all(isinstance(v, Listed) for v in known.values())
 
 
@@ -218,3 +219,25 @@ def test_no_destination_listing_after_the_deadline() -> None:
     window = _WindowReader(pairs, DestinationIndex(client), deadline=time.monotonic() - 1).next_window()
     assert len(window.pairs) == 10 and window.known == {}
     assert client.calls == 0
+
+
+def test_a_short_first_page_does_not_shorten_how_far_a_crowded_destination_is_listed(
+    versitygw: Any, vgw_buckets: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A window of 40 targets asks a first page of 80 keys, not a whole page: in a destination
+    crowded with other keys, the listing still reads at least the two whole pages it read
+    before, so no target it used to cover gets a HEAD instead."""
+    monkeypatch.setattr(dest_listing, "PAGE_SIZE", 100)
+    src, dst = vgw_buckets
+    fate = arrange(versitygw, src, dst, others=5)  # 240 keys in the range of 40 targets
+    listed: list[int] = []
+    with Copier(versitygw.endpoint, versitygw.endpoint, CopyPolicy(), concurrency=4) as copier:
+        events = copier.ctx.dest_client.meta.events
+        events.register(
+            "after-call.s3.ListObjectsV2", lambda parsed, **_: listed.append(len(parsed["Contents"]))
+        )
+        results = copier.copy_batch([(SourceObject(src, k), Target(dst, k)) for k in sorted(fate)])
+
+    assert {r.source_key: str(r.status) for r in results} == fate
+    assert listed[0] == 2 * 40
+    assert sum(listed) >= 2 * 100

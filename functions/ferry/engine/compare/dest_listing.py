@@ -83,6 +83,8 @@ class DestinationIndex:
         if start_after is not None and start_after > prefix:
             args["StartAfter"] = start_after
         max_pages = max(2, 2 * len(keys) // PAGE_SIZE + 1)
+        if args["MaxKeys"] < PAGE_SIZE:
+            max_pages += 1  # a short first page: as many keys as whole pages would reach
         found: dict[str, Listed] = {}
         reached = ""  # the greatest key listed so far
         for _ in range(max_pages):
