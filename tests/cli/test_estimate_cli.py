@@ -363,3 +363,14 @@ def test_a_job_of_large_objects_says_its_days_and_the_fargate_tasks_it_runs_at_o
     text = out.getvalue()
     assert "duration: 7.6 days to 30.4 days" in text, text
     assert "2 Fargate tasks at once (4 vCPUs" in text and "raise fargate_max_concurrency" in text
+
+
+def test_the_limits_a_slow_job_meets_are_shown_to_their_first_figures() -> None:
+    """Objects of 5 TiB go at thousandths of an object a second: each limit's rate shows its
+    first figures, not a column of zeros."""
+    out, err = io.StringIO(), io.StringIO()
+    args = ["estimate", "--objects", "100", "--avg-size", "5TiB", "--mode", "server-side", "--per-day", "10"]
+    assert main([*args, "--lambda-concurrency", "1000"], out, err) == 0, err.getvalue()
+    (fargate,) = [x for x in out.getvalue().splitlines() if x.strip().startswith("Fargate tasks at once")]
+    rate = fargate.split(")")[1].split()[0]
+    assert float(rate) > 0 and rate.startswith("0.00"), fargate

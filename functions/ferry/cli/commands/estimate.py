@@ -262,13 +262,19 @@ def render_rate_limits(result: Estimate) -> list[str]:
     binding = limits.binding
     out = [
         f"at {plural(limits.objects_per_day, 'object', thousands=True)} a day "
-        f"({limits.objects_per_second:,.0f}/s) on one stack, "
+        f"({_rate(limits.objects_per_second)}/s) on one stack, "
         "objects/s each limit allows:"
     ]
     for limit in limits.limits:
         mark = "  <- binds" if limit is binding else ""
-        out.append(f"  {limit.what:<68} {limit.objects_per_second:>12,.0f}  needs {limit.needs}{mark}")
+        out.append(f"  {limit.what:<68} {_rate(limit.objects_per_second):>12}  needs {limit.needs}{mark}")
     return out
+
+
+def _rate(per_second: float) -> str:
+    """Objects a second: whole numbers, or the first three figures of a rate under ten (objects
+    of terabytes go at thousandths of one a second)."""
+    return f"{per_second:,.0f}" if per_second >= 10 or per_second == 0 else f"{per_second:.3g}"
 
 
 def render(result: Estimate) -> str:
