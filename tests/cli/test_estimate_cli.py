@@ -374,3 +374,11 @@ def test_the_limits_a_slow_job_meets_are_shown_to_their_first_figures() -> None:
     (fargate,) = [x for x in out.getvalue().splitlines() if x.strip().startswith("Fargate tasks at once")]
     rate = fargate.split(")")[1].split()[0]
     assert float(rate) > 0 and rate.startswith("0.00"), fargate
+
+
+def test_a_rate_of_a_few_objects_a_day_is_written_without_an_exponent() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    args = ["estimate", "--objects", "100", "--avg-size", "5TiB", "--mode", "server-side", "--per-day", "1"]
+    assert main([*args, "--lambda-concurrency", "1000"], out, err) == 0, err.getvalue()
+    assert "at 1 object a day (0.0000116/s)" in out.getvalue()
+    assert "e-0" not in out.getvalue()

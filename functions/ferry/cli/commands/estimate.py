@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -272,9 +273,12 @@ def render_rate_limits(result: Estimate) -> list[str]:
 
 
 def _rate(per_second: float) -> str:
-    """Objects a second: whole numbers, or the first three figures of a rate under ten (objects
-    of terabytes go at thousandths of one a second)."""
-    return f"{per_second:,.0f}" if per_second >= 10 or per_second == 0 else f"{per_second:.3g}"
+    """Objects a second: whole numbers, or the first three figures of a rate under ten, without
+    an exponent (objects of terabytes go at thousandths of one a second, a few a day at
+    hundred-thousandths)."""
+    if per_second >= 10 or per_second <= 0 or not math.isfinite(per_second):
+        return f"{per_second:,.0f}"
+    return f"{per_second:.{max(0, 2 - math.floor(math.log10(per_second)))}f}"
 
 
 def render(result: Estimate) -> str:
