@@ -102,13 +102,16 @@ def case_seconds(objects: int, size: int, server_side: bool, rates: Rates, share
     return [worker_seconds(objects, size, server_side, rates, which, share) for which in (0, 1, None)]
 
 
-def hand_overs(size: int, server_side: bool, rates: Rates, on_fargate: bool, shape: PipelineShape) -> int:
-    """How often one multipart copy of `size` bytes hands over to a later pass, at the expected
-    rate: a CopyBatch pass ends at its usable seconds, a Fargate task checkpoints every
-    FARGATE_PASS_SECONDS."""
+def save_points(
+    size: int, server_side: bool, rates: Rates, on_fargate: bool, shape: PipelineShape
+) -> list[float]:
+    """The share of a multipart copy's parts done at each of its hand-overs (a checkpoint
+    saved at the end of each pass but the last), at the expected rate: a CopyBatch pass ends
+    at its usable seconds, a Fargate task checkpoints every FARGATE_PASS_SECONDS."""
     one = worker_seconds(1, size, server_side, rates, None)
     pass_seconds = FARGATE_PASS_SECONDS if on_fargate else shape.usable_pass_seconds
-    return max(0, math.ceil(one / pass_seconds) - 1)
+    saves = max(0, math.ceil(one / pass_seconds) - 1)
+    return [min(1.0, n * pass_seconds / one) for n in range(1, saves + 1)]
 
 
 @dataclass(frozen=True)

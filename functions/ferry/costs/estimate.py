@@ -58,11 +58,11 @@ from ferry.costs.durations import (
     case_seconds,
     cpu_share,
     fargate_tier,
-    hand_overs,
     job_seconds,
     lambda_workers_at_once,
     passes_of,
     rate_limits_at,
+    save_points,
 )
 from ferry.costs.inputs import Assumptions, LambdaQuota, PipelineShape, Rates
 from ferry.costs.peers import peer_costs
@@ -271,9 +271,9 @@ class _Copies:
     restores: float = 0.0  # archived objects restored by this run
     large_objects: int = 0  # copied on Fargate
     skipped: int = 0  # archived, and no restore asked for
-    multipart_copies: int = 0  # each reads its checkpoint once and deletes it at the end
-    checkpoint_saves: int = 0  # hand-overs: a save, and a read when the next pass resumes
-    checkpoint_saves_wru: int = 0
+    multipart_copies: int = 0  # each reads its checkpoint once a pass and deletes it at the end
+    checkpoint_wru: int = 0  # saves and deletes: on each copy's own partition key
+    checkpoint_rru: int = 0  # each pass's read, and the delete's listing
 
     def add_requests(self, per_object: Counter[str], times: int) -> None:
         """One object's requests, `times` over (an operation it sends none of is kept, at 0)."""
@@ -313,8 +313,9 @@ def _copy_bin(
         for i in range(3):
             copies.lambda_seconds[i] += times[i]
     if per_object["CreateMultipartUpload"]:
-        saves = hand_overs(size, a.server_side, rates, large, shape)
-        _add_checkpoints(copies, per_object, b.objects, saves, a)
+        _add_checkpoints(
+            copies, per_object, b.objects, save_points(size, a.server_side, rates, large, shape), a
+        )
 
 
 def _add_fargate(copies: _Copies, objects: int, times: list[float], a: Assumptions) -> None:
@@ -328,17 +329,17 @@ def _add_fargate(copies: _Copies, objects: int, times: list[float], a: Assumptio
 
 
 def _add_checkpoints(
-    copies: _Copies, per_object: Counter[str], objects: int, saves: int, a: Assumptions
+    copies: _Copies, per_object: Counter[str], objects: int, points: list[float], a: Assumptions
 ) -> None:
-    """Multipart copies: a checkpoint each, saved at each of its `saves` hand-overs, and what
-    each later pass sends again to resume it."""
+    """Multipart copies: a checkpoint each, saved at each of its hand-overs (`points`: the share
+    of its parts done at each), and what each later pass sends again to resume it."""
     copies.multipart_copies += objects
-    parts = per_object["UploadPartCopy"] + per_object["UploadPart"]
-    copies.checkpoint_saves += objects * saves
-    copies.checkpoint_saves_wru += objects * _checkpoint_saves_wru(parts, saves)
-    if saves:
+    units = _checkpoint_units(per_object["UploadPartCopy"] + per_object["UploadPart"], points)
+    copies.checkpoint_wru += objects * units.wru
+    copies.checkpoint_rru += objects * units.rru
+    if points:
         for op, n in resume_requests(per_object, a).items():
-            copies.requests[op] += n * saves * objects
+            copies.requests[op] += n * len(points) * objects
 
 
 # -- what the pipeline adds -----------------------------------------------------------------------
@@ -426,59 +427,62 @@ def _step_functions_line(batches: Batches, passes: Passes, large_objects: int) -
 
 @dataclass(frozen=True)
 class _LedgerUnits:
-    """The ledger's on-demand request units over the job."""
+    """The ledger's on-demand request units over the job; `job_wru`, those on the job's own
+    partition key (its markers), which one partition's rate bounds."""
 
     wru: int
     rru: int
+    job_wru: int
 
 
 def _ledger_units(passes: Passes, copies: _Copies, shape: PipelineShape) -> _LedgerUnits:
     """DynamoDB: per pass a marker (PutItem); per worker process a strongly consistent read of
-    the job item; per multipart copy a checkpoint read and delete, and per hand-over a save and
-    a read; per job the job item and Finalize's tally."""
+    the job item; per multipart copy its checkpoint's saves, reads and delete
+    (`_checkpoint_units`); per job the job item and Finalize's tally."""
     marker_wru = math.ceil(MARKER_BYTES / 1024)
-    wru = (
-        passes.count * marker_wru
-        + copies.multipart_copies
-        + copies.checkpoint_saves_wru
-        + copies.large_objects * marker_wru
-        + 3
-    )
+    job_wru = passes.count * marker_wru + copies.large_objects * marker_wru + 3
     tally_rru = math.ceil((passes.count + copies.large_objects) * MARKER_BYTES / 4096)
     # The job's spec is read once per worker process (passes.job_spec keeps it): about one read
     # per Lambda container, max_concurrency of them at most; one per Fargate task.
     job_reads = min(passes.count, shape.max_concurrency)
     # A ResumeHandOver reads the marker of the pass that handed over (strongly consistent).
-    rru = (
-        job_reads
-        + copies.multipart_copies
-        + copies.checkpoint_saves
-        + copies.large_objects
-        + passes.resumes
-        + tally_rru
-        + 2
-    )
-    return _LedgerUnits(wru, rru)
+    rru = job_reads + copies.checkpoint_rru + copies.large_objects + passes.resumes + tally_rru + 2
+    return _LedgerUnits(job_wru + copies.checkpoint_wru, rru, job_wru)
 
 
-def _checkpoint_saves_wru(parts: int, saves: int) -> int:
-    """Write units of the `saves` checkpoints of a copy in `parts` parts, its parts taken as
-    finishing evenly between them. The ledger keeps a checkpoint in items of CHECKPOINT_PARTS_PER_ITEM
-    parts and a save writes the items whose parts changed since the last one (a resumed copy
-    starts from what it loaded), the head only the first time: a 5 TiB copy's 291 saves on
-    Fargate each rewrite one item, or two, not its whole 1.5 MB."""
+@dataclass(frozen=True)
+class _CheckpointUnits:
+    wru: int
+    rru: int
+
+
+def _checkpoint_units(parts: int, points: list[float]) -> _CheckpointUnits:
+    """One multipart copy's checkpoint in request units, its saves at `points` (the share of its
+    parts done at each). The ledger keeps a checkpoint in a head item and items of
+    CHECKPOINT_PARTS_PER_ITEM parts. A save writes the items whose parts changed since the
+    last save (a resumed copy starts from what it loaded), the head only the first time: a
+    5 TiB copy's 291 saves on Fargate each rewrite one item or two, not its whole 1.5 MB.
+    Every pass reads the checkpoint whole (a strongly consistent Query, a unit per 4 KB; the
+    first finds nothing, one unit); at the end the store lists its items (the same read) and
+    deletes each, a DeleteItem billed by the item's size."""
     wru, done = 0, 0
-    for save in range(1, saves + 1):
-        now = parts * save // (saves + 1)
-        if save == 1:
+    sizes: dict[int, int] = {}  # part item -> its bytes as last saved
+    rru = 1
+    for point in points:
+        now = min(parts, int(parts * point))
+        if not sizes:
+            sizes[-1] = CHECKPOINT_HEAD_BYTES
             wru += math.ceil(CHECKPOINT_HEAD_BYTES / 1024)
-        if now == done:
-            continue
-        for item in range(done // CHECKPOINT_PARTS_PER_ITEM, (now - 1) // CHECKPOINT_PARTS_PER_ITEM + 1):
-            filled = min(now, (item + 1) * CHECKPOINT_PARTS_PER_ITEM) - item * CHECKPOINT_PARTS_PER_ITEM
-            wru += math.ceil((CHECKPOINT_ITEM_BYTES + CHECKPOINT_PART_BYTES * filled) / 1024)
-        done = now
-    return wru
+        if now > done:
+            for item in range(done // CHECKPOINT_PARTS_PER_ITEM, (now - 1) // CHECKPOINT_PARTS_PER_ITEM + 1):
+                filled = min(now, (item + 1) * CHECKPOINT_PARTS_PER_ITEM) - item * CHECKPOINT_PARTS_PER_ITEM
+                sizes[item] = CHECKPOINT_ITEM_BYTES + CHECKPOINT_PART_BYTES * filled
+                wru += math.ceil(sizes[item] / 1024)
+            done = now
+        rru += math.ceil(sum(sizes.values()) / 4096)
+    rru += max(1, math.ceil(sum(sizes.values()) / 4096))
+    wru += sum(math.ceil(size / 1024) for size in sizes.values())
+    return _CheckpointUnits(wru, rru)
 
 
 def _dynamodb_lines(ledger: _LedgerUnits) -> list[Line]:
@@ -538,7 +542,7 @@ def _stack_rate_limits(
         lambda_quota=quota,
         requests_per_object={op: n / objects for op, n in copies.requests.items()},
         worker_objects_per_second=in_lambda / lambda_busy if lambda_busy and in_lambda > 0 else None,
-        ledger_wru_per_object=ledger.wru / objects,
+        ledger_wru_per_object=ledger.job_wru / objects,
         large_share=copies.large_objects / objects,
         tasks_per_batch=min(
             shape.fargate_max_concurrency, max(1, -(-copies.large_objects * batch_size // objects))
