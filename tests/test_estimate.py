@@ -567,7 +567,7 @@ def test_a_batch_copies_its_small_objects_before_its_large_ones_go_to_fargate() 
 
 def test_the_fargate_rate_limit_counts_the_tasks_the_batches_hold() -> None:
     """A batch whose large objects are fewer than fargate_max_concurrency runs only those: fifty
-    large objects among 96 batches, at most one a batch, run one task a batch, not two."""
+    large objects among 96 batches of 996 run 0.52 tasks a batch on average, not two."""
     work = Workload()
     work.add(1 * MiB, count=95_000)
     work.add(20 * GiB, count=50)
@@ -575,7 +575,7 @@ def test_the_fargate_rate_limit_counts_the_tasks_the_batches_hold() -> None:
     assert result.batches == 96
     assert result.rate_limits is not None
     (fargate,) = [x for x in result.rate_limits.limits if x.what.startswith("Fargate tasks at once")]
-    assert fargate.what == "Fargate tasks at once (1 a batch, 100 in all)"
+    assert fargate.what == "Fargate tasks at once (0.524 a batch, 52 in all)"
 
 
 def test_a_checkpoint_save_writes_only_the_part_items_that_changed() -> None:
@@ -615,3 +615,17 @@ def test_the_ledger_limit_counts_the_jobs_own_partition_not_the_checkpoints() ->
     assert result.rate_limits is not None
     (ledger,) = [x for x in result.rate_limits.limits if x.what.startswith("ledger writes")]
     assert ledger.objects_per_second > 100
+
+
+def test_large_objects_one_to_a_batch_run_one_task_a_batch() -> None:
+    """A thousand objects of 50 GiB among a million small ones, 999 batches: one batch holds two
+    of them, every other one. A hundred batches at once run a hundred tasks, not two hundred,
+    and the job lasts ten rounds of one task each."""
+    work = Workload()
+    work.add(500 * KiB, count=1_000_000)
+    work.add(50 * GiB, count=1_000)
+    result = estimate(work, a=Assumptions(mode="server-side"))
+    assert result.batches == 999
+    assert [n for n in result.assumptions if "Fargate task" in n][0].startswith("100 Fargate tasks at once")
+    one = 50 * 1024 / 400 + 60  # the fast case: 400 MiB/s, and the task's start-up
+    assert result.duration_seconds[0] > 1_000 * one / 101

@@ -149,13 +149,13 @@ def lambda_workers_at_once(shape: PipelineShape, batches: int) -> int:
 class FargateTier:
     """How the large objects run: `holding`, the batches with a large object in them (the
     large objects taken as spread evenly over the batches: the estimate knows their sizes, not
-    where they fall in the listing); `per_batch`, the tasks one of those runs at once (at most
-    fargate_max_concurrency: its CopyLargeObjects Map); `at_once`, the tasks of all batches
-    together, the Map running at most max_concurrency batches; `rounds`, the rounds of tasks
-    of the batch that holds the most."""
+    where they fall in the listing); `per_batch`, the tasks one of those runs at once on
+    average (at most fargate_max_concurrency: its CopyLargeObjects Map); `at_once`, the tasks
+    of all batches together, the Map running at most max_concurrency batches; `rounds`, the
+    rounds of tasks of the batch that holds the most."""
 
     holding: int
-    per_batch: int
+    per_batch: float
     at_once: int
     rounds: int
 
@@ -163,12 +163,14 @@ class FargateTier:
 def fargate_tier(shape: PipelineShape, large_objects: int, batches: int) -> FargateTier:
     """A hundred large objects in one batch run two at a time by default, not a hundred."""
     if not large_objects:
-        return FargateTier(0, 1, 1, 0)
+        return FargateTier(0, 1.0, 1, 0)
     holding = min(batches or 1, large_objects)
+    per_batch = min(large_objects / holding, shape.fargate_max_concurrency)
+    at_once = min(large_objects, round(min(holding, shape.max_concurrency) * per_batch))
     most = math.ceil(large_objects / holding)  # the large objects of the batch that holds the most
-    per_batch = min(most, shape.fargate_max_concurrency)
-    at_once = min(large_objects, min(holding, shape.max_concurrency) * per_batch)
-    return FargateTier(holding, per_batch, at_once, math.ceil(most / per_batch))
+    return FargateTier(
+        holding, per_batch, max(1, at_once), math.ceil(most / min(most, shape.fargate_max_concurrency))
+    )
 
 
 def job_seconds(
@@ -207,7 +209,7 @@ def rate_limits_at(
     lambda_quota: LambdaQuota | None = None,
     large_share: float = 0.0,
     task_objects_per_second: float | None = None,
-    tasks_per_batch: int = 1,
+    tasks_per_batch: float = 1.0,
 ) -> RateLimits:
     """How many objects a second each limit lets one stack copy, for this job's requests per
     object and one worker's rate (the estimate's expected one), against `objects_per_day`.
@@ -219,7 +221,8 @@ def rate_limits_at(
     concurrency bound the workers (the copies take at most what Prepare's cap leaves them of
     the account's quota); the ledger's markers share one partition key. `large_share` of the
     objects run on Fargate, one task copying `task_objects_per_second` of them, each batch
-    the Map runs running `tasks_per_batch` tasks (at most fargate_max_concurrency)."""
+    the Map runs running `tasks_per_batch` tasks on average (its share of the large objects,
+    at most fargate_max_concurrency)."""
     quota = lambda_quota or LambdaQuota()
     rate = objects_per_day / 86_400
     writes = sum(n for op, n in requests_per_object.items() if op in DESTINATION_WRITES)
@@ -268,7 +271,7 @@ def rate_limits_at(
         tasks = min(shape.max_concurrency, MAP_RUN_MAX_CHILDREN) * tasks_per_batch
         per_task = task_objects_per_second / large_share  # the job's objects, large and small
         add(
-            f"Fargate tasks at once ({tasks_per_batch} a batch, {tasks:,} in all)",
+            f"Fargate tasks at once ({tasks_per_batch:.3g} a batch, {tasks:,.0f} in all)",
             tasks * per_task,
             "Fargate tasks at once",
             per_task,

@@ -544,9 +544,7 @@ def _stack_rate_limits(
         worker_objects_per_second=in_lambda / lambda_busy if lambda_busy and in_lambda > 0 else None,
         ledger_wru_per_object=ledger.job_wru / objects,
         large_share=copies.large_objects / objects,
-        tasks_per_batch=min(
-            shape.fargate_max_concurrency, max(1, -(-copies.large_objects * batch_size // objects))
-        ),
+        tasks_per_batch=min(shape.fargate_max_concurrency, copies.large_objects * batch_size / objects),
         task_objects_per_second=(
             copies.large_objects / copies.fargate_seconds[EXPECTED]
             if copies.fargate_seconds[EXPECTED]
