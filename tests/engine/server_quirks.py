@@ -173,7 +173,19 @@ class QuirkProxy:
     url: str = ""
     seen: list[Seen] = field(default_factory=list)
     untag: Any = None  # a boto3 client for the upstream, for DropTags
+    closed: int = 0  # client connections the proxy has closed (idle, or at the client's end)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _closing: threading.Condition = field(default_factory=threading.Condition)
+
+    def connection_closed(self) -> None:
+        with self._closing:
+            self.closed += 1
+            self._closing.notify_all()
+
+    def wait_closed(self, count: int, timeout: float = 10.0) -> bool:
+        """Until `count` client connections have been closed; False if not within `timeout`."""
+        with self._closing:
+            return self._closing.wait_for(lambda: self.closed >= count, timeout)
 
     def record(self, entry: Seen) -> None:
         with self._lock:
@@ -316,6 +328,18 @@ def _writes_tags(method: str, query: dict[str, str], headers: dict[str, str]) ->
     return method == "POST" and "uploadId" in query
 
 
+class _CountingServer(ThreadingHTTPServer):
+    """Tells the proxy each client connection it has closed, once its socket is shut."""
+
+    proxy: QuirkProxy
+
+    def shutdown_request(self, request: Any) -> None:
+        try:
+            super().shutdown_request(request)
+        finally:
+            self.proxy.connection_closed()
+
+
 @contextmanager
 def quirk_proxy(
     upstream: str,
@@ -328,7 +352,8 @@ def quirk_proxy(
     # AnswerFirst counts down: each proxy gets its own copy of every rule.
     rules = tuple(copy.copy(rule) for name in quirks for rule in QUIRKS[name])
     proxy = QuirkProxy(upstream=upstream, rules=rules, untag=untag_client)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(proxy, idle_timeout))
+    server = _CountingServer(("127.0.0.1", 0), _handler(proxy, idle_timeout))
+    server.proxy = proxy
     server.daemon_threads = True
     proxy.url = f"http://127.0.0.1:{server.server_address[1]}"
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True)

@@ -184,7 +184,7 @@ def test_a_closed_keep_alive_connection_goes_back_through_botocore(versitygw, qu
         proxy = stack.enter_context(quirk_proxy(versitygw.url, idle_timeout=0.3))
         client = make_client(Endpoint(endpoint_url=proxy.url, region="us-east-1"), lean=True)
         assert client.head_object(Bucket=bucket, Key="k")["ContentLength"] == 1
-        time.sleep(1.0)  # the proxy has closed the idle connection
+        assert proxy.wait_closed(1)  # the proxy has closed the idle connection
         assert client.head_object(Bucket=bucket, Key="k")["ContentLength"] == 1
         assert client.head_object(Bucket=bucket, Key="k")["ContentLength"] == 1
         assert [_lean(s) for s in proxy.seen] == [True, False, True]
