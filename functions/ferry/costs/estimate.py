@@ -271,7 +271,6 @@ class _Copies:
     restores: float = 0.0  # archived objects restored by this run
     large_objects: int = 0  # copied on Fargate
     skipped: int = 0  # archived, and no restore asked for
-    multipart_copies: int = 0  # each reads its checkpoint once a pass and deletes it at the end
     checkpoint_wru: int = 0  # saves and deletes: on each copy's own partition key
     checkpoint_rru: int = 0  # each pass's read, and the delete's listing
 
@@ -333,7 +332,6 @@ def _add_checkpoints(
 ) -> None:
     """Multipart copies: a checkpoint each, saved at each of its hand-overs (`points`: the share
     of its parts done at each), and what each later pass sends again to resume it."""
-    copies.multipart_copies += objects
     units = _checkpoint_units(per_object["UploadPartCopy"] + per_object["UploadPart"], points)
     copies.checkpoint_wru += objects * units.wru
     copies.checkpoint_rru += objects * units.rru

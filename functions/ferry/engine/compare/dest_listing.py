@@ -82,13 +82,14 @@ class DestinationIndex:
         start_after = _just_before(first)
         if start_after is not None and start_after > prefix:
             args["StartAfter"] = start_after
-        max_pages = max(2, 2 * len(keys) // PAGE_SIZE + 1)
-        if args["MaxKeys"] < PAGE_SIZE:
-            max_pages += 1  # a short first page: as many keys as whole pages would reach
+        # Keys asked for, at most: whole pages for twice the window (two at least), however
+        # short the first page is.
+        budget = max(2, 2 * len(keys) // PAGE_SIZE + 1) * PAGE_SIZE
         found: dict[str, Listed] = {}
         reached = ""  # the greatest key listed so far
-        for _ in range(max_pages):
+        while budget > 0:
             page = self.client.list_objects_v2(**args)
+            budget -= args["MaxKeys"]
             for item in page.get("Contents", []):
                 key = item["Key"]
                 if key <= reached:
